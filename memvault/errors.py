@@ -1,0 +1,38 @@
+"""Errors the user sees: each carries one line that says what is wrong and where."""
+
+
+class MemvaultError(Exception):
+    """A failure the user must know about: printed as one line, exit code 1."""
+
+    exit_code = 1
+
+
+class UsageError(MemvaultError):
+    """Bad arguments or settings: exit code 2, like a usage error."""
+
+    exit_code = 2
+
+
+class SettingsError(UsageError):
+    """A setting in memvault.toml, the environment or a flag is invalid."""
+
+
+class InvalidConversationId(UsageError):
+    """A conversation id that cannot safely become a folder name."""
+
+
+class MemoryFileError(MemvaultError):
+    """A memory file that cannot be read; names the file and the reason."""
+
+    def __init__(self, path, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class NotFound(MemvaultError):
+    """No memory matches an id or prefix."""
+
+
+class LockTimeout(MemvaultError):
+    """Another memvault process held the vault lock for too long."""

@@ -1,0 +1,381 @@
+"""Memory files: markdown with YAML front matter, laid out as SPEC section 2.
+
+This module knows the on-disk format and nothing else: no git, no index. Writes
+are atomic (temp file in the same folder, fsync, rename) so a kill at any
+moment leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
+
+ENTRIES = "entries"
+DELETED = "deleted"
+DEFAULT_CONVERSATION = "global"
+# One memory is at most this big; longer text would be cut by the embedder anyway.
+MAX_MEMORY_BYTES = 1024 * 1024
+
+ROLE_FOLDERS = {
+    "memory": "facts",
+    "note": "notes",
+    "decision": "decisions",
+    "user": "turns/user",
+    "assistant": "turns/assistant",
+    "summary": "summaries",
+}
+KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
+ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
+DELETE_REASONS = ("update", "contradiction", "evicted", "user")
+# Front-matter keys the product itself manages; anything else is the user's and is kept as is.
+CORE_KEYS = ("id", "role", "conversation_id", "created_at")
+
+# Stable namespace so an adopted file gets the same id in every process.
+ADOPT_NAMESPACE = uuid.UUID("8a0f5a53-7c1e-4c53-9f0e-6f3b1f7c2d10")
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_time(value: Any, what: str = "time") -> datetime:
+    """ISO 8601 (or a YAML datetime) -> aware datetime; naive times are read as UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{what} {value!r} is not an ISO 8601 date-time") from None
+    elif hasattr(value, "year") and hasattr(value, "month") and hasattr(value, "day"):
+        moment = datetime(value.year, value.month, value.day)
+    else:
+        raise ValueError(f"{what} {value!r} is not an ISO 8601 date-time")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+def format_time(moment: datetime) -> str:
+    return moment.isoformat(timespec="microseconds")
+
+
+def file_stamp(moment: datetime) -> str:
+    """UTC YYYYMMDDTHHMMSSffffffZ, so file names sort by time."""
+    return moment.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def check_conversation_id(conversation_id: str) -> str:
+    """Refuse ids that are clearly not names: empty, path traversal, NUL or control characters."""
+    if not isinstance(conversation_id, str) or not conversation_id.strip():
+        raise InvalidConversationId("conversation id must not be empty")
+    if _CONTROL.search(conversation_id):
+        raise InvalidConversationId(
+            f"conversation id {conversation_id!r} contains NUL or control characters"
+        )
+    if any(part in (".", "..") for part in re.split(r"[/\\]", conversation_id)):
+        raise InvalidConversationId(
+            f"conversation id {conversation_id!r} contains a '.' or '..' path component"
+        )
+    return conversation_id
+
+
+def conversation_slug(conversation_id: str) -> str:
+    """A folder name for a conversation id that can never leave entries/.
+
+    Plain ids (letters, digits, . _ -) are used as they are. Anything else keeps a
+    readable ASCII prefix plus a hash of the full id, so 'a/b' and 'a-b' differ.
+    The original id is always kept in the front matter.
+    """
+    check_conversation_id(conversation_id)
+    if _SAFE_ID.match(conversation_id):
+        return conversation_id
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", conversation_id).strip("-._")[:48] or "c"
+    digest = hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+@dataclass
+class Memory:
+    id: str
+    role: str
+    conversation_id: str
+    created_at: datetime
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)  # every other front-matter key, in order
+    path: Path | None = None  # absolute path once written or read
+
+    @property
+    def tags(self) -> list[str]:
+        tags = self.extra.get("tags") or []
+        return [str(t) for t in tags] if isinstance(tags, list) else [str(tags)]
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.path is not None and DELETED in self.path.parts
+
+    def front_matter(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "conversation_id": self.conversation_id,
+            "created_at": format_time(self.created_at),
+        }
+        for key, value in self.extra.items():
+            if key not in meta:
+                meta[key] = format_time(value) if isinstance(value, datetime) else value
+        return meta
+
+    def first_line(self, width: int = 80) -> str:
+        line = next((ln.strip() for ln in self.text.splitlines() if ln.strip()), "")
+        return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def new_memory(
+    text: str,
+    role: str = "memory",
+    conversation_id: str = DEFAULT_CONVERSATION,
+    created_at: datetime | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Memory:
+    if role not in ROLE_FOLDERS:
+        raise UsageError(f"unknown role {role!r} (one of {', '.join(ROLE_FOLDERS)})")
+    check_conversation_id(conversation_id)
+    text = text.strip()
+    if not text:
+        raise UsageError("memory text is empty")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_MEMORY_BYTES:
+        raise UsageError(
+            f"memory text is {size / 1048576:.1f} MiB; the limit is {MAX_MEMORY_BYTES // 1048576} MiB "
+            "per memory (split it, e.g. with --each-line)"
+        )
+    return Memory(
+        id=str(uuid.uuid4()),
+        role=role,
+        conversation_id=conversation_id,
+        created_at=created_at or utcnow(),
+        text=text,
+        extra=dict(extra or {}),
+    )
+
+
+def render(memory: Memory) -> str:
+    import yaml  # python-frontmatter's own dependency; dumped directly to keep key order
+
+    header = yaml.safe_dump(
+        memory.front_matter(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    return f"---\n{header}---\n{memory.text.strip()}\n"
+
+
+def relative_path_for(memory: Memory) -> Path:
+    """entries/<slug>/<role folder>/<ts>__<uuid>.md (summaries: summaries/summary.md)."""
+    base = Path(ENTRIES) / conversation_slug(memory.conversation_id)
+    if memory.role == "summary":
+        level = memory.extra.get("summary_level")
+        if memory.extra.get("summary_kind") in (None, "rolling") or not level:
+            return base / "summaries" / "summary.md"
+        return base / "summaries" / f"L{int(level)}" / f"{file_stamp(memory.created_at)}__{memory.id}.md"
+    return base / ROLE_FOLDERS[memory.role] / f"{file_stamp(memory.created_at)}__{memory.id}.md"
+
+
+def atomic_write(path: Path, content: str) -> None:
+    """Write via a temp file in the same folder + fsync + rename: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_memory(root: Path, memory: Memory, path: Path | None = None) -> Path:
+    """Write (or rewrite in place when path is given) and set memory.path."""
+    target = path or (root / relative_path_for(memory))
+    ensure_inside(root, target)
+    atomic_write(target, render(memory))
+    memory.path = target
+    return target
+
+
+def ensure_inside(root: Path, target: Path) -> None:
+    """Guard against any path that would leave the vault (symlinks included)."""
+    root_real = os.path.realpath(root)
+    target_real = os.path.realpath(target)
+    if os.path.commonpath([root_real, target_real]) != root_real:
+        raise UsageError(f"refusing to write {target}: it is outside the vault {root}")
+
+
+def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path | None = None) -> tuple[Memory, bool]:
+    """Parse file content into a Memory. Returns (memory, adopted).
+
+    A file without front matter is adopted as a note whose id is derived from its
+    path (stable across processes) and whose created_at is the file's mtime.
+    """
+    import yaml
+
+    if "\x00" in text:
+        raise MemoryFileError(path, "binary file (contains NUL bytes)")
+    if not text.strip():
+        raise MemoryFileError(path, "empty file")
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].rstrip("\r\n").strip() == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n").strip() in ("---", "...")), None)
+        if end is None:
+            raise MemoryFileError(path, "front matter starts with '---' but has no closing '---'")
+        header = "".join(lines[1:end])
+        body = "".join(lines[end + 1 :]).strip()
+        try:
+            meta = yaml.safe_load(header) if header.strip() else {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 2}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "syntax error"
+            raise MemoryFileError(path, f"front matter is not valid YAML{where}: {problem}") from None
+        if not isinstance(meta, dict):
+            raise MemoryFileError(path, f"front matter is a {type(meta).__name__}, not a mapping of keys")
+        return _memory_from_meta(meta, body, path), False
+    # No front matter: adopt as a note.
+    rel = path.relative_to(root).as_posix() if root is not None else path.as_posix()
+    created = datetime.fromtimestamp(mtime, timezone.utc) if mtime is not None else utcnow()
+    conversation = _conversation_from_path(path, root)
+    memory = Memory(
+        id=str(uuid.uuid5(ADOPT_NAMESPACE, rel)),
+        role="note",
+        conversation_id=conversation,
+        created_at=created,
+        text=text.strip(),
+        path=path,
+    )
+    return memory, True
+
+
+def _conversation_from_path(path: Path, root: Path | None) -> str:
+    if root is not None:
+        parts = path.relative_to(root).parts
+        if len(parts) >= 3 and parts[0] == ENTRIES:
+            return parts[1]
+    return DEFAULT_CONVERSATION
+
+
+def _memory_from_meta(meta: dict[str, Any], body: str, path: Path) -> Memory:
+    missing = [key for key in ("id", "role") if not meta.get(key)]
+    if missing:
+        raise MemoryFileError(path, f"front matter has no '{missing[0]}'")
+    memory_id = str(meta["id"]).strip()
+    role = str(meta["role"]).strip()
+    if role not in ROLE_FOLDERS:
+        raise MemoryFileError(path, f"unknown role {role!r} (one of {', '.join(ROLE_FOLDERS)})")
+    if "created_at" not in meta or meta["created_at"] in (None, ""):
+        raise MemoryFileError(path, "front matter has no 'created_at'")
+    try:
+        created = parse_time(meta["created_at"], "created_at")
+    except ValueError as exc:
+        raise MemoryFileError(path, str(exc)) from None
+    conversation = str(meta.get("conversation_id") or DEFAULT_CONVERSATION)
+    extra = {k: v for k, v in meta.items() if k not in CORE_KEYS}
+    return Memory(memory_id, role, conversation, created, body, extra, path)
+
+
+def read_memory(path: Path, root: Path | None = None) -> tuple[Memory, bool]:
+    """Read one memory file; raises MemoryFileError naming the file and why."""
+    if path.is_symlink():
+        raise MemoryFileError(path, "is a symbolic link (not followed)")
+    try:
+        stat = path.stat()
+        if stat.st_size > MAX_MEMORY_BYTES + 64 * 1024:
+            raise MemoryFileError(
+                path, f"file is {stat.st_size / 1048576:.1f} MiB; the limit is {MAX_MEMORY_BYTES // 1048576} MiB"
+            )
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise MemoryFileError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryFileError(path, f"not UTF-8 text (byte {exc.start})") from None
+    return parse_memory(text.lstrip("\ufeff"), path, stat.st_mtime, root)
+
+
+def is_memory_file(path: Path) -> bool:
+    """Markdown files only; temp files and editor droppings are never memories."""
+    name = path.name
+    return name.endswith(".md") and not name.startswith((".", "#", "~")) and not name.endswith("~")
+
+
+def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
+    """Every candidate memory file under entries/, sorted, without following symlinks."""
+    base = root / ENTRIES
+    if not base.is_dir():
+        return
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(base, followlinks=False):
+        here = Path(folder)
+        rel = here.relative_to(base).parts
+        if not include_deleted and len(rel) >= 2 and rel[1] == DELETED:
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            candidate = here / name
+            if is_memory_file(candidate):
+                found.append(candidate)
+    yield from sorted(found)
+
+
+def deleted_path_for(root: Path, path: Path) -> Path:
+    """entries/<c>/<sub...> -> entries/<c>/deleted/<sub...>"""
+    rel = path.relative_to(root).parts
+    if len(rel) < 3 or rel[0] != ENTRIES:
+        raise UsageError(f"{path} is not inside {root / ENTRIES}")
+    return root.joinpath(ENTRIES, rel[1], DELETED, *rel[2:])
+
+
+def walk_entries_under(conversation_dir: Path, include_deleted: bool = False) -> Iterator[Path]:
+    """Like walk_entries, for one conversation's folder."""
+    found: list[Path] = []
+    for folder, dirs, names in os.walk(conversation_dir, followlinks=False):
+        here = Path(folder)
+        if here == conversation_dir and not include_deleted:
+            dirs[:] = [d for d in dirs if d != DELETED]
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(here / n for n in names if is_memory_file(here / n))
+    yield from sorted(found)

@@ -1,0 +1,215 @@
+"""`memvault log`: the story of the memories, read back from git.
+
+Works from what each commit did to the files under entries/ (name-status plus
+the file contents at that commit), so commits made by hand are understood as
+well as memvault's own; memvault's trailers only name the command.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+
+from memvault import files
+from memvault.errors import MemvaultError, NotFound, UsageError
+
+RS, US = "\x1e", "\x1f"
+
+
+@dataclass
+class MemoryChange:
+    id: str
+    action: str  # added, edited, deleted, replaced, evicted, removed, restored
+    text: str
+    path: str
+    reason: str | None = None
+    replaced_by: str | None = None
+    replaces: str | None = None
+
+
+@dataclass
+class LogEntry:
+    commit: str
+    date: datetime
+    subject: str
+    command: str
+    changes: list[MemoryChange] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["date"] = self.date.isoformat()
+        return data
+
+
+def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], input=input, capture_output=True, check=False)
+    except FileNotFoundError:
+        raise MemvaultError("git is not installed (needed for history)") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise MemvaultError(f"git {args[0]} in {root} failed: {message[-1] if message else done.returncode}")
+    return done.stdout
+
+
+def _read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
+    """Contents of many `<rev>:<path>` objects through one `git cat-file --batch`."""
+    if not names:
+        return {}
+    out = _git(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
+    result: dict[str, str | None] = {}
+    pos = 0
+    for name in names:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].decode("utf-8", "replace")
+        pos = end + 1
+        if header.endswith(" missing") or header.endswith(" ambiguous"):
+            result[name] = None
+            continue
+        size = int(header.rsplit(" ", 1)[1])
+        result[name] = out[pos : pos + size].decode("utf-8", "replace")
+        pos += size + 1
+    return result
+
+
+def _command_of(subject: str) -> str:
+    if subject.startswith("memvault ") and ":" in subject:
+        return subject[len("memvault ") : subject.index(":")].strip()
+    return "hand edit"
+
+
+def _parse_status(block: str) -> list[tuple[str, str, str | None]]:
+    """(status letter, path, old path for renames) for each changed file."""
+    rows = []
+    for line in block.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2 or not parts[0]:
+            continue
+        letter = parts[0][0]
+        if letter in "RC" and len(parts) == 3:
+            rows.append((letter, parts[2], parts[1]))
+        else:
+            rows.append((letter, parts[1], None))
+    return rows
+
+
+def _in_deleted(path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    return len(parts) >= 3 and parts[2] == files.DELETED
+
+
+def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None) -> list[LogEntry]:
+    """Newest first. `follow` is an id or unique prefix, traced through replacements."""
+    if not (root / ".git").exists():
+        raise MemvaultError(f"{root} has no git history (is enable_git_versioning off?)")
+    args = ["-c", "core.quotePath=false", "log", "-M", "--name-status",
+            f"--format={RS}%H{US}%aI{US}%s{US}"]
+    since_time = None
+    if since:
+        try:  # ISO dates are compared exactly; git's own parser takes the rest ("2 weeks ago")
+            since_time = files.parse_time(since, "--since")
+        except ValueError:
+            args.append(f"--since={since}")
+    if limit and not follow and since_time is None:
+        args.append(f"-n{limit}")
+    args += ["--", files.ENTRIES]
+    try:
+        raw = _git(root, *args).decode("utf-8", "replace")
+    except MemvaultError as exc:
+        if "does not have any commits" in str(exc):
+            return []
+        raise
+    commits = []
+    for chunk in raw.split(RS)[1:]:
+        sha, date, subject, status = chunk.split(US, 3)
+        when = datetime.fromisoformat(date)
+        if since_time is None or when >= since_time:
+            commits.append((sha, when, subject, _parse_status(status)))
+    if limit and not follow:
+        commits = commits[:limit]
+
+    # Read each touched file as it was after the commit (or before it, when removed).
+    wanted = []
+    for sha, _, _, rows in commits:
+        for letter, path, _old in rows:
+            wanted.append(f"{sha}^:{path}" if letter == "D" else f"{sha}:{path}")
+    blobs = _read_blobs(root, wanted)
+
+    entries = []
+    for sha, date, subject, rows in commits:
+        entry = LogEntry(sha, date, subject, _command_of(subject))
+        by_id: dict[str, MemoryChange] = {}
+        for letter, path, old in rows:
+            name = f"{sha}^:{path}" if letter == "D" else f"{sha}:{path}"
+            change = _describe(letter, path, old, blobs.get(name), root)
+            if change is None:
+                continue
+            # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
+            if change.id not in by_id or by_id[change.id].action == "removed":
+                by_id[change.id] = change
+        entry.changes = list(by_id.values())
+        entries.append(entry)
+
+    if follow:
+        ids = _follow_ids(entries, follow)
+        entries = [e for e in entries if any(c.id in ids for c in e.changes)]
+        for e in entries:
+            e.changes = [c for c in e.changes if c.id in ids]
+        if limit:
+            entries = entries[:limit]
+    return entries
+
+
+def _describe(letter: str, path: str, old: str | None, content: str | None, root: Path) -> MemoryChange | None:
+    if not path.endswith(".md"):
+        return None
+    memory_id, text, meta = PurePosixPath(path).stem.split("__")[-1], "", {}
+    if content is not None:
+        try:
+            memory, _ = files.parse_memory(content, root / path, root=root)
+            memory_id, text, meta = memory.id, memory.first_line(), memory.extra
+        except Exception:  # a broken file in history still has a path to show
+            text = "(unreadable)"
+    reason = meta.get("deleted_reason")
+    replaced_by = meta.get("replaced_by")
+    if letter == "D":
+        action = "removed" if not _in_deleted(path) else "purged"
+    elif _in_deleted(path) and (letter == "A" or (old and not _in_deleted(old))):
+        action = {"evicted": "evicted"}.get(str(reason), "replaced" if replaced_by else "deleted")
+    elif letter in "RC" and old and _in_deleted(old) and not _in_deleted(path):
+        action = "restored"
+    elif letter == "A":
+        action = "added"
+    else:
+        action = "edited"
+    return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
+                        replaces=meta.get("replaces"))
+
+
+def _follow_ids(entries: list[LogEntry], wanted: str) -> set[str]:
+    needle = wanted.strip().lower()
+    if len(needle) < 4:
+        raise UsageError(f"id prefix {wanted!r} is too short (at least 4 characters)")
+    known = {c.id for e in entries for c in e.changes}
+    matches = {i for i in known if i.lower().startswith(needle)}
+    if not matches:
+        raise NotFound(f"no memory with id {wanted!r} in the history")
+    if len(matches) > 1:
+        raise UsageError(f"id prefix {wanted!r} is ambiguous: {', '.join(sorted(m[:12] for m in matches)[:5])}")
+    # Replacement links in both directions: old -> new (replaced_by) and new -> old (replaces).
+    links: dict[str, set[str]] = {}
+    for e in entries:
+        for c in e.changes:
+            for other in (c.replaced_by, c.replaces):
+                if other:
+                    links.setdefault(c.id, set()).add(other)
+                    links.setdefault(other, set()).add(c.id)
+    ids, todo = set(), list(matches)
+    while todo:
+        current = todo.pop()
+        if current not in ids:
+            ids.add(current)
+            todo.extend(links.get(current, ()))
+    return ids

@@ -1,0 +1,115 @@
+"""The write path: turning user input into memories in the vault.
+
+Plain `add` stores text verbatim; the LLM-driven path (extraction and
+reconciliation) builds on the same `store` function.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from memvault import files
+from memvault.errors import MemvaultError, UsageError
+from memvault.files import Memory
+from memvault.vault import Change, Vault
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
+JSONL_KEYS = {"text", "conversation_id", "created_at", "kind", "tags", "source", "rationale", "alternatives", "meta"}
+
+
+def split_lines(text: str) -> list[str]:
+    """One memory per non-empty line, markdown list markers stripped."""
+    lines = (_LIST_MARKER.sub("", line, count=1).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def extra_fields(kind: str, tags: Iterable[str] | None = None, source: str | None = None,
+                 rationale: str | None = None, alternatives: Iterable[str] | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    tag_list = [str(t).strip() for t in (tags or []) if str(t).strip()]
+    if tag_list:
+        extra["tags"] = tag_list
+    if source:
+        extra["source"] = source
+    if rationale:
+        extra["rationale"] = rationale
+    alternative_list = [str(a) for a in (alternatives or []) if str(a).strip()]
+    if alternative_list:
+        extra["alternatives"] = alternative_list
+    return extra
+
+
+def role_for_kind(kind: str) -> str:
+    try:
+        return files.KIND_TO_ROLE[kind]
+    except KeyError:
+        raise UsageError(f"unknown kind {kind!r} (one of {', '.join(files.KIND_TO_ROLE)})") from None
+
+
+def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory]:
+    """One JSON object per line -> memories. Validates everything before anything is written."""
+    memories = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{origin} line {number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise UsageError(f"{where}: expected a JSON object, got {type(item).__name__}")
+        unknown = sorted(set(item) - JSONL_KEYS)
+        if unknown:
+            raise UsageError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(JSONL_KEYS))})")
+        text_value = item.get("text")
+        if not isinstance(text_value, str) or not text_value.strip():
+            raise UsageError(f"{where}: 'text' must be a non-empty string")
+        meta = item.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise UsageError(f"{where}: 'meta' must be an object")
+        clash = sorted(set(meta) & set(files.CORE_KEYS))
+        if clash:
+            raise UsageError(f"{where}: 'meta' may not set {clash[0]!r}")
+        tags = item.get("tags", defaults.get("tags"))
+        if isinstance(tags, str):
+            tags = [tags]
+        kind = item.get("kind") or defaults.get("kind", "fact")
+        try:
+            created = files.parse_time(item["created_at"], "created_at") if item.get("created_at") else None
+            extra = extra_fields(kind, tags, item.get("source", defaults.get("source")),
+                                 item.get("rationale", defaults.get("rationale")),
+                                 item.get("alternatives", defaults.get("alternatives")))
+            extra.update(meta)
+            memory = files.new_memory(text_value, role_for_kind(kind),
+                                      str(item.get("conversation_id") or defaults.get("conversation_id")
+                                          or files.DEFAULT_CONVERSATION),
+                                      created_at=created, extra=extra)
+        except (ValueError, MemvaultError) as exc:
+            raise UsageError(f"{where}: {exc}") from None
+        memories.append(memory)
+    return memories
+
+
+def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
+    """Write memories, index them and commit, all under the vault lock."""
+    if not memories:
+        raise UsageError("nothing to add: the input is empty")
+    with vault.change(command) as change:
+        for memory in memories:
+            change.add(memory)
+    return change
+
+
+def memory_json(vault: Vault, memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "path": vault.relative(memory.path) if memory.path else None,
+        "role": memory.role,
+        "conversation_id": memory.conversation_id,
+        "created_at": files.format_time(memory.created_at),
+        "text": memory.text,
+        "meta": {k: (files.format_time(v) if hasattr(v, "isoformat") else v) for k, v in memory.extra.items()},
+    }

@@ -1,0 +1,78 @@
+"""Shared fixtures: an isolated environment per test, a CLI runner, the installed entry point."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memvault.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """No test reads the developer's vault, settings or git identity."""
+    shared_cache = os.environ.get("MEMVAULT_TEST_CACHE") or str(REPO / ".pytest_cache" / "model-cache")
+    for name in list(os.environ):
+        if name.startswith("MEMVAULT_") or name.startswith("GIT_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # A known git identity for the tests that do not test the fallback.
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # The embedding model's assembled folder is shared across tests, like a real user cache.
+    monkeypatch.setenv("MEMVAULT_CACHE_DIR", shared_cache)
+    yield
+
+
+@pytest.fixture
+def vault_dir(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "vault"
+    monkeypatch.setenv("MEMVAULT_DIR", str(path))
+    return path
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, input: str | bytes | None = None) -> Result:
+    """Run the CLI in-process (typer's runner), stdout and stderr apart."""
+    runner = CliRunner()
+    result = runner.invoke(app, list(args), input=input, catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def run_memvault(*args: str, input: str | bytes | None = None, env: dict | None = None,
+                 timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    """Run the installed `memvault` entry point in a subprocess."""
+    exe = shutil.which("memvault") or sys.executable
+    argv = [exe, *args] if exe != sys.executable else [exe, "-m", "memvault", *args]
+    return subprocess.run(argv, input=input.encode() if isinstance(input, str) else input,
+                          capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout, **kwargs)
+
+
+def git(vault: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(vault), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,205 @@
+"""`memvault add`: every input form, what lands on disk and in git, and bad input."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, run_cli, run_memvault
+from memvault import files
+
+
+def live_memories(vault: Path):
+    return [files.read_memory(p, vault)[0] for p in files.walk_entries(vault)]
+
+
+def test_add_from_arguments_writes_file_commits_and_prints_id(vault_dir):
+    result = run_cli("add", "My", "wife", "is", "Anne")
+    assert result.exit_code == 0, result.stderr
+    memory_id, rel = result.stdout.split()
+    memory, _ = files.read_memory(vault_dir / rel, vault_dir)
+    assert memory.id == memory_id and memory.text == "My wife is Anne" and memory.role == "memory"
+    assert memory.conversation_id == "global" and memory.created_at.tzinfo is not None
+    log = git(vault_dir, "log", "--format=%s%n%b")
+    assert "memvault add: 1 memory (global)" in log
+    assert f"Memvault-Added: {memory_id}" in log
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert ".memvault/" in (vault_dir / ".gitignore").read_text()
+    assert ".memvault" not in git(vault_dir, "ls-files")
+
+
+def test_add_from_stdin_and_dash(vault_dir):
+    assert run_cli("add", input="piped note\n").exit_code == 0
+    assert run_cli("add", "-", input="dash note").exit_code == 0
+    assert sorted(m.text for m in live_memories(vault_dir)) == ["dash note", "piped note"]
+
+
+def test_add_file_each_line_strips_list_markers(vault_dir, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("- likes tea\n* drinks coffee\n\n1. walks daily\n- [x] owns a bike\n   \n")
+    result = run_cli("add", "--file", str(notes), "--each-line", "-c", "habits", "--tag", "daily")
+    assert result.exit_code == 0, result.stderr
+    memories = live_memories(vault_dir)
+    assert sorted(m.text for m in memories) == ["drinks coffee", "likes tea", "owns a bike", "walks daily"]
+    assert all(m.conversation_id == "habits" and m.tags == ["daily"] for m in memories)
+    assert "memvault add: 4 memories (habits)" in git(vault_dir, "log", "-1", "--format=%s")
+
+
+def test_add_kinds_and_decision_fields(vault_dir):
+    result = run_cli("add", "--json", "--kind", "decision", "--rationale", "cheaper", "--alternative", "AWS",
+                     "--alternative", "GCP", "--source", "meeting 3", "Use Hetzner for hosting")
+    data = json.loads(result.stdout)
+    assert data[0]["role"] == "decision"
+    assert data[0]["meta"] == {"source": "meeting 3", "rationale": "cheaper", "alternatives": ["AWS", "GCP"]}
+    assert data[0]["path"].startswith("entries/global/decisions/")
+    result = run_cli("add", "--json", "--kind", "note", "a research note")
+    assert json.loads(result.stdout)[0]["path"].startswith("entries/global/notes/")
+
+
+def test_add_jsonl_keeps_meta_and_times(vault_dir, tmp_path):
+    lines = [
+        {"text": "Caroline: I went to a support group", "conversation_id": "conv-26",
+         "created_at": "2023-05-08T13:56:00", "meta": {"memory_id": "conv-26:D1:3"}},
+        {"text": "a decision", "kind": "decision", "tags": ["x"], "rationale": "because"},
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    result = run_cli("add", "--jsonl", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert {k for k in out[0]} >= {"id", "path", "role", "conversation_id", "created_at", "text"}
+    assert out[0]["created_at"].startswith("2023-05-08T13:56:00") and out[0]["created_at"].endswith("+00:00")
+    assert out[0]["meta"]["memory_id"] == "conv-26:D1:3"
+    assert out[0]["path"].startswith("entries/conv-26/facts/20230508T135600")
+    assert out[1]["role"] == "decision" and out[1]["conversation_id"] == "global"
+    assert run_cli("add", "--jsonl", "-", input=json.dumps({"text": "from stdin"})).exit_code == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"text": "ok"}\nnot json\n', "line 2: not valid JSON"),
+    ('{"text": ""}\n', "line 1: 'text' must be a non-empty string"),
+    ('{"text": "a", "colour": "red"}\n', "line 1: unknown key 'colour'"),
+    ('{"text": "a", "created_at": "yesterday"}\n', "line 1: created_at"),
+    ('{"text": "a", "meta": {"id": "x"}}\n', "line 1: 'meta' may not set 'id'"),
+])
+def test_bad_jsonl_writes_nothing(vault_dir, content, message):
+    result = run_cli("add", "--jsonl", "-", input=content)
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not vault_dir.exists() or live_memories(vault_dir) == []
+
+
+@pytest.mark.parametrize("stdin", ["", "   \n\t\n"])
+def test_empty_input_is_one_line_exit_1_nothing_written(vault_dir, stdin):
+    result = run_cli("add", input=stdin)
+    assert result.exit_code == 1
+    assert result.stderr == "memvault: error: nothing to add: the text is empty\n"
+    assert not vault_dir.exists()
+
+
+def test_non_utf8_stdin_is_refused(vault_dir):
+    result = run_cli("add", input=b"caf\xe9")
+    assert result.exit_code == 2 and "stdin is not UTF-8" in result.stderr
+
+
+@pytest.mark.parametrize("conversation", ["../../etc", "a/../../b", "nul\x00byte"])
+def test_hostile_conversation_ids_exit_2_and_write_nothing(vault_dir, tmp_path, conversation):
+    result = run_cli("add", "-c", conversation, "text")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("memvault: error: conversation id") and result.stderr.count("\n") == 1
+    assert not vault_dir.exists()
+    assert not (tmp_path / "etc").exists()
+
+
+def test_odd_but_valid_conversation_ids_are_stored_safely(vault_dir):
+    for conversation in ["/abs", "a/b", "y" * 300, "Ça va ☕"]:
+        result = run_cli("add", "-c", conversation, "--json", "text")
+        assert result.exit_code == 0, result.stderr
+        data = json.loads(result.stdout)[0]
+        assert data["conversation_id"] == conversation
+        assert (vault_dir / data["path"]).resolve().is_relative_to(vault_dir / "entries")
+
+
+def test_huge_text_is_refused_with_the_limit(vault_dir):
+    result = run_cli("add", input="x" * (files.MAX_MEMORY_BYTES + 10))
+    assert result.exit_code == 2 and "the limit is 1 MiB" in result.stderr
+    assert not vault_dir.exists()
+
+
+def test_vault_path_that_is_a_file(tmp_path):
+    target = tmp_path / "afile"
+    target.write_text("precious")
+    result = run_cli("--vault", str(target), "add", "x")
+    assert result.exit_code == 2
+    assert result.stderr == f"memvault: error: vault path {target} exists and is not a folder\n"
+    assert target.read_text() == "precious"
+
+
+def _read_only_argv(vault: Path, *args: str) -> list[str] | None:
+    """argv that runs memvault with the vault on a real read-only mount.
+
+    As root, permission bits do not bind, so a private mount namespace
+    (unshare -rm) bind-mounts the vault read-only; as another user, chmod is enough.
+    """
+    exe = shutil.which("memvault")
+    if os.geteuid() != 0:
+        return [exe, *args]
+    if not shutil.which("unshare"):
+        return None
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+    return ["unshare", "-rm", "sh", "-c", script, "sh", str(vault), exe, *args]
+
+
+def test_read_only_vault_is_one_clear_line(vault_dir):
+    assert run_cli("add", "first").exit_code == 0
+    before = git(vault_dir, "rev-parse", "HEAD")
+    argv = _read_only_argv(vault_dir, "add", "second")
+    if argv is None:
+        pytest.skip("no way to make a read-only vault here (root without unshare)")
+    if os.geteuid() != 0:
+        for path in [vault_dir, *vault_dir.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        for path in [vault_dir, *vault_dir.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+    assert result.returncode == 1, result.stderr
+    assert "not writable" in result.stderr and str(vault_dir) in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert git(vault_dir, "rev-parse", "HEAD") == before
+    assert [m.text for m in live_memories(vault_dir)] == ["first"]
+
+
+def test_commits_as_memvault_when_git_has_no_identity(vault_dir, tmp_path, monkeypatch):
+    empty = tmp_path / "empty.gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("EMAIL", "")
+    result = run_memvault("add", "no identity here", env={"EMAIL": ""})
+    assert result.returncode == 0, result.stderr
+    assert git(vault_dir, "log", "-1", "--format=%an <%ae>").strip() == "memvault <memvault@localhost>"
+    assert git(vault_dir, "config", "--local", "user.email").strip() == "memvault@localhost"
+    assert empty.read_text() == ""  # the user's global config is untouched
+
+
+def test_git_versioning_off_writes_files_without_commits(vault_dir, monkeypatch):
+    monkeypatch.setenv("MEMVAULT_ENABLE_GIT_VERSIONING", "false")
+    assert run_cli("add", "plain").exit_code == 0
+    assert not (vault_dir / ".git").exists()
+    assert [m.text for m in live_memories(vault_dir)] == ["plain"]
+
+
+def test_entry_point_and_python_m_both_work(vault_dir):
+    result = run_memvault("add", "via entry point")
+    assert result.returncode == 0, result.stderr
+    done = subprocess.run([sys.executable, "-m", "memvault", "add", "via -m"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(m.text for m in live_memories(vault_dir)) == ["via -m", "via entry point"]

@@ -1,0 +1,147 @@
+"""The memory file format: front matter, slugs, atomic writes, clear parse errors."""
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memvault import files
+from memvault.errors import InvalidConversationId, MemoryFileError
+from memvault.vault import Vault
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def test_round_trip_keeps_unknown_keys_and_order(tmp_path):
+    memory = files.new_memory("The user's wife is named Anne", extra={"tags": ["family"], "mood": "happy"})
+    path = files.write_memory(tmp_path, memory)
+    assert path.relative_to(tmp_path).parts[:3] == ("entries", "global", "facts")
+    assert path.name.endswith(f"__{memory.id}.md")
+    read, adopted = files.read_memory(path, tmp_path)
+    assert not adopted
+    assert read.text == "The user's wife is named Anne"
+    assert read.extra == {"tags": ["family"], "mood": "happy"}
+    read.text = "The user's wife is named Anne Smith"
+    files.write_memory(tmp_path, read, path)
+    again, _ = files.read_memory(path, tmp_path)
+    assert again.extra["mood"] == "happy" and again.text.endswith("Smith")
+    assert again.created_at == memory.created_at
+
+
+def test_naive_created_at_is_read_as_utc(tmp_path):
+    path = write(tmp_path / "entries/global/facts/a.md",
+                 "---\nid: abc\nrole: memory\ncreated_at: 2024-03-01T10:00:00\n---\nhello\n")
+    memory, _ = files.read_memory(path, tmp_path)
+    assert memory.created_at == datetime(2024, 3, 1, 10, tzinfo=timezone.utc)
+
+
+def test_file_names_sort_by_time(tmp_path):
+    early = files.new_memory("a", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    late = files.new_memory("b", created_at=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    names = sorted([files.relative_path_for(late).name, files.relative_path_for(early).name])
+    assert names[0].startswith("20200101T000000000000Z__")
+
+
+@pytest.mark.parametrize("hostile", ["/abs", "a/b", "x" * 300, "Ça va ☕ 你好", "a\\b", "CON", "-rf"])
+def test_odd_conversation_ids_stay_inside_entries(tmp_path, hostile):
+    memory = files.new_memory("text", conversation_id=hostile)
+    path = files.write_memory(tmp_path, memory)
+    rel = path.relative_to(tmp_path)
+    assert rel.parts[0] == "entries" and len(rel.parts) == 4
+    assert len(rel.parts[1]) <= 64 and "/" not in rel.parts[1]
+    read, _ = files.read_memory(path, tmp_path)
+    assert read.conversation_id == hostile  # the original id survives in front matter
+
+
+def test_slugs_of_different_ids_differ():
+    assert files.conversation_slug("a/b") != files.conversation_slug("a-b")
+    assert files.conversation_slug("work") == "work"
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "..", "a/../b", "", "  ", "a\x00b", "tab\there", "line\nbreak"])
+def test_traversal_and_control_characters_are_refused(bad):
+    with pytest.raises(InvalidConversationId):
+        files.conversation_slug(bad)
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("---\nid: [unclosed\nrole: memory\n---\nx\n", "not valid YAML"),
+    ("---\n- a\n- b\n---\nx\n", "not a mapping"),
+    ("---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\nx\n", "no 'id'"),
+    ("---\nid: a\nrole: memory\ncreated_at: last tuesday\n---\nx\n", "not an ISO 8601"),
+    ("---\nid: a\nrole: wizard\ncreated_at: 2024-01-01\n---\nx\n", "unknown role"),
+    ("---\nid: a\nrole: memory\n", "no closing"),
+    (b"\xff\xfe\x00bad", "not UTF-8"),
+    (b"abc\x00def", "binary"),
+    ("", "empty file"),
+])
+def test_unreadable_files_name_the_file_and_reason(tmp_path, content, reason):
+    path = write(tmp_path / "entries/global/facts/bad.md", content)
+    with pytest.raises(MemoryFileError) as excinfo:
+        files.read_memory(path, tmp_path)
+    assert reason in str(excinfo.value)
+    assert str(path) in str(excinfo.value)
+
+
+def test_file_without_front_matter_is_adopted_as_note_with_stable_id(tmp_path):
+    path = write(tmp_path / "entries/work/notes/idea.md", "Try the new espresso place\n")
+    first, adopted = files.read_memory(path, tmp_path)
+    second, _ = files.read_memory(path, tmp_path)
+    assert adopted and first.role == "note" and first.conversation_id == "work"
+    assert first.id == second.id
+
+
+def test_symlinks_are_not_followed(tmp_path):
+    outside = write(tmp_path / "outside.md", "---\nid: x\nrole: memory\ncreated_at: 2024-01-01\n---\nsecret\n")
+    link = tmp_path / "vault/entries/global/facts/link.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside)
+    with pytest.raises(MemoryFileError, match="symbolic link"):
+        files.read_memory(link, tmp_path / "vault")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "a" / "b.md"
+    files.atomic_write(target, "one")
+    files.atomic_write(target, "two")
+    assert target.read_text() == "two"
+    assert [p.name for p in target.parent.iterdir()] == ["b.md"]
+
+
+def test_temp_and_editor_files_are_not_memories(tmp_path):
+    folder = tmp_path / "entries/global/facts"
+    for name in ["ok.md", ".ok.md.abc.tmp", ".hidden.md", "ok.md~", "#ok.md#", "notes.txt"]:
+        write(folder / name, "x")
+    assert [p.name for p in files.walk_entries(tmp_path)] == ["ok.md"]
+
+
+def test_soft_delete_replace_and_evict(tmp_path):
+    vault = Vault(tmp_path / "v")
+    vault._settings = vault.settings.replace(enable_git_versioning=False)
+    with vault.change("test") as change:
+        old = change.add(files.new_memory("The user loves pizza", extra={"custom": 1}))
+        new = change.replace(old, "The user hates pizza", reason="contradiction")
+    assert old.path.parts[-3:-1] == ("deleted", "facts")
+    tomb, _ = files.read_memory(old.path, vault.root)
+    assert tomb.extra["replaced_by"] == new.id and tomb.extra["deleted_reason"] == "contradiction"
+    assert tomb.extra["custom"] == 1 and "deleted_at" in tomb.extra
+    live = list(vault.iter_memories())
+    assert [m.text for m in live] == ["The user hates pizza"]
+    assert live[0].extra["replaces"] == old.id
+
+    with vault.change("test") as change:
+        for day in range(1, 6):
+            change.add(files.new_memory(f"fact {day}", created_at=datetime(2024, 1, day, tzinfo=timezone.utc)))
+        change.add(files.new_memory("summary", role="summary", extra={"summary_kind": "rolling"}))
+        evicted = change.evict("global", max_entries=3)
+    assert sorted(m.text for m in evicted) == ["fact 1", "fact 2", "fact 3"]
+    remaining = sorted(m.text for m in vault.iter_memories())
+    assert remaining == ["The user hates pizza", "fact 4", "fact 5", "summary"]
+    assert all(m.extra["deleted_reason"] == "evicted" for m in evicted)

@@ -1,0 +1,68 @@
+"""`memvault log`: history parsed back from git, including hand commits."""
+
+import json
+import subprocess
+from datetime import datetime, timezone
+
+from conftest import git, run_cli
+from memvault import files
+from memvault.vault import Vault
+
+
+def test_log_shows_adds_replacements_and_hand_edits(vault_dir):
+    vault = Vault.open(vault_dir)
+    with vault.change("add") as change:
+        pizza = change.add(files.new_memory("The user loves pizza"))
+        anne = change.add(files.new_memory("The user's wife is named Anne"))
+    with vault.change("chat") as change:
+        hate = change.replace(pizza, "The user hates pizza", reason="contradiction")
+    # A hand edit, committed by the user with plain git.
+    anne_path = next(m.path for m in vault.iter_memories() if m.id == anne.id)
+    anne_path.write_text(anne_path.read_text().replace("Anne", "Anne Smith"))
+    git(vault_dir, "commit", "-qam", "fix surname")
+
+    result = run_cli("log", "--json")
+    assert result.exit_code == 0, result.stderr
+    entries = json.loads(result.stdout)
+    assert [e["command"] for e in entries] == ["hand edit", "chat", "add"]
+    assert entries[0]["changes"] == [{
+        "id": anne.id, "action": "edited", "text": "The user's wife is named Anne Smith",
+        "path": anne_path.relative_to(vault_dir).as_posix(), "reason": None, "replaced_by": None, "replaces": None,
+    }]
+    chat = {c["id"]: c for c in entries[1]["changes"]}
+    assert chat[pizza.id]["action"] == "replaced" and chat[pizza.id]["replaced_by"] == hate.id
+    assert chat[hate.id]["action"] == "added" and chat[hate.id]["replaces"] == pizza.id
+    assert {c["action"] for c in entries[2]["changes"]} == {"added"}
+
+    text = run_cli("log").stdout
+    assert "+ added" in text and f"> replaced {pizza.id[:8]}  The user loves pizza  -> {hate.id[:8]}" in text
+
+
+def test_log_follows_one_memory_through_replacements(vault_dir):
+    vault = Vault.open(vault_dir)
+    with vault.change("add") as change:
+        first = change.add(files.new_memory("The user lives in Berlin"))
+        change.add(files.new_memory("unrelated"))
+    with vault.change("chat") as change:
+        second = change.replace(first, "The user lives in Lisbon")
+    with vault.change("chat") as change:
+        third = change.replace(next(m for m in vault.iter_memories() if m.id == second.id), "The user lives in Porto")
+    for wanted in (first.id[:8], third.id):
+        entries = json.loads(run_cli("log", "--json", wanted).stdout)
+        ids = [c["id"] for e in entries for c in e["changes"]]
+        assert set(ids) == {first.id, second.id, third.id}
+        assert "unrelated" not in json.dumps(entries)
+    assert run_cli("log", "ffffffff").exit_code == 1
+    assert run_cli("log", "ab").exit_code == 2
+
+
+def test_log_limit_and_since(vault_dir):
+    for text in ["one", "two", "three"]:
+        assert run_cli("add", text).exit_code == 0
+    assert len(json.loads(run_cli("log", "-n", "2", "--json").stdout)) == 2
+    assert json.loads(run_cli("log", "--since", "2999-01-01", "--json").stdout) == []
+
+
+def test_log_on_missing_vault_is_one_line(vault_dir):
+    result = run_cli("log")
+    assert result.exit_code == 1 and "no vault at" in result.stderr
