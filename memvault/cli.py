@@ -218,6 +218,263 @@ def log(
             typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
 
 
+def _time_option(value: Optional[str], name: str):
+    if value is None:
+        return None
+    from memvault.files import parse_time
+
+    try:
+        return parse_time(value, name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class SearchKind(str, Enum):
+    fact = "fact"
+    note = "note"
+    decision = "decision"
+    turn = "turn"
+
+
+_KIND_ROLES = {"fact": ("memory",), "note": ("note",), "decision": ("decision",), "turn": ("user", "assistant")}
+
+
+class Retriever(str, Enum):
+    hybrid = "hybrid"
+    dense = "dense"
+    bm25 = "bm25"
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    prompt = "prompt"
+    json = "json"
+
+
+def _notice_printer(ctx: typer.Context):
+    quiet = _state(ctx).quiet
+    return lambda message: None if (quiet or not message) else sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+def _open_index(ctx: typer.Context, vault):
+    from memvault.index import Index
+
+    if not vault.exists():
+        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    return Index(vault, notice=_notice_printer(ctx))
+
+
+def _sync_before_read(ctx: typer.Context, vault, index) -> None:
+    """Bring the index up to date before reading (index only, never git). If another process is
+    writing right now, read the index as it is rather than wait: that process is syncing it."""
+    from memvault.lock import vault_lock
+
+    vault.sidecar.mkdir(exist_ok=True)
+    with vault_lock(vault.lock_path, timeout=0) as got:
+        if not got:
+            if _state(ctx).verbose:
+                info(ctx, "memvault: another process is writing; searching the index as it is")
+            return
+        report = index.sync()
+    for problem in report.skipped:
+        info(ctx, f"memvault: skipped {problem}")
+    if report.adopted:
+        info(ctx, f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
+                  "`memvault reindex` adds their front matter")
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="What to look for."),
+    top_k: Optional[int] = typer.Option(None, "-k", "--top-k", min=1, help="How many results (default_top_k)."),
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to search, plus global."),
+    all_conversations: bool = typer.Option(False, "--all-conversations", "-a", help="Search every conversation."),
+    kind: Optional[list[SearchKind]] = typer.Option(None, "--kind", help="Only these kinds (repeatable)."),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="The clock for recency (scripts, tests)."),
+    no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the cross-encoder."),
+    recency_weight: Optional[float] = typer.Option(None, "--recency-weight", min=0.0, max=1.0,
+                                                   help="Weight of recency in the score (recency_weight)."),
+    mmr_lambda: Optional[float] = typer.Option(None, "--mmr-lambda", min=0.0, max=1.0,
+                                               help="MMR trade-off; 1.0 = no diversity (mmr_lambda)."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
+                                              help="Drop results whose reranker probability is below this."),
+    retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
+    explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
+                                               help="text, prompt (the block a chat injects) or json."),
+    queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
+                                          help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
+                                               '"now"?, "k"?}; prints {"qid", "results"} lines.'),
+    json_output: bool = typer.Option(False, "--json", help="Results as JSON."),
+) -> None:
+    """Search memories: hybrid retrieval, rerank, recency, diversity."""
+    from memvault import files
+    from memvault.retrieval import Query, injection_block, load_reranker, read_summary, search as run_search
+
+    state = _state(ctx)
+    if query is None and queries is None:
+        raise UsageError("give a QUERY or --queries FILE")
+    files.check_conversation_id(conversation)
+    vault = state.vault(recency_weight=recency_weight, mmr_lambda=mmr_lambda, score_threshold=threshold)
+    settings = vault.settings
+    index = _open_index(ctx, vault)
+    _sync_before_read(ctx, vault, index)
+    roles = tuple(r for k in (kind or []) for r in _KIND_ROLES[k.value]) or None
+    base = dict(
+        top_k=top_k or settings.default_top_k, all_conversations=all_conversations,
+        tags=tuple(tag or ()), since=_time_option(since, "--since"), until=_time_option(until, "--until"),
+        now=_time_option(now, "--now"), rerank=not no_rerank, recency_weight=settings.recency_weight,
+        mmr_lambda=settings.mmr_lambda, threshold=settings.score_threshold,
+        use_dense=retriever != Retriever.bm25, use_bm25=retriever != Retriever.dense,
+    )
+    if roles:
+        base["roles"] = roles
+    notes: list[str] = []
+    reranker = None if no_rerank else load_reranker(settings, warn=lambda m: notes.append(m))
+    for note in notes:
+        info(ctx, f"memvault: {note}")
+    rerank_note = notes[0] if notes else None
+
+    if queries is not None:
+        raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
+        for number, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not isinstance(item, dict) or not isinstance(item.get("query"), str):
+                    raise ValueError("expected an object with a 'query' string")
+                conv = str(item.get("conversation_id") or conversation)
+                files.check_conversation_id(conv)
+                one = Query(text=item["query"], conversation=conv, **{
+                    **base, "top_k": int(item.get("k") or base["top_k"]),
+                    "now": _time_option(item["now"], "now") if item.get("now") else base["now"]})
+            except (ValueError, TypeError) as exc:
+                raise UsageError(f"{queries if queries != '-' else 'stdin'} line {number}: {exc}") from None
+            outcome = run_search(index, one, reranker, rerank_note)
+            sys.stdout.write(json.dumps({"qid": item.get("qid"), "results": [r.to_json() for r in outcome.results]},
+                                        ensure_ascii=False) + "\n")
+        return
+
+    outcome = run_search(index, Query(text=query, conversation=conversation, **base), reranker, rerank_note)
+    if json_output or state.json or output_format == OutputFormat.json:
+        emit_json([r.to_json() for r in outcome.results])
+    elif output_format == OutputFormat.prompt:
+        typer.echo(injection_block(outcome.results, read_summary(vault, conversation)))
+    elif explain:
+        _print_explain(outcome)
+    else:
+        for r in outcome.results:
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}")
+
+
+def _print_explain(outcome) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=None, show_lines=False)
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "logit", "relevance", "recency", "score", "text"]
+    for name in columns:
+        table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
+
+    def number(value, digits=3):
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for r in outcome.results:
+        s = r.scores
+        table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
+                      number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("logit")), number(s.get("relevance")),
+                      number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
+                                                     "relevance = min-max of fused (dense + BM25)"
+    console.print(stage)
+
+
+@app.command()
+def reindex(
+    ctx: typer.Context,
+    full: bool = typer.Option(False, "--full", help="Rebuild the index from scratch."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; list drift; exit 1 if out of date."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Sync the index with the files; commit hand edits."""
+    from memvault import sync as syncing
+
+    state = _state(ctx)
+    vault = state.vault()
+    if not vault.exists():
+        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    if check:
+        report = syncing.check(vault)
+        for label, paths in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
+            for path in paths:
+                typer.echo(f"{label:<8} {path}")
+        if report.rebuilt:
+            typer.echo(f"rebuild  {report.rebuilt}")
+        for problem in report.skipped:
+            info(ctx, f"memvault: skipped {problem}")
+        if json_output or state.json:
+            emit_json(report.to_json())
+        raise typer.Exit(1 if report.drift or report.skipped else 0)
+    if watch:
+        syncing.watch(vault, notice=_notice_printer(ctx), quiet=state.quiet)
+        return
+    report = syncing.reindex(vault, full=full, notice=_notice_printer(ctx), progress=not state.quiet)
+    for problem in report.skipped:
+        _error(f"skipped {problem}")
+    for memory in report.adopted:
+        info(ctx, f"memvault: adopted {vault.relative(memory.path)} as a note (front matter added)")
+    if json_output or state.json:
+        emit_json(report.to_json())
+    else:
+        typer.echo(report.summary())
+    if report.skipped:
+        raise typer.Exit(1)
+
+
+@app.command()
+def models(
+    ctx: typer.Context,
+    download: bool = typer.Option(False, "--download", help="Fetch the configured models into fastembed's cache "
+                                                             "(the only command that downloads)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+) -> None:
+    """Show the embedding model and reranker in use; --download fetches them."""
+    from memvault.models import ModelError, get_embedder, get_reranker
+
+    state = _state(ctx)
+    settings = state.vault().settings
+    status: dict[str, Any] = {}
+    try:
+        embedder = get_embedder(settings.embedding_model, allow_download=download)
+        status["embedding_model"] = {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint,
+                                     "available": True}
+    except ModelError as exc:
+        status["embedding_model"] = {"name": settings.embedding_model, "available": False, "error": str(exc)}
+    problems: list[str] = []
+    reranker = get_reranker(settings.reranker_model, warn=problems.append, allow_download=download)
+    status["reranker_model"] = {"name": settings.reranker_model, "available": reranker is not None,
+                                **({"error": problems[0]} if problems else {})}
+    if json_output or state.json:
+        emit_json(status)
+    else:
+        for key, value in status.items():
+            mark = "ok" if value["available"] else "missing"
+            detail = f"  {value['dim']}-d" if value.get("dim") else ""
+            typer.echo(f"{key:<16} {value['name']}  {mark}{detail}")
+            if not value["available"]:
+                info(ctx, f"  {value['error']}")
+    if not status["embedding_model"]["available"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app(prog_name="memvault")
 

@@ -23,16 +23,14 @@ from memvault.lock import vault_lock
 
 SIDECAR = ".memvault"
 
-# Called after a change's files are written and before the commit; the index module
-# registers itself here so that `add` indexes what it writes in the same invocation.
-ChangeHook = Callable[["Vault", "Change"], None]
-
 
 class Vault:
-    def __init__(self, root: Path, settings: Settings | None = None):
+    def __init__(self, root: Path, settings: Settings | None = None, auto_index: bool = True):
         self.root = Path(os.path.abspath(Path(root).expanduser()))
         self._settings = settings
-        self.change_hooks: list[ChangeHook] = []
+        # Index what a change wrote in the same invocation (costs a model load);
+        # off only for callers that sync the index themselves.
+        self.auto_index = auto_index
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None) -> "Vault":
@@ -111,8 +109,10 @@ class Vault:
                 yield change
             finally:
                 if change.touched:
-                    for hook in self.change_hooks:
-                        hook(self, change)
+                    if self.auto_index and (change.written_paths or change.removed_paths):
+                        from memvault.index import index_change
+
+                        index_change(self, change)
                     if self.settings.enable_git_versioning:
                         from memvault import gitrepo
 
@@ -179,10 +179,12 @@ class Change:
     written_paths: set[Path] = field(default_factory=set)
     removed_paths: set[Path] = field(default_factory=set)
     commit_sha: str | None = None
+    title: str | None = None  # a commit subject of the command's own, instead of the generated one
+    external: bool = False  # files changed outside memvault (hand edits) are part of this change
 
     @property
     def touched(self) -> bool:
-        return bool(self.written_paths or self.removed_paths)
+        return bool(self.written_paths or self.removed_paths or self.external)
 
     @property
     def root(self) -> Path:
@@ -263,6 +265,8 @@ class Change:
         )
 
     def subject(self) -> str:
+        if self.title:
+            return f"memvault {self.command}: {self.title}"
         conversations = sorted({m.conversation_id for m in self.added + self.deleted + self.edited}
                                | {new.conversation_id for _, new in self.replaced})
         scope = f" ({', '.join(conversations[:3])}{', …' if len(conversations) > 3 else ''})" if conversations else ""

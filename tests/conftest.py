@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memvault.cli import app
+from fixtures_models import *  # noqa: F401,F403  (embedder, tiny_reranker_dir)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,331 @@
+"""The LanceDB sidecar under .memvault/: disposable, rebuilt from the files by content hash.
+
+Sync (SPEC section 3): walk entries/ (not deleted/), compare (size, mtime_ns) with
+state.json, hash only what changed, embed only new or changed text in batches,
+drop rows of vanished files, and write state.json atomically *last*, so a sync
+killed at any point is finished by the next one (rows are always replaced by
+path, which makes redoing a half-done sync harmless).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from memvault import files
+from memvault.errors import MemoryFileError, MemvaultError
+from memvault.files import Memory
+
+TABLE = "memories"
+STATE_VERSION = 1
+EMBED_BATCH = 256
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)  # relative paths
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[MemoryFileError] = field(default_factory=list)
+    adopted: list[Memory] = field(default_factory=list)
+    rebuilt: str | None = None  # why the whole index was rebuilt, if it was
+    ids: dict[str, str] = field(default_factory=dict)  # relative path -> memory id, for what changed
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.added or self.changed or self.removed or self.rebuilt)
+
+    def summary(self) -> str:
+        line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
+                f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
+            "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
+            "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
+        }
+
+
+class Index:
+    """The index of one vault. Heavy modules are imported only when it is used."""
+
+    def __init__(self, vault, notice: Callable[[str], None] | None = None):
+        self.vault = vault
+        self.root: Path = vault.root
+        self.dir = vault.sidecar / "index"
+        self.state_path = vault.sidecar / "state.json"
+        self.notice = notice or (lambda message: None)
+        self._db = None
+        self._table = None
+        self._embedder = None
+
+    # -- model -----------------------------------------------------------------
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from memvault.models import get_embedder
+
+            self._embedder = get_embedder(self.vault.settings.embedding_model)
+        return self._embedder
+
+    def model_info(self) -> dict[str, Any]:
+        e = self.embedder
+        return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
+
+    # -- state -----------------------------------------------------------------
+    def load_state(self) -> dict[str, Any]:
+        try:
+            state = json.loads(self.state_path.read_text(encoding="utf-8"))
+            if state.get("version") == STATE_VERSION and isinstance(state.get("files"), dict):
+                return state
+            self.notice(f"index state {self.state_path} has an unknown format; rebuilding the index")
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            self.notice(f"index state {self.state_path} is unreadable ({exc}); rebuilding the index")
+        return {"version": STATE_VERSION, "model": None, "files": {}}
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        files.atomic_write(self.state_path, json.dumps(state, separators=(",", ":"), sort_keys=True))
+
+    # -- table -----------------------------------------------------------------
+    def _connect(self):
+        if self._db is None:
+            import lancedb
+
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.dir))
+        return self._db
+
+    def table(self, create: bool = False):
+        """The open table, or None when there is none yet (and create is False)."""
+        if self._table is not None:
+            return self._table
+        db = self._connect()
+        try:
+            self._table = db.open_table(TABLE)
+        except (FileNotFoundError, ValueError) as exc:
+            if "not found" not in str(exc).lower() and "was not found" not in str(exc).lower() \
+                    and not isinstance(exc, FileNotFoundError):
+                raise
+            if not create:
+                return None
+            self._table = db.create_table(TABLE, schema=self._schema())
+        return self._table
+
+    def _schema(self):
+        import pyarrow as pa
+
+        return pa.schema([
+            ("id", pa.string()),
+            ("path", pa.string()),
+            ("role", pa.string()),
+            ("conversation_id", pa.string()),
+            ("created_us", pa.int64()),  # UTC microseconds since the epoch, for --since/--until
+            ("created_at", pa.string()),
+            ("tags", pa.string()),  # "|a|b|" so a tag filter is one LIKE
+            ("text", pa.string()),
+            ("sha256", pa.string()),
+            ("meta", pa.string()),  # the other front-matter keys as JSON
+            ("vector", pa.list_(pa.float32(), self.embedder.dim)),
+        ])
+
+    def _reset(self) -> None:
+        self._table = None
+        self._db = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def ensure_fts(self, table) -> None:
+        """A BM25 index on text; rows added later are still searched (unindexed rows are scanned)."""
+        indices = {getattr(i, "name", "") for i in table.list_indices()}
+        if "text_idx" not in indices and table.count_rows() > 0:
+            import warnings
+
+            with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
+                warnings.simplefilter("ignore", DeprecationWarning)
+                table.create_fts_index("text", replace=True, with_position=False, stem=True,
+                                       remove_stop_words=True, lower_case=True, ascii_folding=True)
+
+    # -- sync ------------------------------------------------------------------
+    def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
+             check_only: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Bring the index in line with the files. The caller holds the vault lock unless check_only.
+
+        paths: only look at these files (what a command just wrote or removed).
+        adopt: give files without front matter a front matter (reindex does; search does not).
+        check_only: report drift, write nothing.
+        """
+        report = SyncReport()
+        state = self.load_state()
+        model = self.model_info() if not check_only or state.get("model") else None
+        if full:
+            report.rebuilt = "--full"
+        elif state["files"] and state.get("model") != model:
+            old = (state.get("model") or {}).get("name", "an unknown model")
+            report.rebuilt = f"index was built with {old}; rebuilding with {model['name']}"
+        if not report.rebuilt and not check_only:
+            try:
+                table = self.table()
+                if table is None and state["files"]:
+                    report.rebuilt = f"index table in {self.dir} is missing; rebuilding it"
+                elif table is not None and state["files"]:
+                    table.count_rows()
+            except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
+                report.rebuilt = f"index in {self.dir} is unreadable ({type(exc).__name__}); rebuilding it"
+        if report.rebuilt:
+            if check_only:
+                return report
+            if report.rebuilt != "--full":
+                self.notice(f"memvault: {report.rebuilt}")
+            self._reset()
+            state = {"version": STATE_VERSION, "model": model, "files": {}}
+            paths = None
+
+        known: dict[str, dict[str, Any]] = state["files"]
+        if paths is None:
+            on_disk = {self.vault.relative(p): p for p in files.walk_entries(self.root)}
+            scope = set(known) | set(on_disk)
+        else:
+            on_disk = {}
+            scope = set()
+            for p in paths:
+                rel = self.vault.relative(Path(p))
+                scope.add(rel)
+                live = Path(p)
+                if files.DELETED not in Path(rel).parts[2:3] and live.is_file() and files.is_memory_file(live) \
+                        and not live.is_symlink():
+                    on_disk[rel] = live
+
+        ids_in_use = {entry["id"]: rel for rel, entry in known.items() if rel not in scope or rel in on_disk}
+        to_index: list[tuple[str, Memory, str, os.stat_result]] = []
+        for rel in sorted(scope):
+            path = on_disk.get(rel)
+            entry = known.get(rel)
+            if path is None:
+                if entry is not None:
+                    report.removed.append(rel)
+                    report.ids[rel] = entry["id"]
+                    if not check_only:
+                        known.pop(rel)
+                continue
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            if entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns:
+                report.unchanged += 1
+                continue
+            try:
+                memory, adopted, digest, stat = self._read(path, adopt and not check_only, report)
+            except MemoryFileError as exc:
+                report.skipped.append(exc)
+                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
+                    report.removed.append(rel)
+                    if not check_only:
+                        known.pop(rel)
+                continue
+            if entry and entry["sha256"] == digest:
+                report.unchanged += 1
+                if not check_only:
+                    entry.update(size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+                continue
+            owner = ids_in_use.get(memory.id)
+            if owner is not None and owner != rel:
+                report.skipped.append(MemoryFileError(path, f"id {memory.id} is already used by {owner}"))
+                continue
+            ids_in_use[memory.id] = rel
+            (report.changed if entry else report.added).append(rel)
+            report.ids[rel] = memory.id
+            to_index.append((rel, memory, digest, stat))
+
+        if check_only:
+            return report
+        self._apply(known, report, to_index, progress)
+        state["model"] = model
+        self.save_state(state)
+        return report
+
+    def _read(self, path: Path, adopt: bool, report: SyncReport):
+        memory, adopted = files.read_memory(path, self.root)
+        if adopted:
+            report.adopted.append(memory)
+            if adopt:
+                files.write_memory(self.root, memory, path)
+        raw = path.read_bytes()
+        return memory, adopted, hashlib.sha256(raw).hexdigest(), path.stat()
+
+    def _apply(self, known, report: SyncReport, to_index, progress) -> None:
+        stale = report.removed + report.changed
+        table = self.table(create=bool(to_index))
+        if table is not None and stale:
+            for chunk in _chunks(stale, 500):
+                table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+        if table is not None and to_index:
+            # Redoing an interrupted sync: rows for these paths may already be there.
+            new_paths = [rel for rel, *_ in to_index if rel in report.added]
+            for chunk in _chunks(new_paths, 500):
+                table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+        done = 0
+        for batch in _chunks(to_index, EMBED_BATCH):
+            vectors = self.embedder.embed([m.text for _, m, _, _ in batch])
+            rows = [_row(rel, memory, digest, vector) for (rel, memory, digest, _), vector in zip(batch, vectors)]
+            table.add(rows)
+            for rel, memory, digest, stat in batch:
+                known[rel] = {"id": memory.id, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+            done += len(batch)
+            if progress:
+                progress(done, len(to_index))
+        if table is not None and (to_index or stale):
+            self.ensure_fts(table)
+            if len(to_index) > 1000 or report.rebuilt:
+                table.optimize()
+
+
+def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
+    created = memory.created_at
+    return {
+        "id": memory.id,
+        "path": rel,
+        "role": memory.role,
+        "conversation_id": memory.conversation_id,
+        "created_us": int(created.timestamp() * 1_000_000),
+        "created_at": files.format_time(created),
+        "tags": "|" + "|".join(memory.tags) + "|" if memory.tags else "",
+        "text": memory.text,
+        "sha256": digest,
+        "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
+                           default=str, ensure_ascii=False),
+        "vector": [float(x) for x in vector],
+    }
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def index_change(vault, change) -> None:
+    """Index exactly what a command wrote or removed, in the same invocation."""
+    index = Index(vault, notice=_stderr_notice)
+    report = index.sync(paths=change.written_paths | change.removed_paths)
+    for problem in report.skipped:
+        _stderr_notice(f"memvault: skipped {problem}")
+
+
+def _stderr_notice(message: str) -> None:
+    if message:
+        import sys
+
+        sys.stderr.write(message + "\n")

@@ -1,0 +1,172 @@
+"""`memvault reindex`: sync by hashes, hand edits committed, broken files reported, --check, --watch."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import git, run_cli, run_memvault
+
+
+def add(*texts):
+    result = run_cli("add", "--each-line", input="\n".join(texts))
+    assert result.exit_code == 0, result.stderr
+    return result.stdout.split()[1::2]  # relative paths
+
+
+def top(query):
+    result = run_cli("search", "--json", "-k", "1", query)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    return data[0]["text"] if data else None
+
+
+def test_noop_reindex_reports_unchanged(vault_dir):
+    add("one fact", "two facts")
+    result = run_cli("reindex")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "0 added, 0 changed, 0 removed, 2 unchanged, 0 skipped"
+    assert len(git(vault_dir, "log", "--format=%s").splitlines()) == 2  # init + add: nothing to commit
+
+
+def test_check_exits_1_after_hand_edit_and_0_after_reindex(vault_dir):
+    rel = add("The user lives in Berlin", "The user has a cat")[0]
+    assert run_cli("reindex", "--check").exit_code == 0
+    path = vault_dir / rel
+    path.write_text(path.read_text().replace("Berlin", "Lisbon"))
+    state_before = (vault_dir / ".memvault/state.json").read_bytes()
+    check = run_cli("reindex", "--check")
+    assert check.exit_code == 1 and check.stdout.strip() == f"changed  {rel}"
+    assert (vault_dir / ".memvault/state.json").read_bytes() == state_before  # --check wrote nothing
+    result = run_cli("reindex")
+    assert result.exit_code == 0 and result.stdout.startswith("0 added, 1 changed")
+    assert run_cli("reindex", "--check").exit_code == 0
+    log = git(vault_dir, "log", "-1", "--format=%s%n%b")
+    assert log.startswith("memvault reindex: 1 hand edit")
+    memory_id = rel.split("__")[1][:-3]
+    assert f"Memvault-Edited: {memory_id}" in log
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert top("Where does the user live?") == "The user lives in Lisbon"
+
+
+def test_hand_deleted_and_hand_added_files(vault_dir):
+    rel = add("The user hates mornings", "The user loves night walks")[0]
+    (vault_dir / rel).unlink()
+    note = vault_dir / "entries/global/notes/idea.md"
+    note.parent.mkdir(parents=True)
+    note.write_text("Buy a telescope for the night walks\n")
+    result = run_cli("reindex")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "1 added, 0 changed, 1 removed, 1 unchanged, 0 skipped"
+    assert "adopted entries/global/notes/idea.md as a note" in result.stderr
+    assert note.read_text().startswith("---\nid: ") and "role: note" in note.read_text()
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert "2 hand edits" in git(vault_dir, "log", "-1", "--format=%s")
+    assert top("telescope") == "Buy a telescope for the night walks"
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("---\nid: [oops\n---\nbroken\n", "front matter is not valid YAML"),
+    (b"\xff\xfe not utf8", "not UTF-8"),
+    ("", "empty file"),
+])
+def test_broken_file_is_named_skipped_and_the_rest_syncs(vault_dir, content, reason):
+    add("The user collects stamps")
+    bad = vault_dir / "entries/global/facts/bad.md"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    (vault_dir / "entries/global/facts/good.md").write_text(
+        "---\nid: 11111111-2222-3333-4444-555555555555\nrole: memory\ncreated_at: 2025-01-01T00:00:00Z\n---\n"
+        "The user collects coins too\n")
+    result = run_cli("reindex")
+    assert result.exit_code == 1
+    assert f"memvault: error: skipped {bad}: {reason}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "1 added, 0 changed, 0 removed, 1 unchanged, 1 skipped" in result.stdout
+    assert top("coins") == "The user collects coins too"
+    assert bad.exists()  # never deleted, only reported
+    # search reports it too, and still answers
+    found = run_cli("search", "stamps")
+    assert found.exit_code == 0 and "skipped" in found.stderr and "stamps" in found.stdout
+
+
+def test_two_files_claiming_one_id(vault_dir):
+    rel = add("The user owns a kayak")[0]
+    copy = vault_dir / rel.replace(".md", "-copy.md")
+    shutil.copy(vault_dir / rel, copy)
+    copy.write_text(copy.read_text().replace("kayak", "canoe"))
+    result = run_cli("reindex")
+    assert result.exit_code == 1
+    assert f"{copy}: id " in result.stderr and f"is already used by {rel}" in result.stderr
+    assert top("boat") == "The user owns a kayak"
+
+
+def test_index_built_with_another_model_is_rebuilt(vault_dir):
+    add("The user speaks Portuguese")
+    state_path = vault_dir / ".memvault/state.json"
+    state = json.loads(state_path.read_text())
+    state["model"] = {"name": "some/other-model", "dim": 768, "fingerprint": "x"}
+    state_path.write_text(json.dumps(state))
+    result = run_cli("search", "language")
+    assert "index was built with some/other-model; rebuilding" in result.stderr
+    assert "Portuguese" in result.stdout
+    assert json.loads(state_path.read_text())["model"]["name"] == "memvault/all-MiniLM-L6-v2-int8"
+
+
+def test_switching_to_a_model_that_is_not_downloaded_is_one_clear_line(vault_dir, monkeypatch):
+    add("The user speaks Portuguese")
+    monkeypatch.setenv("MEMVAULT_EMBEDDING_MODEL", "BAAI/bge-small-en-v1.5")
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(vault_dir.parent / "empty-cache"))
+    result = run_cli("search", "language")
+    assert result.exit_code == 1
+    assert "BAAI/bge-small-en-v1.5 is not downloaded" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("damage", ["state", "index", "both"])
+def test_corrupt_or_deleted_sidecar_is_rebuilt(vault_dir, damage):
+    add("The user bakes sourdough bread")
+    if damage in ("state", "both"):
+        (vault_dir / ".memvault/state.json").write_text("{not json")
+    if damage in ("index", "both"):
+        for path in (vault_dir / ".memvault/index").rglob("*"):
+            if path.is_file():
+                path.write_bytes(b"garbage")
+    result = run_cli("search", "bread")
+    assert result.exit_code == 0, result.stderr
+    assert "sourdough" in result.stdout
+    assert "rebuild" in result.stderr
+    assert run_cli("reindex", "--check").exit_code == 0
+
+
+def test_full_rebuild(vault_dir):
+    add("alpha memory", "beta memory")
+    result = run_cli("reindex", "--full")
+    assert result.exit_code == 0 and result.stdout.startswith("2 added")
+
+
+def test_watch_keeps_the_index_in_sync(vault_dir):
+    rel = add("The user drives a Fiat")[0]
+    proc = subprocess.Popen([shutil.which("memvault"), "reindex", "--watch"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while "watching" not in (line := proc.stderr.readline()):
+            assert time.time() < deadline and line, "watcher did not start"
+        # Save the way editors do: write a temp file, then rename it over the original.
+        path = vault_dir / rel
+        tmp = path.with_name(".edit.tmp")
+        tmp.write_text(path.read_text().replace("Fiat", "Tesla"))
+        os.replace(tmp, path)
+        while True:
+            assert time.time() < deadline, "watcher did not sync"
+            if "Tesla" in git(vault_dir, "show", "HEAD") and run_cli("reindex", "--check").exit_code == 0:
+                break
+            time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 0
+    assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault reindex: 1 hand edit")
