@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from memvault.cli import app
 from fixtures_models import *  # noqa: F401,F403  (embedder, tiny_reranker_dir)
+from fake_llm import *  # noqa: F401,F403  (fake_llm, refused_url)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,3 +78,12 @@ def git(vault: Path, *args: str) -> str:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def llm_env(fake_llm, monkeypatch):
+    """Point memvault's LLM settings at the scripted fake server."""
+    monkeypatch.setenv("MEMVAULT_LLM_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("MEMVAULT_LLM_MODEL", "openai/test-model")
+    monkeypatch.setenv("MEMVAULT_LLM_TIMEOUT", "20")
+    return fake_llm

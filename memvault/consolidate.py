@@ -1,0 +1,117 @@
+"""`memvault reconcile`: find clusters of near-duplicate or conflicting facts and apply the
+reconciliation protocol to each, the newest fact of a cluster playing the new fact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memvault import files
+from memvault.files import Memory
+from memvault.index import Index, sql_str
+
+SIMILARITY = 0.78  # cosine above which two facts are about the same thing (MiniLM)
+MAX_CLUSTER = 8
+
+
+@dataclass
+class Step:
+    memory: Memory
+    decision: str  # KEEP, DELETE, UPDATE
+    replacement: str | None = None  # new text (UPDATE) or the id it is replaced by (DELETE)
+    replaced_by: Memory | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.memory.id, "text": self.memory.text, "decision": self.decision,
+                "replacement": self.replacement,
+                "replaced_by": self.replaced_by.id if self.replaced_by else None}
+
+
+@dataclass
+class ClusterPlan:
+    conversation: str
+    newest: Memory
+    steps: list[Step] = field(default_factory=list)
+
+
+def clusters(index: Index, conversation: str) -> list[list[Memory]]:
+    """Groups of live facts whose embeddings are closer than SIMILARITY, oldest first."""
+    import numpy as np
+
+    table = index.table()
+    if table is None:
+        return []
+    rows = (table.search().where(f"role = 'memory' AND conversation_id = {sql_str(conversation)}")
+            .select(["id", "path", "vector"]).limit(100_000).to_list())
+    if len(rows) < 2:
+        return []
+    vectors = np.asarray([r["vector"] for r in rows], dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    similar = (vectors @ vectors.T) >= SIMILARITY
+    parent = list(range(len(rows)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(np.triu(similar, 1))):
+        parent[root(int(i))] = root(int(j))
+    groups: dict[int, list[int]] = {}
+    for i in range(len(rows)):
+        groups.setdefault(root(i), []).append(i)
+    result = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        memories = []
+        for i in members:
+            try:
+                memory, _ = files.read_memory(index.root / rows[i]["path"], index.root)
+            except Exception:
+                continue
+            memories.append(memory)
+        memories.sort(key=lambda m: (m.created_at, m.id))
+        if len(memories) >= 2:
+            result.append(memories[-MAX_CLUSTER:])
+    return sorted(result, key=lambda c: c[-1].created_at)
+
+
+def plan(index: Index, cfg, conversation: str) -> list[ClusterPlan]:
+    from memvault.extraction import reconcile
+
+    plans = []
+    for cluster in clusters(index, conversation):
+        newest, older = cluster[-1], cluster[:-1]
+        cluster_plan = ClusterPlan(conversation, newest)
+        decisions = {d.target: d for d in reconcile(cfg, [newest.text], [(m.id, m.text) for m in older]) if d.target}
+        for memory in older:
+            decision = decisions.get(memory.id)
+            if decision is None or decision.event == "NONE" and not _same(memory.text, newest.text):
+                cluster_plan.steps.append(Step(memory, "KEEP"))
+            elif decision.event == "UPDATE" and decision.text and not _same(decision.text, newest.text):
+                cluster_plan.steps.append(Step(memory, "UPDATE", decision.text))
+            else:  # DELETE, an exact duplicate, or an update that says what the newest fact says
+                cluster_plan.steps.append(Step(memory, "DELETE", newest.id, replaced_by=newest))
+        plans.append(cluster_plan)
+    return plans
+
+
+def _same(a: str, b: str) -> bool:
+    from memvault.extraction import _norm
+
+    return _norm(a) == _norm(b)
+
+
+def apply(change, plans: list[ClusterPlan]) -> int:
+    changed = 0
+    for cluster_plan in plans:
+        for step in cluster_plan.steps:
+            if step.decision == "UPDATE":
+                change.replace(step.memory, step.replacement, reason="update")
+                changed += 1
+            elif step.decision == "DELETE":
+                change.soft_delete(step.memory, "update", replaced_by=step.replaced_by.id)
+                change.replaced.append((step.memory, step.replaced_by))
+                changed += 1
+    return changed

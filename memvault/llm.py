@@ -1,0 +1,400 @@
+"""The LLM client: the only module that imports litellm.
+
+litellm costs seconds to import, so it is loaded on the first call, never at import of
+this module. Every transport failure becomes an ``LLMError`` whose message is one line
+naming the endpoint and the setting to change; the API key never appears in it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, TypeVar
+
+import pydantic
+
+__all__ = [
+    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "structured",
+    "json_schema", "parse_structured", "strip_think",
+]
+
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+# The openai client refuses to start without a key; local servers ignore it.
+_NO_KEY = "sk-no-key"
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str  # a litellm model string, e.g. "openai/qwen3:4b"
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+    temperature: float = 0.0
+
+
+class LLMError(Exception):
+    """The LLM endpoint could not be used; str() is a one-line message for the user."""
+
+
+_litellm: ModuleType | None = None
+
+
+def _lib() -> ModuleType:
+    """Import and quiet litellm once, so it never reaches the network or prints by itself."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners
+        litellm.drop_params = False
+        litellm.callbacks = []
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        litellm.input_callback = []
+        litellm.service_callback = []
+        # litellm's handler writes records below WARNING to stdout, which memvault keeps for
+        # results; our LLMError already says what went wrong.
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        # litellm's own types trip this pydantic warning on the first streamed reply.
+        warnings.filterwarnings("ignore", message=r"Item '\w+' on TypedDict class .* `ReadOnly`")
+        _litellm = litellm
+    return _litellm
+
+
+def _completion(cfg: LLMConfig, messages: list[dict], **extra: Any) -> Any:
+    try:
+        return _lib().completion(
+            model=cfg.model,
+            messages=messages,
+            api_base=cfg.base_url,
+            api_key=cfg.api_key or _NO_KEY,
+            timeout=cfg.timeout,
+            temperature=cfg.temperature,
+            num_retries=0,  # one attempt: a down endpoint fails fast, within cfg.timeout
+            **extra,
+        )
+    except Exception as exc:
+        raise _llm_error(cfg, exc) from exc
+
+
+def chat(cfg: LLMConfig, messages: list[dict]) -> str:
+    """The whole reply text, with any leading <think> block removed."""
+    response = _completion(cfg, messages)
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError) as exc:
+        raise _llm_error(cfg, exc) from exc
+    return strip_think(content or "")
+
+
+def chat_stream(cfg: LLMConfig, messages: list[dict]) -> Iterator[str]:
+    """Yield reply text pieces as the server sends them (SSE), without a leading <think> block."""
+    stream = _completion(cfg, messages, stream=True)
+    think = _ThinkFilter()
+    try:
+        for chunk in stream:
+            choices = getattr(chunk, "choices", None)
+            piece = choices[0].delta.content if choices else None
+            if piece:
+                if out := think.feed(piece):
+                    yield out
+    except LLMError:
+        raise
+    except Exception as exc:  # the connection can also break mid-stream
+        raise _llm_error(cfg, exc) from exc
+    if rest := think.flush():
+        yield rest
+
+
+def structured(
+    cfg: LLMConfig, messages: list[dict], schema: type[M], *, retries: int = 1
+) -> M | None:
+    """Ask for JSON matching `schema`; None when the answers stay invalid after `retries`.
+
+    The schema goes out as an OpenAI ``json_schema`` response format, which llama-server and
+    Ollama enforce with a grammar; replies are still parsed tolerantly for servers that don't.
+    Transport failures raise LLMError and are not retried.
+    """
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": json_schema(schema), "strict": True},
+    }
+    messages = list(messages)
+    for attempt in range(retries + 1):
+        # allowed_openai_params: pass response_format through even for models litellm
+        # believes cannot take it (e.g. "openai/gpt-4"), instead of failing client-side.
+        response = _completion(
+            cfg, messages, response_format=response_format, allowed_openai_params=["response_format"]
+        )
+        try:
+            answer = response.choices[0].message.content or ""
+        except (AttributeError, IndexError) as exc:
+            raise _llm_error(cfg, exc) from exc
+        try:
+            return parse_structured(answer, schema)
+        except ValueError as err:
+            if attempt == retries:
+                return None
+            messages += [
+                {"role": "assistant", "content": answer},
+                {
+                    "role": "user",
+                    "content": f"That answer was invalid: {err}. "
+                    "Reply again with only the JSON, matching the schema.",
+                },
+            ]
+    return None
+
+
+# --- JSON schema and tolerant parsing -------------------------------------------------
+
+
+def json_schema(schema: type[pydantic.BaseModel]) -> dict:
+    """The model's JSON schema with $refs inlined and objects closed.
+
+    Small servers' schema-to-grammar converters handle inline schemas best, and OpenAI's
+    strict mode requires ``additionalProperties: false`` on every object.
+    """
+    raw = schema.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return resolve(defs[node["$ref"].rsplit("/", 1)[-1]])
+            out = {k: resolve(v) for k, v in node.items()}
+            if out.get("type") == "object":
+                out.setdefault("additionalProperties", False)
+            return out
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(raw)
+
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def strip_think(text: str) -> str:
+    """Remove <think>...</think> blocks (qwen3, deepseek-r1) and a dangling closing tag."""
+    text = _THINK_BLOCK.sub("", text)
+    if "</think>" in text.lower():  # the opening tag was part of the prompt template
+        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
+    return text.strip()
+
+
+def parse_structured(text: str, schema: type[M]) -> M:
+    """The first JSON value in `text` that validates against `schema`.
+
+    Tolerates code fences, prose around the JSON and think blocks. A bare list is accepted
+    when the schema is an object with a single list field. Raises ValueError (with a short
+    reason) when nothing validates.
+    """
+    text = strip_think(text)
+    decoder = json.JSONDecoder()
+    wrap_field = _single_list_field(schema)
+    last_error = "no JSON object found in the answer"
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, list) and wrap_field:
+            value = {wrap_field: value}
+        try:
+            return schema.model_validate(value)
+        except pydantic.ValidationError as err:
+            last_error = _short_validation_error(err)
+    raise ValueError(last_error)
+
+
+def _single_list_field(schema: type[pydantic.BaseModel]) -> str | None:
+    fields = schema.model_fields
+    if len(fields) != 1:
+        return None
+    name, info = next(iter(fields.items()))
+    origin = getattr(info.annotation, "__origin__", info.annotation)
+    return name if origin is list else None
+
+
+def _short_validation_error(err: pydantic.ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:3]:
+        loc = ".".join(str(p) for p in e["loc"]) or "answer"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+class _ThinkFilter:
+    """Drops a <think>...</think> block at the start of a streamed reply, across chunks."""
+
+    _OPEN, _CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._state = "start"  # start -> [think ->] strip -> pass
+
+    def feed(self, piece: str) -> str:
+        if self._state == "pass":
+            return piece
+        self._buffer += piece
+        if self._state == "start":
+            head = self._buffer.lstrip().lower()
+            if len(head) < len(self._OPEN) and self._OPEN.startswith(head):
+                return ""  # may still become "<think>"
+            if not head.startswith(self._OPEN):
+                self._state = "pass"
+                out, self._buffer = self._buffer, ""
+                return out
+            self._state = "think"
+        if self._state == "think":
+            end = self._buffer.lower().find(self._CLOSE)
+            if end < 0:
+                self._buffer = self._buffer[-len(self._CLOSE) :]  # room for a split closing tag
+                return ""
+            self._buffer = self._buffer[end + len(self._CLOSE) :]
+            self._state = "strip"
+        out, self._buffer = self._buffer.lstrip(), ""  # the blank lines after </think>
+        if out:
+            self._state = "pass"
+        return out
+
+    def flush(self) -> str:
+        """What is left at the end: a short reply that only looked like "<think>" starting."""
+        out, self._buffer = self._buffer, ""
+        return out if self._state == "start" else ""
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
+    """Turn litellm/openai/httpx exceptions into one user-facing line."""
+    import httpx
+    import openai
+
+    url = _display_url(cfg.base_url)
+    chain = _exception_chain(exc)
+    if any(isinstance(e, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)) for e in chain):
+        msg = (
+            f"LLM endpoint {url} did not answer within {cfg.timeout:g}s; "
+            "check llm_base_url (MEMVAULT_LLM_BASE_URL), or raise llm_timeout (MEMVAULT_LLM_TIMEOUT)"
+        )
+    elif any(isinstance(e, (openai.APIConnectionError, httpx.TransportError, ConnectionError)) for e in chain):
+        msg = (
+            f"LLM endpoint {url} is unreachable ({_connect_reason(chain)}); "
+            "check llm_base_url (MEMVAULT_LLM_BASE_URL)"
+        )
+    elif "LLM Provider NOT provided" in str(exc):
+        msg = (
+            f"LLM model {cfg.model!r} has no provider prefix; "
+            "set llm_model (MEMVAULT_LLM_MODEL) to e.g. 'openai/<model>' for an OpenAI-compatible server"
+        )
+    elif response := _http_error_response(chain):
+        status = response.status_code
+        hint = (
+            "check llm_api_key (MEMVAULT_LLM_API_KEY)"
+            if status in (401, 403)
+            else "check llm_model (MEMVAULT_LLM_MODEL) / llm_base_url (MEMVAULT_LLM_BASE_URL)"
+        )
+        msg = f"LLM endpoint {url} answered HTTP {status}: {_http_reason(response)}; {hint}"
+    elif any(isinstance(e, json.JSONDecodeError) for e in chain):
+        msg = (
+            f"LLM endpoint {url} answered with something that is not OpenAI-style JSON; "
+            "check llm_base_url (MEMVAULT_LLM_BASE_URL) points at an OpenAI-compatible /v1 API"
+        )
+    else:
+        msg = (
+            f"LLM call to {url} failed ({_first_line(exc)}); "
+            "check llm_model (MEMVAULT_LLM_MODEL) / llm_base_url (MEMVAULT_LLM_BASE_URL)"
+        )
+    if cfg.api_key and len(cfg.api_key) >= 4:  # a server may echo the key in its error text
+        msg = msg.replace(cfg.api_key, "***")
+    return LLMError(msg)
+
+
+def _display_url(url: str) -> str:
+    """The base URL with any password in it masked."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _connect_reason(chain: list[BaseException]) -> str:
+    import socket
+
+    for e in reversed(chain):  # the innermost cause is the most specific
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(e, socket.gaierror):
+            return "host not found"
+    return "connection failed"
+
+
+def _http_error_response(chain: list[BaseException]) -> Any:
+    """The server's real error response, if the failure was an HTTP error status.
+
+    litellm also reports client-side failures with status 500, so only the openai SDK's or
+    httpx's own status errors count; they carry the response that came over the wire.
+    """
+    import httpx
+    import openai
+
+    for e in chain:
+        if isinstance(e, httpx.HTTPStatusError) or (
+            isinstance(e, openai.APIStatusError) and type(e).__module__.startswith("openai")
+        ):
+            return e.response
+    return None
+
+
+def _http_reason(response: Any) -> str:
+    """The server's own error message, from the JSON body when there is one."""
+    try:
+        text = response.text
+    except Exception:  # a streamed response whose body was never read
+        return response.reason_phrase
+    try:
+        body = json.loads(text)
+        error = body.get("error", body) if isinstance(body, dict) else body
+        text = str(error.get("message", error) if isinstance(error, dict) else error)
+    except ValueError:
+        pass
+    return _first_line(text) or response.reason_phrase
+
+
+_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+: )?(\w+: )?(\w+Exception - )?")
+
+
+def _first_line(value: object, limit: int = 160) -> str:
+    """A short single line of an error text, without litellm's class-name prefixes."""
+    lines = _LITELLM_PREFIX.sub("", str(value)).strip().splitlines()
+    text = " ".join(lines[0].split()) if lines else ""
+    if not text and isinstance(value, BaseException):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,208 @@
+"""A scripted OpenAI-compatible HTTP server for tests (real sockets, real litellm).
+
+Each test scripts the replies it expects with ``fake_llm.push(...)``; a script item is
+- a string: the assistant's content (streamed as several SSE chunks when ``stream: true``);
+- a dict, whose keys combine:
+    ``{"delay": 5}``                 sleep first (for timeouts), then answer the rest of the item,
+                                     or the default content "ok" when nothing else is given;
+    ``{"status": 500, "body": ...}`` answer with that HTTP status; body is a str sent verbatim
+                                     or a dict sent as JSON (default: an OpenAI-style error);
+    ``{"raw": "not json"}``          HTTP 200 with this exact body (garbage for the client);
+    ``{"content": "..."}``           the assistant's content, as for a plain string;
+    ``{"chunks": ["a", "b"]}``       stream exactly these pieces.
+
+Empty queue: by default the server fails loudly. It answers HTTP 500 with a body saying
+"fake_llm: no scripted reply left", and the fixture's teardown fails the test. That way an
+LLM call the test did not script shows up even when the code under test swallows the
+error (reconcile does). Set ``fake_llm.default = '{"facts": []}'`` (any script item) to
+answer unscripted calls instead.
+
+``fake_llm.requests`` holds the parsed JSON body of every chat completion request, and
+``fake_llm.headers`` their HTTP headers.
+``refused_url()`` returns a ``/v1`` base URL on a closed local port (endpoint down).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from memvault.llm import LLMConfig
+
+__all__ = ["FakeLLM", "fake_llm", "refused_url"]
+
+EMPTY_QUEUE_BODY = "fake_llm: no scripted reply left"
+
+
+def refused_url() -> str:
+    """A base URL nothing listens on: bind port 0, note it, close it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _split(text: str, pieces: int = 4) -> list[str]:
+    """Cut text into up to `pieces` non-empty consecutive parts (at least 2 when possible)."""
+    if len(text) < 2:
+        return [text] if text else []
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self._script: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closing = threading.Event()
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
+        self.unscripted = 0  # requests answered while the queue was empty and no default was set
+        self.default: Any = None
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="fake-llm", daemon=True
+        )  # a short poll interval keeps shutdown (each test's teardown) fast
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        self.base_url = f"http://{host}:{port}/v1"
+
+    def push(self, *items: Any) -> None:
+        for item in items:
+            self._script.put(item)
+
+    def config(self, **overrides: Any) -> LLMConfig:
+        values = {"model": "openai/test-model", "base_url": self.base_url, "api_key": None, "timeout": 10.0}
+        values.update(overrides)
+        return LLMConfig(**values)
+
+    def close(self) -> None:
+        self._closing.set()  # wakes handlers sleeping on a "delay" item
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_item(self) -> Any:
+        try:
+            return self._script.get_nowait()
+        except queue.Empty:
+            if self.default is not None:
+                return self.default
+            self.unscripted += 1
+            return {"status": 500, "body": {"error": {"message": EMPTY_QUEUE_BODY, "type": "fake_llm"}}}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out as two writes; avoid a 40 ms stall
+
+            def log_message(self, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                body = json.loads(raw or b"{}")
+                fake.requests.append(body)
+                fake.headers.append(dict(self.headers))
+                try:
+                    self._answer(body, fake._next_item())
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test); nothing to answer
+
+            def _answer(self, body: dict, item: Any) -> None:
+                if isinstance(item, str):
+                    item = {"content": item}
+                if "delay" in item and fake._closing.wait(item["delay"]):
+                    return
+                if "status" in item:
+                    default_error = {"error": {"message": "fake_llm scripted error", "type": "server_error"}}
+                    self._send(item["status"], item.get("body", default_error))
+                elif "raw" in item:
+                    self._send(200, item["raw"])
+                elif body.get("stream"):
+                    self._stream(body, item.get("chunks") or _split(item.get("content", "ok")))
+                else:
+                    content = item.get("content", "".join(item.get("chunks", [])) or "ok")
+                    self._send(200, _completion(body, content))
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = payload if isinstance(payload, str) else json.dumps(payload)
+                encoded = data.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(encoded)))
+                self.end_headers()
+                self.wfile.write(encoded)
+
+            def _stream(self, body: dict, pieces: list[str]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunks = [_chunk(body, {"role": "assistant", "content": ""}, None)]
+                chunks += [_chunk(body, {"content": p}, None) for p in pieces]
+                chunks.append(_chunk(body, {}, "stop"))
+                for c in chunks:
+                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+
+def _completion(body: dict, content: str) -> dict:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def _chunk(body: dict, delta: dict, finish_reason: str | None) -> dict:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+@pytest.fixture
+def fake_llm():
+    fake = FakeLLM()
+    try:
+        yield fake
+    finally:
+        fake.close()
+    if fake.unscripted:
+        pytest.fail(
+            f"fake_llm got {fake.unscripted} request(s) with no scripted reply; "
+            "push() one per expected call or set fake_llm.default"
+        )
