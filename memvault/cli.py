@@ -18,7 +18,8 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from memvault import __version__
+from memvault import __version__, term
+from memvault.completion import complete_conversation, complete_live_memory_id, complete_memory_id
 from memvault.errors import MemvaultError, UsageError
 
 
@@ -101,6 +102,7 @@ def main_options(
     verbose: bool = typer.Option(False, "-v", "--verbose", help="More detail on stderr."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
+    term.configure(quiet=quiet)
     ctx.obj = State(vault_path=vault, json=json_output, quiet=quiet, verbose=verbose)
 
 
@@ -143,12 +145,15 @@ def add(
         help="One JSON object per line: text, and optional conversation_id, created_at, kind, tags, "
              "source, rationale, alternatives, meta.",
     ),
-    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id."),
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
+                                     autocompletion=complete_conversation),
     kind: Kind = typer.Option(Kind.fact, "--kind", help="fact (role memory), note or decision."),
     tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Tag (repeatable)."),
     source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
     rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
+    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract and reconcile facts "
+                                                           "instead of storing the text verbatim."),
     json_output: bool = typer.Option(False, "--json", help="Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl."""
@@ -178,12 +183,44 @@ def add(
             raise MemvaultError("nothing to add: the text is empty")
         memories = [files.new_memory(p, role, conversation, extra=dict(extra)) for p in pieces]
     vault = state.vault()
+    if extract:
+        _add_extract(ctx, vault, memories, json_output or state.json)
+        return
     ingest.store(vault, memories, "add")
     if json_output or state.json:
         emit_json([ingest.memory_json(vault, m) for m in memories])
     else:
         for memory in memories:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
+
+
+def _add_extract(ctx, vault, memories, as_json: bool) -> None:
+    from memvault import learn
+    from memvault.index import Index
+    from memvault.llm import LLMError
+
+    settings = vault.settings
+    cfg = learn.llm_config(settings)
+    index = Index(vault, notice=_notice_printer(ctx))
+    results = []
+    try:
+        with vault.change("add") as change:
+            index.sync()
+            for memory in memories:
+                learned = learn.learn(change, index, cfg, memory.text, memory.conversation_id,
+                                      summarize=settings.enable_summarization, max_entries=settings.max_entries,
+                                      warn=_notice_printer(ctx))
+                results.extend(learned.to_json())
+                # Facts of this input are candidates for the next one in the same run.
+                index.sync(paths=change.written_paths | change.removed_paths)
+    except LLMError as exc:
+        raise _llm_error(exc) from None
+    if as_json:
+        emit_json(results)
+    elif not results:
+        info(ctx, "memvault: no facts found")
+    for row in results if not as_json else []:
+        typer.echo(f"{row['event']:<6} {row['id']}  {row['text']}")
 
 
 _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x",
@@ -193,7 +230,8 @@ _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "
 @app.command()
 def log(
     ctx: typer.Context,
-    memory_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Follow one memory (id or unique prefix)."),
+    memory_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Follow one memory (id or unique prefix).",
+                                              autocompletion=complete_memory_id),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
     json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
@@ -216,6 +254,114 @@ def log(
             tail = f"  -> {change.replaced_by[:8]}" if change.replaced_by else ""
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
             typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
+                                    autocompletion=complete_memory_id),
+    raw: bool = typer.Option(False, "--raw", help="Print the file's bytes as they are."),
+    json_output: bool = typer.Option(False, "--json", help="Print the memory as JSON."),
+) -> None:
+    """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
+    from memvault import manage
+
+    state = _state(ctx)
+    as_json = json_output or state.json
+    if raw and as_json:
+        raise UsageError("--raw and --json do not go together")
+    vault = state.vault()
+    memory = manage.find(vault, memory_id)
+    if raw:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(manage.raw_bytes(memory))
+        sys.stdout.flush()
+    elif as_json:
+        emit_json(manage.show_json(vault, memory))
+    else:
+        _print_memory(vault, memory)
+
+
+def _print_memory(vault, memory) -> None:
+    from memvault import manage
+
+    rows = manage.front_matter_rows(vault, memory)
+    if term.color_allowed(sys.stdout):
+        from rich.console import Console
+        from rich.markdown import Markdown
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, value in rows:
+            table.add_row(Text(key), Text(value))
+        console = Console()
+        console.print(table)
+        console.print()
+        console.print(Markdown(memory.text))
+        return
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        typer.echo(f"{key:<{width}}  {value}".rstrip())
+    typer.echo("")
+    typer.echo(memory.text)
+
+
+@app.command()
+def edit(
+    ctx: typer.Context,
+    memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
+                                    autocompletion=complete_live_memory_id),
+    json_output: bool = typer.Option(False, "--json", help="Print the memory after the edit as JSON."),
+) -> None:
+    """Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit.
+
+    The editor works on a copy. A broken edit changes nothing: the memory stays as it was
+    and the rejected text is kept in .memvault/rejected/ (never committed).
+    """
+    from memvault import manage
+
+    state = _state(ctx)
+    vault = state.vault()
+    interactive = term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr)
+    result = manage.edit(vault, memory_id, retry=_ask_edit_again if interactive else None)
+    if json_output or state.json:
+        emit_json({**manage.show_json(vault, result.memory), "changed": result.changed})
+    elif result.changed:
+        typer.echo(f"{result.memory.id}  {vault.relative(result.memory.path)}")
+    else:
+        info(ctx, f"memvault: {result.memory.id} unchanged")
+
+
+def _ask_edit_again(reason: str) -> bool:
+    sys.stderr.write(f"memvault: {reason}\nEdit again? [Y/n] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    return bool(answer) and answer.strip().lower() in ("", "y", "yes")
+
+
+@app.command()
+def rm(
+    ctx: typer.Context,
+    memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (one or more).",
+                                           autocompletion=complete_live_memory_id),
+    json_output: bool = typer.Option(False, "--json", help="Print the removed memories as JSON."),
+) -> None:
+    """Remove memories: a soft delete (moved under deleted/, reason user), committed."""
+    from memvault import manage
+
+    state = _state(ctx)
+    vault = state.vault()
+    removed = manage.remove(vault, memory_ids)
+    if json_output or state.json:
+        emit_json([manage.show_json(vault, m) for m in removed])
+    else:
+        for memory in removed:
+            typer.echo(f"removed {memory.id}  [{memory.role}] {memory.first_line(60)}")
+
 
 
 def _time_option(value: Optional[str], name: str):
@@ -288,7 +434,8 @@ def search(
     ctx: typer.Context,
     query: Optional[str] = typer.Argument(None, help="What to look for."),
     top_k: Optional[int] = typer.Option(None, "-k", "--top-k", min=1, help="How many results (default_top_k)."),
-    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to search, plus global."),
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to search, plus global.",
+                                     autocompletion=complete_conversation),
     all_conversations: bool = typer.Option(False, "--all-conversations", "-a", help="Search every conversation."),
     kind: Optional[list[SearchKind]] = typer.Option(None, "--kind", help="Only these kinds (repeatable)."),
     tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
@@ -413,15 +560,16 @@ def reindex(
         raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
     if check:
         report = syncing.check(vault)
-        for label, paths in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
-            for path in paths:
-                typer.echo(f"{label:<8} {path}")
-        if report.rebuilt:
-            typer.echo(f"rebuild  {report.rebuilt}")
         for problem in report.skipped:
             info(ctx, f"memvault: skipped {problem}")
         if json_output or state.json:
             emit_json(report.to_json())
+        else:
+            for label, paths in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
+                for path in paths:
+                    typer.echo(f"{label:<8} {path}")
+            if report.rebuilt:
+                typer.echo(f"rebuild  {report.rebuilt}")
         raise typer.Exit(1 if report.drift or report.skipped else 0)
     if watch:
         syncing.watch(vault, notice=_notice_printer(ctx), quiet=state.quiet)
@@ -469,10 +617,237 @@ def models(
             mark = "ok" if value["available"] else "missing"
             detail = f"  {value['dim']}-d" if value.get("dim") else ""
             typer.echo(f"{key:<16} {value['name']}  {mark}{detail}")
-            if not value["available"]:
+            if not value["available"] and key != "embedding_model" and value.get("error"):
                 info(ctx, f"  {value['error']}")
     if not status["embedding_model"]["available"]:
+        _error(status["embedding_model"]["error"])  # an error: shown even with -q
         raise typer.Exit(1)
+
+
+def _llm_error(exc) -> MemvaultError:
+    return MemvaultError(str(exc))
+
+
+class Style(str, Enum):
+    conversation = "conversation"
+    journal = "journal"
+    document = "document"
+
+
+@app.command()
+def chat(
+    ctx: typer.Context,
+    message: Optional[list[str]] = typer.Argument(None, help="The message; none reads stdin (or starts an "
+                                                            "interactive chat on a terminal)."),
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
+                                      autocompletion=complete_conversation),
+    model: Optional[str] = typer.Option(None, "--model", help="litellm model string (llm_model)."),
+    no_learn: bool = typer.Option(False, "--no-learn", help="Do not extract facts from this message."),
+    no_memory: bool = typer.Option(False, "--no-memory", help="Do not retrieve memories."),
+    no_stream: bool = typer.Option(False, "--no-stream", help="Print the reply in one piece."),
+    context: bool = typer.Option(False, "--context", help="Show the session: turns, tokens, idle time, summary."),
+    clear: bool = typer.Option(False, "--clear", help="Start a fresh session."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
+    json_output: bool = typer.Option(False, "--json", help="One-shot: reply, memories used, facts learned as JSON."),
+) -> None:
+    """Chat with an LLM that remembers: retrieve, answer, learn."""
+    from memvault import files
+
+    state = _state(ctx)
+    files.check_conversation_id(conversation)
+    vault = state.vault(llm_model=model)
+    clock = _time_option(now, "--now")
+    if context:
+        _show_context(ctx, vault, conversation, clock or files.utcnow(), json_output or state.json)
+        return
+    if clear:
+        from memvault.chat import clear_session
+
+        clear_session(vault, conversation, clock)
+        info(ctx, f"memvault: new session for {conversation}")
+        if not message:
+            return
+    text = " ".join(message) if message else None
+    if text is None and sys.stdin is not None and sys.stdin.isatty():
+        if json_output or state.json:
+            raise UsageError("--json needs a MESSAGE (or stdin)")
+        _interactive(ctx, vault, conversation, no_learn, no_memory, no_stream, clock)
+        return
+    if text is None:
+        text = _read_stdin(ctx)
+    text = text.strip()
+    if not text:
+        raise MemvaultError("nothing to send: the message is empty")
+    _one_turn(ctx, vault, text, conversation, no_learn, no_memory, no_stream, clock, json_output or state.json)
+
+
+def _one_turn(ctx, vault, text, conversation, no_learn, no_memory, no_stream, clock, as_json) -> None:
+    from memvault.chat import ChatOptions, chat_turn
+    from memvault.llm import LLMError
+
+    def write(piece: str) -> None:
+        if not as_json:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+
+    options = ChatOptions(conversation=conversation, learn=not no_learn, use_memory=not no_memory,
+                          stream=not no_stream and not as_json, now=clock)
+    try:
+        result = chat_turn(vault, text, options, write, warn=_notice_printer(ctx))
+    except LLMError as exc:
+        raise _llm_error(exc) from None
+    if as_json:
+        emit_json({"conversation_id": conversation, "reply": result.reply,
+                   "memories": [r.to_json() for r in result.memories],
+                   "learned": result.learned.to_json() if result.learned else [],
+                   "folded_turns": result.folded, "upkeep_error": result.upkeep_error})
+    else:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    if result.upkeep_error:
+        info(ctx, f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
+    elif result.learned and _state(ctx).verbose:
+        for row in result.learned.to_json():
+            info(ctx, f"memvault: learned {row['event']} {row['text']}")
+
+
+def _interactive(ctx, vault, conversation, no_learn, no_memory, no_stream, clock) -> None:
+    info(ctx, f"memvault chat ({conversation}); an empty line or Ctrl-D ends it")
+    while True:
+        try:
+            line = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            sys.stderr.write("\n")
+            return
+        if not line.strip():
+            return
+        try:
+            _one_turn(ctx, vault, line, conversation, no_learn, no_memory, no_stream, clock, False)
+        except MemvaultError as exc:
+            _error(str(exc))
+
+
+def _show_context(ctx, vault, conversation: str, now, as_json: bool) -> None:
+    from memvault import learn, sessions
+
+    settings = vault.settings
+    session = sessions.load(vault, conversation, now, settings.hard_decay_minutes)
+    idle = session.idle(now)
+    summary = learn.read_rolling_summary(vault, conversation)
+    data = {
+        "conversation_id": conversation,
+        "turns": [{"role": t.role, "created_at": t.created_at.isoformat(), "text": t.text} for t in session.turns],
+        "tokens": session.tokens(),
+        "max_session_tokens": settings.max_session_tokens,
+        "idle_seconds": None if idle is None else round(idle.total_seconds()),
+        "fresh_session": session.fresh_reason,
+        "session_summary": session.summary,
+        "summary": summary.text if summary else None,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    idle_text = "no turns yet" if idle is None else f"idle {int(idle.total_seconds() // 60)} min"
+    typer.echo(f"conversation {conversation}: {len(session.turns)} turns, ~{data['tokens']} tokens "
+               f"(ceiling {settings.max_session_tokens}), {idle_text}"
+               + (f"; next message starts a fresh session ({session.fresh_reason})" if session.fresh_reason else ""))
+    if session.summary:
+        typer.echo(f"session summary: {session.summary}")
+    for t in session.turns:
+        typer.echo(f"{t.created_at:%Y-%m-%d %H:%M}  {t.role:<9} {' '.join(t.text.split())[:100]}")
+    if summary:
+        typer.echo(f"conversation summary: {summary.text}")
+
+
+@app.command()
+def reconcile(
+    ctx: typer.Context,
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to consolidate.",
+                                      autocompletion=complete_conversation),
+    all_conversations: bool = typer.Option(False, "--all", help="Every conversation."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
+    json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Consolidate near-duplicate and contradicting facts with the LLM."""
+    from memvault import consolidate, files
+    from memvault.learn import llm_config
+    from memvault.llm import LLMError
+
+    state = _state(ctx)
+    files.check_conversation_id(conversation)
+    vault = state.vault()
+    index = _open_index(ctx, vault)
+    cfg = llm_config(vault.settings)
+    with vault.change("reconcile") as change:
+        index.sync()
+        conversations = [conversation]
+        if all_conversations:
+            conversations = sorted({m.conversation_id for m in vault.iter_memories(roles=("memory",))})
+        try:
+            plans = [p for c in conversations for p in consolidate.plan(index, cfg, c)]
+        except LLMError as exc:
+            raise _llm_error(exc) from None
+        if not dry_run:
+            consolidate.apply(change, plans)
+    steps = [step for plan in plans for step in plan.steps]
+    if json_output or state.json:
+        emit_json([{"conversation_id": p.conversation, "newest": {"id": p.newest.id, "text": p.newest.text},
+                    "steps": [s.to_json() for s in p.steps]} for p in plans])
+        return
+    if not plans:
+        typer.echo("no near-duplicate or conflicting facts found")
+        return
+    for plan in plans:
+        typer.echo(f"cluster around {plan.newest.id[:8]}  {plan.newest.first_line()}")
+        for step in plan.steps:
+            what = {"DELETE": f"-> replaced by {step.replacement[:8]}" if step.replacement else "",
+                    "UPDATE": f"-> {step.replacement}", "KEEP": ""}[step.decision]
+            typer.echo(f"  {step.decision:<6} {step.memory.id[:8]}  {step.memory.first_line()}  {what}".rstrip())
+    changed = sum(1 for s in steps if s.decision != "KEEP")
+    info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(steps)} older facts")
+
+
+@app.command()
+def summarize(
+    ctx: typer.Context,
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to summarize.",
+                                      autocompletion=complete_conversation),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from all entries, depth chosen by size."),
+    style: Style = typer.Option(Style.conversation, "--style", help="Prompt variant for the kind of content."),
+    print_summary: bool = typer.Option(False, "--print", help="Write the summary to stdout."),
+    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+) -> None:
+    """Update the rolling summary, or --rebuild it from every entry."""
+    from memvault import files, summaries
+    from memvault.learn import llm_config
+    from memvault.llm import LLMError
+
+    state = _state(ctx)
+    files.check_conversation_id(conversation)
+    vault = state.vault()
+    if not vault.exists():
+        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    cfg = llm_config(vault.settings)
+    try:
+        with vault.change("summarize") as change:
+            if rebuild:
+                outcome = summaries.rebuild(change, cfg, conversation, style.value)
+            else:
+                outcome = summaries.update(change, cfg, conversation)
+            change.title = f"{outcome.kind} summary ({conversation})"
+    except LLMError as exc:
+        raise _llm_error(exc) from None
+    if json_output or state.json:
+        emit_json(outcome.to_json())
+        return
+    if outcome.kind == "none":
+        info(ctx, f"memvault: {outcome.input_tokens} tokens in {conversation}: too little to summarize")
+    else:
+        levels = ", ".join(f"{k}: {v}" for k, v in outcome.levels.items())
+        info(ctx, f"memvault: {outcome.kind} summary, {outcome.input_tokens} -> {outcome.output_tokens} tokens"
+                  + (f" ({levels})" if levels else ""))
+    if print_summary and outcome.text:
+        typer.echo(outcome.text)
 
 
 def main() -> None:

@@ -189,9 +189,11 @@ def relative_path_for(memory: Memory) -> Path:
     base = Path(ENTRIES) / conversation_slug(memory.conversation_id)
     if memory.role == "summary":
         level = memory.extra.get("summary_level")
-        if memory.extra.get("summary_kind") in (None, "rolling") or not level:
-            return base / "summaries" / "summary.md"
-        return base / "summaries" / f"L{int(level)}" / f"{file_stamp(memory.created_at)}__{memory.id}.md"
+        if memory.extra.get("summary_kind") == "session":
+            return base / "summaries" / "session.md"
+        if memory.extra.get("summary_kind") in ("chunk", "group") and level:  # hierarchical rebuild levels
+            return base / "summaries" / f"L{int(level)}" / f"{file_stamp(memory.created_at)}__{memory.id}.md"
+        return base / "summaries" / "summary.md"
     return base / ROLE_FOLDERS[memory.role] / f"{file_stamp(memory.created_at)}__{memory.id}.md"
 
 

@@ -24,6 +24,9 @@ from memvault.files import Memory
 TABLE = "memories"
 STATE_VERSION = 1
 EMBED_BATCH = 256
+# The BM25 index on text: words lower-cased, accents folded, English stop words dropped, stemmed.
+FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
+               "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
 
 @dataclass
@@ -77,6 +80,14 @@ class Index:
         return self._embedder
 
     def model_info(self) -> dict[str, Any]:
+        """The embedding model's name, dimension and fingerprint; loads the model only when they
+        are not known up front (so a sync with nothing to embed never loads it)."""
+        if self._embedder is None:
+            from memvault.models import embedder_identity
+
+            known = embedder_identity(self.vault.settings.embedding_model)
+            if known is not None:
+                return known
         e = self.embedder
         return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
 
@@ -151,8 +162,7 @@ class Index:
 
             with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
                 warnings.simplefilter("ignore", DeprecationWarning)
-                table.create_fts_index("text", replace=True, with_position=False, stem=True,
-                                       remove_stop_words=True, lower_case=True, ascii_folding=True)
+                table.create_fts_index("text", replace=True, **FTS_OPTIONS)
 
     # -- sync ------------------------------------------------------------------
     def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
@@ -190,8 +200,9 @@ class Index:
             paths = None
 
         known: dict[str, dict[str, Any]] = state["files"]
+        touched = bool(report.rebuilt) or state.get("model") != model or not self.state_path.exists()
         if paths is None:
-            on_disk = {self.vault.relative(p): p for p in files.walk_entries(self.root)}
+            on_disk = _scan_entries(self.root)
             scope = set(known) | set(on_disk)
         else:
             on_disk = {}
@@ -217,12 +228,14 @@ class Index:
                         known.pop(rel)
                 continue
             try:
-                stat = path.stat()
+                stat = os.stat(path)
             except OSError:
                 continue
             if entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns:
                 report.unchanged += 1
                 continue
+            path = Path(path)
+            touched = True
             try:
                 memory, adopted, digest, stat = self._read(path, adopt and not check_only, report)
             except MemoryFileError as exc:
@@ -250,7 +263,8 @@ class Index:
             return report
         self._apply(known, report, to_index, progress)
         state["model"] = model
-        self.save_state(state)
+        if touched or report.removed:  # a no-op sync (every search) writes nothing
+            self.save_state(state)
         return report
 
     def _read(self, path: Path, adopt: bool, report: SyncReport):
@@ -274,10 +288,11 @@ class Index:
             for chunk in _chunks(new_paths, 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
         done = 0
+        # Similar lengths in one batch: the embedder pads a batch to its longest text.
+        to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
             vectors = self.embedder.embed([m.text for _, m, _, _ in batch])
-            rows = [_row(rel, memory, digest, vector) for (rel, memory, digest, _), vector in zip(batch, vectors)]
-            table.add(rows)
+            table.add(self._arrow_rows(batch, vectors))
             for rel, memory, digest, stat in batch:
                 known[rel] = {"id": memory.id, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
             done += len(batch)
@@ -287,6 +302,19 @@ class Index:
             self.ensure_fts(table)
             if len(to_index) > 1000 or report.rebuilt:
                 table.optimize()
+
+
+    def _arrow_rows(self, batch, vectors):
+        """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = [_row(rel, memory, digest, None) for rel, memory, digest, _ in batch]
+        schema = self._schema()
+        columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim)
+        return pa.Table.from_pydict(columns, schema=schema)
 
 
 def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
@@ -303,8 +331,30 @@ def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
                            default=str, ensure_ascii=False),
-        "vector": [float(x) for x in vector],
+        "vector": None if vector is None else [float(x) for x in vector],
     }
+
+
+def _scan_entries(root: Path) -> dict[str, str]:
+    """{relative posix path: absolute path} of the files files.walk_entries yields (live entries
+    only, no dot folders, no symlinked folders, files.is_memory_file names), with plain strings:
+    every search walks the vault, and Path objects cost more than the walk itself on 10,000 files."""
+    base = os.path.join(os.fspath(root), files.ENTRIES)
+    if not os.path.isdir(base):
+        return {}
+    cut = len(os.fspath(root)) + 1
+    found: dict[str, str] = {}
+    for folder, dirs, names in os.walk(base, followlinks=False):
+        parts = folder[len(base) + 1:].split(os.sep) if len(folder) > len(base) else []
+        if len(parts) >= 2 and parts[1] == files.DELETED:
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if name.endswith(".md") and not name.startswith((".", "#", "~")):
+                full = os.path.join(folder, name)
+                found[full[cut:].replace(os.sep, "/")] = full
+    return found
 
 
 def _sql_str(value: str) -> str:
@@ -325,7 +375,20 @@ def index_change(vault, change) -> None:
 
 
 def _stderr_notice(message: str) -> None:
-    if message:
-        import sys
+    from memvault import term
 
-        sys.stderr.write(message + "\n")
+    term.notice(message)  # silenced by -q
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal for LanceDB filters."""
+    return _sql_str(value)
+
+
+def nearest_rows(index: "Index", vector, where: str, k: int) -> list[dict[str, Any]]:
+    """The k rows closest to `vector` (cosine) that match `where`."""
+    table = index.table()
+    if table is None or k <= 0:
+        return []
+    return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
+            .where(where, prefilter=True).limit(k).to_list())

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import threading
 from importlib import resources
 from pathlib import Path
@@ -55,11 +54,20 @@ class Embedder:
         self._model = model
 
     def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        """Rows in the order of ``texts``.
+
+        A batch is padded to its longest text, so the texts go through the model sorted by
+        length: on short memories that halves the work (bench/README.md, "length-sorted batches").
+        """
         import numpy as np
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _normalise(np.asarray(list(self._model.embed(texts, batch_size=batch_size))))
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows = np.asarray(list(self._model.embed([texts[i] for i in order], batch_size=batch_size)))
+        result = np.empty_like(rows)
+        result[order] = rows
+        return _normalise(result)
 
     def embed_query(self, text: str) -> np.ndarray:
         import numpy as np
@@ -79,6 +87,22 @@ class Reranker:
         if not texts:
             return []
         return [float(s) for s in self._model.rerank(query, texts)]
+
+
+def embedder_identity(model_name: str | None = None) -> dict[str, Any] | None:
+    """{"name", "dim", "fingerprint"} of an embedding model without loading it, when that is known
+    up front (the bundled default: its sha256 is verified whenever it is loaded); else None.
+
+    Lets a sync that has nothing to embed (a no-op reindex) skip fastembed and the model load.
+    """
+    name = model_name or DEFAULT_EMBEDDING_MODEL
+    with _lock:
+        loaded = _embedders.get(name)
+    if loaded is not None:
+        return {"name": loaded.name, "dim": loaded.dim, "fingerprint": loaded.fingerprint}
+    if name == DEFAULT_EMBEDDING_MODEL:
+        return {"name": DEFAULT_EMBEDDING_MODEL, "dim": _BUNDLED_DIM, "fingerprint": BUNDLED_ONNX_SHA256}
+    return None
 
 
 def get_embedder(model_name: str | None = None, allow_download: bool = False) -> Embedder:
@@ -353,4 +377,6 @@ def _one_line(e: BaseException) -> str:
 
 
 def _warn_stderr(message: str) -> None:
-    print(f"memvault: warning: {message}", file=sys.stderr)
+    from memvault import term
+
+    term.notice(f"memvault: warning: {message}")  # silenced by -q

@@ -7,7 +7,6 @@ progress bar, and the watch loop.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -65,7 +64,9 @@ class _progress_bar:
     """A rich progress bar on stderr, only on a terminal, only for long runs."""
 
     def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
+        from memvault import term
+
+        self.enabled = enabled and term.progress_allowed()  # a terminal, no -q, no NO_COLOR
         self.progress = None
         self.task = None
 

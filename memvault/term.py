@@ -1,0 +1,69 @@
+"""Terminal manners, in one place.
+
+- Results go to stdout; notices, warnings, progress and errors go to stderr.
+- `-q` silences everything on stderr except errors.
+- No colour and no progress bars when the stream is not a terminal or when
+  NO_COLOR is set (https://no-color.org: present and not empty).
+
+Deliberately light: only the standard library is imported here, so that the
+CLI can import it at start-up without slowing `memvault --help`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO
+
+# Set once by the CLI from -q; library code asks `quiet()` rather than taking a flag everywhere.
+_QUIET = False
+
+
+def configure(quiet: bool = False) -> None:
+    """Called by the CLI's main callback before any command runs."""
+    global _QUIET
+    _QUIET = bool(quiet)
+    if not progress_allowed():
+        # Third-party progress bars (model downloads through huggingface_hub and fastembed) are
+        # tqdm bars; tqdm reads TQDM_* defaults when first imported, which has not happened yet.
+        # (HF_HUB_DISABLE_PROGRESS_BARS would make fastembed print a warning instead.)
+        os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def quiet() -> bool:
+    return _QUIET
+
+
+def no_color() -> bool:
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def is_terminal(stream: IO | None) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def color_allowed(stream: IO | None = None) -> bool:
+    """Colour only on a terminal, never with NO_COLOR."""
+    return is_terminal(sys.stdout if stream is None else stream) and not no_color()
+
+
+def progress_allowed() -> bool:
+    """Progress bars only on a stderr terminal, never with -q or NO_COLOR."""
+    return not _QUIET and is_terminal(sys.stderr) and not no_color()
+
+
+def notice(message: str) -> None:
+    """A notice or warning on stderr; silenced by -q."""
+    if _QUIET or not message:
+        return
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+def error(message: str) -> None:
+    """An error line on stderr; never silenced."""
+    sys.stderr.write(f"memvault: error: {message}\n")
+    sys.stderr.flush()

@@ -1,0 +1,302 @@
+"""`memvault show`, `edit` and `rm`: one memory at a time, by id or unique prefix.
+
+`edit` is tested with real editor processes: small scripts set as $EDITOR/$VISUAL.
+"""
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, run_cli, run_memvault
+from memvault import files, manage
+from memvault.config import default_vault_path
+from memvault.vault import Vault
+
+
+@pytest.fixture(autouse=True)
+def loud_again():
+    """`-q` sets a process-wide flag (memvault.term); later tests in this process start loud."""
+    yield
+    from memvault import term
+
+    term.configure(quiet=False)
+
+
+def add(*args: str) -> dict:
+    result = run_cli("add", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)[0]
+
+
+def editor_script(tmp_path: Path, body: str, name: str = "editor.py") -> Path:
+    """An executable Python script; sys.argv[-1] is the file to edit."""
+    script = tmp_path / name
+    script.write_text(f"#!{sys.executable}\nimport sys\npath = sys.argv[-1]\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+REPLACE = """
+old, new = sys.argv[-3], sys.argv[-2]
+text = open(path, encoding="utf-8").read()
+open(path, "w", encoding="utf-8").write(text.replace(old, new))
+"""
+
+
+def head(vault: Path) -> str:
+    return git(vault, "rev-parse", "HEAD").strip()
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+def test_show_prints_front_matter_then_body(vault_dir):
+    memory = add("-t", "family", "--source", "chat", "My wife is Anne")
+    result = run_cli("show", memory["id"][:6])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    keys = [line.split()[0] for line in lines[:lines.index("")]]
+    assert keys == ["id", "role", "conversation_id", "created_at", "tags", "source", "path"]
+    assert f"id               {memory['id']}" in result.stdout
+    assert "tags             family" in result.stdout
+    assert lines[-1] == "My wife is Anne" and lines[-2] == ""
+    assert "\x1b[" not in result.stdout and result.stderr == ""
+
+
+def test_show_json_and_global_json(vault_dir):
+    memory = add("note text")
+    for argv in (["show", "--json", memory["id"]], ["--json", "show", memory["id"][:8]]):
+        result = run_cli(*argv)
+        data = json.loads(result.stdout)
+        assert data["id"] == memory["id"] and data["text"] == "note text" and data["deleted"] is False
+        assert data["path"] == memory["path"]
+
+
+def test_show_raw_prints_the_file_bytes(vault_dir):
+    memory = add("raw text")
+    path = vault_dir / memory["path"]
+    path.write_bytes(path.read_bytes().replace(b"raw text", b"raw text \xe2\x98\x95\n\n  trailing  "))
+    result = run_memvault("show", "--raw", memory["id"][:5])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == path.read_bytes()
+    both = run_cli("show", "--raw", "--json", memory["id"])
+    assert both.exit_code == 2 and "--raw and --json" in both.stderr
+
+
+def test_prefixes_like_git(vault_dir):
+    first = add("one")
+    second = add("two")
+    assert run_cli("show", first["id"][:4]).exit_code in (0, 2)  # 4 characters may already be unique
+    short = run_cli("show", "abc")
+    assert short.exit_code == 2 and "too short (at least 4 characters)" in short.stderr
+    missing = run_cli("show", "ffffffff-0000")
+    assert missing.exit_code == 1 and missing.stderr.count("\n") == 1 and "no memory with id" in missing.stderr
+    # An ambiguous prefix: make two ids share one by renaming the second file's id.
+    path = vault_dir / second["path"]
+    shared = first["id"][:6] + second["id"][6:]
+    path.write_text(path.read_text().replace(second["id"], shared))
+    ambiguous = run_cli("show", first["id"][:6])
+    assert ambiguous.exit_code == 2 and "ambiguous" in ambiguous.stderr
+
+
+def test_show_without_a_vault(tmp_path):
+    result = run_cli("--vault", str(tmp_path / "none"), "show", "abcd")
+    assert result.exit_code == 1 and "no vault at" in result.stderr
+    assert not (tmp_path / "none").exists()
+
+
+# -- rm -----------------------------------------------------------------------------------------
+
+def test_rm_soft_deletes_commits_and_prints_what_went(vault_dir):
+    keep = add("keep me")
+    gone = add("forget me")
+    result = run_cli("rm", gone["id"][:8])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"removed {gone['id']}  [memory] forget me\n"
+    assert not (vault_dir / gone["path"]).exists()
+    tombstone = vault_dir / files.deleted_path_for(vault_dir, vault_dir / gone["path"]).relative_to(vault_dir)
+    memory, _ = files.read_memory(tombstone, vault_dir)
+    assert memory.extra["deleted_reason"] == "user" and "deleted_at" in memory.extra
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault rm: 1 deleted (global)"
+    log = json.loads(run_cli("log", "--json", "-n", "1").stdout)
+    assert log[0]["changes"][0]["action"] == "deleted" and log[0]["changes"][0]["reason"] == "user"
+    # search no longer finds it; show still does, as deleted
+    found = json.loads(run_cli("search", "--json", "--no-rerank", "forget me").stdout)
+    assert [r["id"] for r in found] == [keep["id"]]
+    shown = json.loads(run_cli("show", "--json", gone["id"]).stdout)
+    assert shown["deleted"] is True and shown["meta"]["deleted_reason"] == "user"
+    again = run_cli("rm", gone["id"])
+    assert again.exit_code == 1 and "is deleted (user)" in again.stderr
+
+
+def test_rm_many_in_one_commit_and_a_bad_id_removes_nothing(vault_dir):
+    a, b = add("a"), add("b")
+    before = head(vault_dir)
+    bad = run_cli("rm", a["id"], "0000dead")
+    assert bad.exit_code == 1 and "0000dead" in bad.stderr
+    assert head(vault_dir) == before and (vault_dir / a["path"]).exists()
+    result = run_cli("--json", "rm", a["id"][:6], b["id"][:6], a["id"])
+    assert result.exit_code == 0, result.stderr
+    assert sorted(m["id"] for m in json.loads(result.stdout)) == sorted([a["id"], b["id"]])
+    assert git(vault_dir, "rev-list", "--count", f"{before}..HEAD").strip() == "1"
+
+
+def test_remove_library_function(vault_dir):
+    memory = add("library rm")
+    vault = Vault.open(vault_dir)
+    removed = manage.remove(vault, [memory["id"][:7]])
+    assert removed[0].id == memory["id"] and removed[0].is_deleted
+
+
+# -- edit ---------------------------------------------------------------------------------------
+
+def test_edit_rewrites_reindexes_and_commits(vault_dir, tmp_path, monkeypatch):
+    memory = add("My wife is Anne")
+    script = editor_script(tmp_path, REPLACE)
+    monkeypatch.setenv("EDITOR", f"{script} Anne Anna")
+    before = head(vault_dir)
+    result = run_cli("edit", memory["id"][:8])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{memory['id']}  {memory['path']}\n"
+    edited, _ = files.read_memory(vault_dir / memory["path"], vault_dir)
+    assert edited.text == "My wife is Anna" and edited.id == memory["id"] and "updated_at" in edited.extra
+    assert git(vault_dir, "rev-parse", "HEAD^").strip() == before
+    assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault edit: 1 edited (global)"
+    assert f"Memvault-Edited: {memory['id']}" in git(vault_dir, "log", "-1", "--format=%b")
+    assert git(vault_dir, "status", "--porcelain") == ""
+    log = json.loads(run_cli("log", "--json", "-n", "1").stdout)
+    assert log[0]["changes"][0]["action"] == "edited"
+    found = json.loads(run_cli("search", "--json", "--no-rerank", "Anna").stdout)
+    assert found[0]["text"] == "My wife is Anna"  # the index has the new text
+    assert not list((vault_dir / ".memvault" / "edit").iterdir())  # the working copy is gone
+
+
+def test_visual_wins_and_editor_values_are_split_like_a_shell(vault_dir, tmp_path, monkeypatch):
+    memory = add("colour is blue")
+    folder = tmp_path / "my editors"
+    folder.mkdir()
+    script = editor_script(folder, "assert sys.argv[1] == '-w', sys.argv\n" + REPLACE, name="code")
+    monkeypatch.setenv("VISUAL", f"'{script}' -w blue green")
+    monkeypatch.setenv("EDITOR", "false")
+    result = run_cli("--json", "edit", memory["id"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["text"] == "colour is green" and data["changed"] is True
+    assert manage.editor_command({"EDITOR": "code -w"}) == ["code", "-w"]
+    assert manage.editor_command({"VISUAL": "", "EDITOR": ""}) == ["vi"]
+    assert manage.editor_command({}) == ["vi"]
+
+
+def test_unchanged_edit_makes_no_commit(vault_dir, tmp_path, monkeypatch):
+    memory = add("stays")
+    monkeypatch.setenv("EDITOR", str(editor_script(tmp_path, "pass")))
+    before = head(vault_dir)
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "unchanged" in result.stderr
+    assert head(vault_dir) == before
+    assert run_cli("-q", "edit", memory["id"]).stderr == ""
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("open(path, 'w').write('---\\nid: [unclosed\\n---\\ntext\\n')", "front matter is not valid YAML"),
+    ("open(path, 'w').write('no front matter at all\\n')", "the front matter is gone"),
+    ("t = open(path).read(); open(path, 'w').write(t.replace('role: memory', 'role: note'))", "the role changed"),
+    ("t = open(path).read(); open(path, 'w').write(t.split('---')[0] + '---' + t.split('---')[1] + '---\\n')",
+     "the memory text is empty"),
+    ("import re; t = open(path).read(); open(path, 'w').write(re.sub(r'id: \\S+', 'id: 1234', t, count=1))",
+     "the id changed"),
+])
+def test_broken_edit_is_one_line_exit_1_and_changes_nothing(vault_dir, tmp_path, monkeypatch, body, reason):
+    memory = add("precious words")
+    path = vault_dir / memory["path"]
+    original = path.read_bytes()
+    monkeypatch.setenv("EDITOR", str(editor_script(tmp_path, body)))
+    before = head(vault_dir)
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("memvault: error: ")
+    assert memory["path"] in result.stderr and reason in result.stderr
+    assert path.read_bytes() == original  # the memory is untouched...
+    assert head(vault_dir) == before and git(vault_dir, "status", "--porcelain") == ""  # ...and nothing committed
+    saved = vault_dir / ".memvault" / "rejected" / path.name
+    assert str(saved) in result.stderr and saved.is_file()  # the user's text is kept, outside git
+    assert git(vault_dir, "show", f"HEAD:{memory['path']}").encode() == original  # and git has the old version
+
+
+def test_failing_editor_and_missing_editor(vault_dir, tmp_path, monkeypatch):
+    memory = add("some text")
+    monkeypatch.setenv("EDITOR", str(editor_script(tmp_path, "sys.exit(3)")))
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 1 and "exited with status 3; the memory is unchanged" in result.stderr
+    changed_then_failed = editor_script(tmp_path, "open(path, 'a').write('more')\nsys.exit(1)", name="e2.py")
+    monkeypatch.setenv("EDITOR", str(changed_then_failed))
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 1 and "edit rejected: editor" in result.stderr
+    monkeypatch.setenv("EDITOR", "/nonexistent/editor --wait")
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "editor '/nonexistent/editor' not found" in result.stderr
+    assert files.read_memory(vault_dir / memory["path"], vault_dir)[0].text == "some text"
+
+
+def test_edit_of_a_deleted_memory_is_refused(vault_dir, tmp_path, monkeypatch):
+    memory = add("old")
+    assert run_cli("rm", memory["id"]).exit_code == 0
+    monkeypatch.setenv("EDITOR", str(editor_script(tmp_path, REPLACE)))
+    result = run_cli("edit", memory["id"])
+    assert result.exit_code == 1 and "is deleted" in result.stderr
+
+
+def test_edit_library_retry_reopens_the_editor_on_the_broken_text(vault_dir, tmp_path):
+    memory = add("first version")
+    calls = tmp_path / "calls"
+    # First run breaks the front matter; the second run (on the broken text) repairs it and edits.
+    script = editor_script(tmp_path, f"""
+import pathlib
+calls = pathlib.Path({str(calls)!r})
+n = int(calls.read_text()) if calls.exists() else 0
+calls.write_text(str(n + 1))
+text = open(path).read()
+if n == 0:
+    open(path, 'w').write(text.replace('role: memory', 'role: [broken'))
+else:
+    assert 'role: [broken' in text
+    open(path, 'w').write(text.replace('role: [broken', 'role: memory').replace('first', 'second'))
+""")
+    asked = []
+    result = manage.edit(Vault.open(vault_dir), memory["id"], editor=[str(script)],
+                         retry=lambda reason: asked.append(reason) or True)
+    assert result.changed and result.memory.text == "second version"
+    assert len(asked) == 1 and "not valid YAML" in asked[0]
+    assert calls.read_text() == "2"
+
+
+def test_edit_refuses_when_the_file_changed_meanwhile(vault_dir, tmp_path):
+    memory = add("racy")
+    path = vault_dir / memory["path"]
+    script = editor_script(tmp_path, f"""
+p = {str(path)!r}
+theirs = open(p).read().replace('racy', 'changed by someone else')
+open(p, 'w').write(theirs)
+mine = open(path).read().replace('racy', 'mine')
+open(path, 'w').write(mine)
+""")
+    with pytest.raises(manage.EditRejected) as caught:
+        manage.edit(Vault.open(vault_dir), memory["id"], editor=[str(script)])
+    assert "changed on disk while it was being edited" in str(caught.value)
+    assert "changed by someone else" in path.read_text()
+    assert "mine" in caught.value.saved.read_text()
+
+
+def test_default_vault_is_used_without_memvault_dir(tmp_path, monkeypatch):
+    # No MEMVAULT_DIR: the XDG default (conftest points XDG_DATA_HOME into tmp_path).
+    assert run_cli("add", "in the default vault").exit_code == 0
+    memory = next(Vault.open(default_vault_path()).iter_memories())
+    assert run_cli("show", memory.id[:8]).stdout.endswith("in the default vault\n")
+    assert os.environ.get("MEMVAULT_DIR") is None
