@@ -149,9 +149,13 @@ def test_readme_says_how_to_install_completions_and_read_the_man_page():
 
 def test_readme_keeps_the_set_up_commands_and_the_rest():
     setup = section(README, "Set up")
-    assert "python3 -m pip install -e . && export MEMVAULT_DIR=/tmp/memvault-demo && memvault add " \
-           "\"My wife is Anne\" && memvault log" in setup
-    assert "python3 -m pip install -e '.[test]' && python3 -m pytest -q" in setup
+    commands = [line for line in setup.splitlines() if line.startswith("python3 -m pip install")]
+    assert len(commands) == 2
+    demo, test_command = commands
+    assert "memvault add " in demo and "memvault search " in demo  # installs, then runs the main job
+    # CI runs exactly the test command the README gives.
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert test_command in ci
     oneliners = section(README, "One-liners")
     for piece in ("| memvault add", "memvault search -k 3 --json", "| jq", "* * *", "$EDITOR", "memvault reindex",
                   'git -C "$MEMVAULT_DIR" log -p'):
