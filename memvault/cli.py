@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,6 +38,17 @@ class MemvaultGroup(TyperGroup):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise typer.Exit(0) from None
+        except OSError as exc:
+            # The system said no (disk full, read-only, permissions): one line naming the file.
+            where = f"{exc.filename}: " if exc.filename else ""
+            _error(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(1) from None
+        except RuntimeError as exc:
+            if "lance error" not in str(exc).lower():
+                raise
+            detail = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", " ".join(str(exc).split()))
+            _error(f"the index under .memvault/ is unreadable ({detail}); `memvault reindex` repairs it")
+            raise typer.Exit(1) from None
 
 
 app = typer.Typer(
@@ -241,8 +253,7 @@ def log(
 
     state = _state(ctx)
     vault = state.vault()
-    if not vault.exists():
-        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    vault.require_existing()
     entries = history(vault.root, limit=max_count, since=since, follow=memory_id)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
@@ -405,23 +416,35 @@ def _notice_printer(ctx: typer.Context):
 def _open_index(ctx: typer.Context, vault):
     from memvault.index import Index
 
-    if not vault.exists():
-        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    vault.require_existing()
     return Index(vault, notice=_notice_printer(ctx))
 
 
 def _sync_before_read(ctx: typer.Context, vault, index) -> None:
     """Bring the index up to date before reading (index only, never git). If another process is
-    writing right now, read the index as it is rather than wait: that process is syncing it."""
+    writing right now, read the index as it is rather than wait: that process is syncing it.
+    Unless there is no index state yet (the index is being built or rebuilt): then wait for it.
+    A vault that cannot be written (read-only) is searched as it is."""
+    import errno
+
     from memvault.lock import vault_lock
 
-    vault.sidecar.mkdir(exist_ok=True)
-    with vault_lock(vault.lock_path, timeout=0) as got:
-        if not got:
-            if _state(ctx).verbose:
-                info(ctx, "memvault: another process is writing; searching the index as it is")
-            return
-        report = index.sync()
+    try:
+        vault.sidecar.mkdir(exist_ok=True)
+        with vault_lock(vault.lock_path, timeout=0) as got:
+            report = index.sync() if got else None
+        if report is None:
+            if index.state_path.exists():
+                if _state(ctx).verbose:
+                    info(ctx, "memvault: another process is writing; searching the index as it is")
+                return
+            with vault_lock(vault.lock_path):
+                report = index.sync()
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        info(ctx, f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
+        return
     for problem in report.skipped:
         info(ctx, f"memvault: skipped {problem}")
     if report.adopted:
@@ -556,8 +579,7 @@ def reindex(
 
     state = _state(ctx)
     vault = state.vault()
-    if not vault.exists():
-        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    vault.require_existing()
     if check:
         report = syncing.check(vault)
         for problem in report.skipped:
@@ -678,6 +700,7 @@ def chat(
     text = text.strip()
     if not text:
         raise MemvaultError("nothing to send: the message is empty")
+    files.new_memory(text, "user", conversation)  # refuse what could not be stored (size) before any model runs
     _one_turn(ctx, vault, text, conversation, no_learn, no_memory, no_stream, clock, json_output or state.json)
 
 
@@ -825,8 +848,7 @@ def summarize(
     state = _state(ctx)
     files.check_conversation_id(conversation)
     vault = state.vault()
-    if not vault.exists():
-        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
+    vault.require_existing()
     cfg = llm_config(vault.settings)
     try:
         with vault.change("summarize") as change:

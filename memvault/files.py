@@ -333,8 +333,21 @@ def read_memory(path: Path, root: Path | None = None) -> tuple[Memory, bool]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # not UTF-16 text either
+            raise MemoryFileError(path, "binary file (not text)") from None
         raise MemoryFileError(path, f"not UTF-8 text (byte {exc.start})") from None
     return parse_memory(text.lstrip("\ufeff"), path, stat.st_mtime, root)
+
+
+def read_optional(path: Path, root: Path) -> Memory | None:
+    """A memory file the product keeps for itself (summaries, session state): None when it is
+    missing or unreadable, since it is rebuilt rather than reported."""
+    if not path.is_file():
+        return None
+    try:
+        return read_memory(path, root)[0]
+    except MemoryFileError:
+        return None
 
 
 def is_memory_file(path: Path) -> bool:
@@ -344,7 +357,10 @@ def is_memory_file(path: Path) -> bool:
 
 
 def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
-    """Every candidate memory file under entries/, sorted, without following symlinks."""
+    """Every candidate memory file under entries/, sorted, without following symlinks.
+
+    A symlinked folder is never entered; it is yielded itself, so that reading it reports it.
+    """
     base = root / ENTRIES
     if not base.is_dir():
         return
@@ -356,6 +372,7 @@ def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
             dirs[:] = []
             continue
         dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(here / d for d in dirs if os.path.islink(here / d))
         for name in files:
             candidate = here / name
             if is_memory_file(candidate):
@@ -372,7 +389,9 @@ def deleted_path_for(root: Path, path: Path) -> Path:
 
 
 def walk_entries_under(conversation_dir: Path, include_deleted: bool = False) -> Iterator[Path]:
-    """Like walk_entries, for one conversation's folder."""
+    """Like walk_entries, for one conversation's folder (never a symlinked one)."""
+    if os.path.islink(conversation_dir):
+        return
     found: list[Path] = []
     for folder, dirs, names in os.walk(conversation_dir, followlinks=False):
         here = Path(folder)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from memvault import files
-from memvault.errors import MemoryFileError, MemvaultError
+from memvault.errors import MemoryFileError
 from memvault.files import Memory
 
 TABLE = "memories"
@@ -166,14 +166,18 @@ class Index:
 
     # -- sync ------------------------------------------------------------------
     def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
-             check_only: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+             check_only: bool = False, progress: Callable[[int, int], None] | None = None,
+             verify: bool = False) -> SyncReport:
         """Bring the index in line with the files. The caller holds the vault lock unless check_only.
 
         paths: only look at these files (what a command just wrote or removed).
         adopt: give files without front matter a front matter (reindex does; search does not).
         check_only: report drift, write nothing.
+        verify: read every row's path and hash and compare them with state.json (reindex and
+        --check do; other syncs only compare the row count, which is free).
         """
         report = SyncReport()
+        state_existed = self.state_path.exists()
         state = self.load_state()
         model = self.model_info() if not check_only or state.get("model") else None
         if full:
@@ -181,13 +185,19 @@ class Index:
         elif state["files"] and state.get("model") != model:
             old = (state.get("model") or {}).get("name", "an unknown model")
             report.rebuilt = f"index was built with {old}; rebuilding with {model['name']}"
-        if not report.rebuilt and not check_only:
+        stray: set[str] = set()  # paths of rows state.json does not vouch for (a sync cut short)
+        repaired: list[str] = []  # state entries whose row is missing, doubled or stale
+        if not report.rebuilt and (not check_only or verify):
             try:
-                table = self.table()
+                table = self.table() if not check_only or self.dir.is_dir() else None
                 if table is None and state["files"]:
                     report.rebuilt = f"index table in {self.dir} is missing; rebuilding it"
-                elif table is not None and state["files"]:
-                    table.count_rows()
+                elif table is not None:
+                    rows = table.count_rows()
+                    if rows and not state["files"]:
+                        report.rebuilt = f"index state {self.state_path} is missing; rebuilding the index"
+                    elif verify or rows != len(state["files"]):
+                        repaired, stray = self._mismatch(table, state["files"])
             except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
                 report.rebuilt = f"index in {self.dir} is unreadable ({type(exc).__name__}); rebuilding it"
         if report.rebuilt:
@@ -195,15 +205,29 @@ class Index:
                 return report
             if report.rebuilt != "--full":
                 self.notice(f"memvault: {report.rebuilt}")
+            # state.json goes first: a rebuild killed half-way must not leave a state that vouches
+            # for rows the new table does not have yet.
+            self.state_path.unlink(missing_ok=True)
             self._reset()
             state = {"version": STATE_VERSION, "model": model, "files": {}}
             paths = None
+        elif stray:
+            if not check_only:
+                self.notice(f"memvault: the index in {self.dir} did not match its files "
+                            f"({len(repaired)} rows missing or stale, {len(stray) - len(repaired)} stray); "
+                            "repairing it")
+                for chunk in _chunks(sorted(stray), 500):
+                    self.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+            paths = None  # look at every file: those on disk are indexed again below
 
         known: dict[str, dict[str, Any]] = state["files"]
-        touched = bool(report.rebuilt) or state.get("model") != model or not self.state_path.exists()
+        touched = bool(report.rebuilt or stray) or state.get("model") != model or not self.state_path.exists()
         if paths is None:
             on_disk = _scan_entries(self.root)
             scope = set(known) | set(on_disk)
+            if not state_existed and not report.rebuilt and on_disk and not check_only:
+                self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {len(on_disk)} files")
+            report.removed.extend(sorted(p for p in stray if p not in on_disk))
         else:
             on_disk = {}
             scope = set()
@@ -266,6 +290,20 @@ class Index:
         if touched or report.removed:  # a no-op sync (every search) writes nothing
             self.save_state(state)
         return report
+
+    def _mismatch(self, table, known: dict[str, dict[str, Any]]) -> tuple[list[str], set[str]]:
+        """Compare the rows with state.json. Entries whose row is missing, doubled or stale are
+        dropped from `known`, so the sync indexes them again. Returns those entries, and the paths
+        of every row that `known` no longer vouches for (to delete: stray rows and repaired ones)."""
+        data = table.search().select(["path", "sha256"]).limit(None).to_arrow().to_pydict()
+        rows: dict[str, list[str]] = {}
+        for path, digest in zip(data["path"], data["sha256"]):
+            rows.setdefault(path, []).append(digest)
+        repaired = [rel for rel, entry in known.items() if rows.get(rel) != [entry["sha256"]]]
+        for rel in repaired:
+            known.pop(rel)
+        stray = {path for path in rows if path not in known}
+        return repaired, stray | set(repaired)
 
     def _read(self, path: Path, adopt: bool, report: SyncReport):
         memory, adopted = files.read_memory(path, self.root)

@@ -121,13 +121,7 @@ def summary_path(vault, conversation: str):
 
 
 def read_rolling_summary(vault, conversation: str) -> Memory | None:
-    path = summary_path(vault, conversation)
-    if not path.is_file():
-        return None
-    try:
-        return files.read_memory(path, vault.root)[0]
-    except Exception:
-        return None
+    return files.read_optional(summary_path(vault, conversation), vault.root)
 
 
 def write_summary(change, conversation: str, text: str, now=None, **extra) -> Memory:

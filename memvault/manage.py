@@ -37,14 +37,9 @@ class EditRejected(MemvaultError):
         self.saved = saved
 
 
-def _require_vault(vault: Vault) -> None:
-    if not vault.exists():
-        raise MemvaultError(f"no vault at {vault.root} (it is created by the first `memvault add`)")
-
-
 def find(vault: Vault, id_or_prefix: str) -> Memory:
     """A memory (live preferred, else a tombstone) by id or unique prefix of at least 4 characters."""
-    _require_vault(vault)
+    vault.require_existing()
     return vault.find(id_or_prefix)
 
 
@@ -97,7 +92,7 @@ def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None) -> lis
     is moved, so one bad id removes nothing."""
     if not ids:
         raise UsageError("give at least one ID")
-    _require_vault(vault)
+    vault.require_existing()
     with vault.change("rm") as change:
         memories: dict[str, Memory] = {}
         for id_or_prefix in ids:

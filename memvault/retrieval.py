@@ -34,6 +34,11 @@ class Query:
     candidate_factor: int = 3  # top_k * 3 candidates per scope
     use_dense: bool = True
     use_bm25: bool = True
+    min_candidates: int = 0  # candidate depth is at least this (small top_k still gets a real pool)
+    rrf_weights: tuple[float, float] = (1.0, 1.0)  # (dense, BM25) weights in the candidate RRF
+    fusion: str = "convex"  # relevance without a reranker: "convex" (dense + BM25 magnitudes) or "rrf"
+    dense_weight: float = 0.5  # convex fusion: weight of the dense part, BM25 gets the rest
+    pool: str = "rrf"  # "rrf": the fused top `depth` per scope; "union": every row either retriever returned
 
 
 @dataclass
@@ -95,7 +100,7 @@ def _scopes(query: Query) -> list[str | None]:
 
 def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     """top_k * factor candidates per scope, dense and BM25 fused by RRF (k = 60)."""
-    depth = max(query.top_k * query.candidate_factor, query.top_k)
+    depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     for scope in _scopes(query):
         where = _where(query, scope)
@@ -111,12 +116,13 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
-        fused = ranking.rrf(rankings)
+        fused = ranking.rrf(rankings, weights=query.rrf_weights)
         for rank, row in enumerate(dense_rows, 1):
             _result(pool, row).scores.update(dense_rank=rank)
         for rank, row in enumerate(bm25_rows, 1):
             _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
+        keep = len(fused) if query.pool == "union" else depth
+        for key in sorted(fused, key=fused.get, reverse=True)[:keep]:
             pool[key].scores["rrf"] = fused[key]
         for key in [k for k in pool if "rrf" not in pool[k].scores]:
             del pool[key]  # seen by one retriever but past the fused depth
@@ -128,20 +134,35 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     return pool
 
 
-def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True) -> None:
-    """The fused retrieval score: a convex combination of the min-max scaled dense cosine and BM25.
+def candidate_depth(query: Query) -> int:
+    """Candidates per retriever and scope: top_k * candidate_factor, at least min_candidates."""
+    return max(query.top_k * query.candidate_factor, query.top_k, query.min_candidates)
 
-    RRF picks the candidates; for *relevance* the magnitudes matter (a clear winner should
-    stay clearly ahead), which rank-only RRF throws away. BM25 is 0 where a candidate
-    was not among the BM25 hits.
+
+def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True, *,
+                method: str = "convex", dense_weight: float = 0.5) -> None:
+    """The fused retrieval score, the relevance when no reranker runs.
+
+    convex: dense_weight * min-max(dense cosine) + (1 - dense_weight) * min-max(BM25). RRF picks
+    the candidates; for *relevance* the magnitudes matter (a clear winner should stay clearly
+    ahead), which rank-only RRF throws away. BM25 is 0 where a candidate was not among the BM25 hits.
+    rrf: the candidates' RRF score itself.
     """
+    if method == "rrf":
+        for result in pool:
+            result.scores["fused"] = result.scores.get("rrf", 0.0)
+        return
+    if method != "convex":
+        raise ValueError(f"unknown fusion {method!r} (convex or rrf)")
     parts = []
     if use_dense:
-        parts.append(ranking.min_max([r.scores["dense"] for r in pool]))
+        parts.append((dense_weight if use_bm25 else 1.0, ranking.min_max([r.scores["dense"] for r in pool])))
     if use_bm25:
-        parts.append(ranking.min_max([r.scores.get("bm25", 0.0) for r in pool]))
+        parts.append((1.0 - dense_weight if use_dense else 1.0,
+                      ranking.min_max([r.scores.get("bm25", 0.0) for r in pool])))
+    total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
-        result.scores["fused"] = sum(p[i] for p in parts) / max(len(parts), 1)
+        result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
 
 
 def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
@@ -171,7 +192,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[lis
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        fuse_scores(pool, query.use_dense, query.use_bm25)
+        fuse_scores(pool, query.use_dense, query.use_bm25, method=query.fusion, dense_weight=query.dense_weight)
         relevance = ranking.min_max([r.scores["fused"] for r in pool])
     for result, rel in zip(pool, relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
@@ -232,9 +253,7 @@ def injection_block(results: list[Result], summary: str | None = None) -> str:
 
 
 def read_summary(vault, conversation: str) -> str | None:
-    path = vault.entries / files.conversation_slug(conversation) / "summaries" / "summary.md"
-    try:
-        memory, _ = files.read_memory(path, vault.root)
-    except Exception:
-        return None
-    return memory.text
+    from memvault.learn import read_rolling_summary
+
+    memory = read_rolling_summary(vault, conversation)
+    return memory.text if memory else None

@@ -52,13 +52,7 @@ def _turns(vault, conversation: str) -> list[Memory]:
 
 
 def _record(vault, conversation: str) -> Memory | None:
-    path = session_path(vault, conversation)
-    if not path.is_file():
-        return None
-    try:
-        return files.read_memory(path, vault.root)[0]
-    except Exception:
-        return None
+    return files.read_optional(session_path(vault, conversation), vault.root)
 
 
 def load(vault, conversation: str, now: datetime, hard_decay_minutes: float) -> Session:

@@ -61,6 +61,12 @@ class Vault:
     def exists(self) -> bool:
         return self.entries.is_dir() or (self.root / ".git").is_dir()
 
+    def require_existing(self) -> "Vault":
+        """For commands that read: a clear line instead of creating an empty vault."""
+        if not self.exists():
+            raise MemvaultError(f"no vault at {self.root} (it is created by the first `memvault add`)")
+        return self
+
     def relative(self, path: Path) -> str:
         return Path(path).relative_to(self.root).as_posix()
 

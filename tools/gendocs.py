@@ -247,7 +247,7 @@ def load_cli() -> Cli:
 
 def settings_rows() -> list[tuple[str, str, str]]:
     """(key, default as shown, help) for every Settings key, sorted by key."""
-    from memvault.config import ENV_PREFIX, Settings  # noqa: F401  (ENV_PREFIX documents the naming)
+    from memvault.config import Settings
 
     rows = []
     missing = []
