@@ -3,7 +3,8 @@
 Decisions only; the ingest code applies them to the vault. The model does the judging
 (is this a fact? does it contradict that memory?); everything that can be decided without
 it, is: empty input and small talk, facts with no word from the user's text, exact
-duplicates, invented ids, and the rule that a new fact is never lost to a DELETE.
+duplicates, which memory each question is about (the model never handles ids), and the
+rule that a new fact is never lost to a DELETE.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import pydantic
 from memvault import prompts
 from memvault.llm import LLMConfig, LLMError, structured
 
-__all__ = ["Decision", "MAX_FACTS", "MAX_CANDIDATES", "extract_facts", "is_small_talk", "reconcile"]
+__all__ = [
+    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "third_person",
+]
 
 MAX_FACTS = 3
-# Memories shown to the model at once; a small model judges a few candidates far better.
-MAX_CANDIDATES = 10
+# Existing memories asked about per new fact (one call each), nearest first.
+MAX_PAIRS_PER_FACT = 3
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
@@ -64,12 +67,81 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     facts: list[str] = []
     seen: set[str] = set()
     for fact in answer.facts:
-        fact = " ".join(fact.split())
+        fact = third_person(" ".join(fact.split()))
         key = _norm(fact)
         if key and key not in seen and _grounded(fact, user_text):
             seen.add(key)
             facts.append(fact)
     return facts[:MAX_FACTS]
+
+
+# --- first person to third person ------------------------------------------------------
+# Small models sometimes copy the user's words ("I love pizza") despite the prompt. Such a
+# fact reads wrong when shown back, and the reconciliation question about it ("is it still
+# true that I love pizza?") gets answered as if the model were "I". A rewrite of the
+# pronouns fixes both; the verb after "I" gets its third-person form when it is plainly a
+# present-tense verb, and stays as it is otherwise.
+
+_SUBJECT_FORMS = {  # "I" + verb/contraction -> "the user" + verb
+    "i'm": "is", "i am": "is", "i was": "was", "i've": "has", "i have": "has", "i'd": "would",
+    "i'll": "will", "i do": "does", "i don't": "doesn't", "i didn't": "didn't", "i can't": "can't",
+}
+_OBJECT_FORMS = {"my": "the user's", "mine": "the user's", "me": "the user", "myself": "the user"}
+_LATER_FORMS = {"my": "their", "mine": "theirs", "me": "them", "myself": "themselves"}
+# Words after "I" that keep their form: modals, and past tenses that do not end in -ed.
+_NO_S = frozenset(
+    """can could will would shall should may might must also still often never always just really
+    usually sometimes recently only already was had did went got made sold bought left took came
+    became began met ran saw said told gave found felt knew thought brought kept lost paid quit put
+    read set spent taught won wrote drove ate drank grew fell flew broke chose spoke swam sang wore
+    woke forgot heard held built sent slept stood understood lent meant caught fought sat shot hid
+    led fed hung struck dealt used""".split()
+)
+_ADVERBS = frozenset("also still often never always just really usually sometimes recently only already".split())
+
+
+def third_person(fact: str) -> str:
+    """"I love pizza, my favourite food" -> "The user loves pizza, the user's favourite food".
+
+    Only first-person singular words change; a fact without them comes back as it was.
+    """
+    text = fact.replace("\u2019", "'")
+    if not re.search(r"\b(I|I'\w+|my|mine|me|myself)\b", text, re.IGNORECASE):
+        return fact
+
+    def subject(match: re.Match) -> str:
+        words = match.group(0)
+        key = " ".join(words.lower().split())
+        if key in _SUBJECT_FORMS:
+            return "the user " + _SUBJECT_FORMS[key]
+        adverb, verb = match.group("adverb") or "", match.group("verb")
+        return f"the user {adverb}{_third_person_verb(verb)}"
+
+    text = re.sub(
+        r"(?<!and )(?:\bI (?:am|was|have|do|don't|didn't|can't)\b|\bI'(?:m|ve|d|ll)\b"
+        r"|\bI (?P<adverb>(?:(?:" + "|".join(sorted(_ADVERBS)) + r") )?)(?P<verb>[a-z]+)\b)",
+        subject, text,
+    )
+    text = re.sub(r"\bI\b", "the user", text)
+
+    def other(match: re.Match) -> str:
+        word = match.group(1).lower()
+        if "the user" in text[: match.start()].lower():  # named already: "sold their Volvo"
+            return _LATER_FORMS[word]
+        return _OBJECT_FORMS[word]
+
+    text = re.sub(r"\b(my|mine|me|myself)\b", other, text, flags=re.IGNORECASE)
+    return text[0].upper() + text[1:]
+
+
+def _third_person_verb(verb: str) -> str:
+    if verb in _NO_S or verb.endswith("ed"):
+        return verb
+    if re.search(r"(s|sh|ch|x|z|o)$", verb):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", verb):
+        return verb[:-1] + "ies"
+    return verb + "s"
 
 
 # Function words a third-person rewrite adds or shares with any text; they prove nothing.
@@ -134,42 +206,47 @@ class Decision:
     event: Event
     text: str | None  # the fact text for ADD/UPDATE (the new text)
     target: str | None  # the existing memory's real id for UPDATE/DELETE/NONE; None for ADD
+    by: str | None = None  # DELETE: the new fact that made the memory untrue
 
 
-class MemoryEvent(pydantic.BaseModel):
-    id: int
-    text: str
-    event: Event
+class StillTrue(pydantic.BaseModel):
+    answer: Literal["yes", "no"]
 
-    @pydantic.model_validator(mode="before")
+    @pydantic.field_validator("answer", mode="before")
     @classmethod
     def _lenient(cls, value: Any) -> Any:
-        """Accept lower-case events and a missing text (DELETE/NONE need none)."""
-        if isinstance(value, dict):
-            value = {"text": "", **value}
-            if isinstance(value.get("event"), str):
-                value["event"] = value["event"].strip().upper()
+        """Accept true/false and "Yes." (servers that do not enforce the schema)."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, str):
+            return value.strip().rstrip(".!").lower()
         return value
 
 
-class ReconcileAnswer(pydantic.BaseModel):
-    memory: list[MemoryEvent]
-
-
-def reconcile(cfg: LLMConfig, new_facts: list[str], existing: list[tuple[str, str]]) -> list[Decision]:
+def reconcile(
+    cfg: LLMConfig,
+    new_facts: list[str],
+    existing: list[tuple[str, str]],
+    neighbours: dict[str, list[str]] | None = None,
+) -> list[Decision]:
     """Decide how `new_facts` change `existing` = [(real_id, text), ...], the nearest facts.
 
+    `neighbours` maps a new fact to the ids of the memories worth asking about (nearest
+    first, already cut by similarity); without it every existing memory is a candidate.
+
     - Exact duplicates (ignoring case, spacing, trailing punctuation) of an existing
-      memory are NONE without asking the model; no existing memories means all ADD.
-    - The model sees ids 0..n-1; ids it returns that it was not given are ignored.
-    - UPDATE is accepted only when its text carries one of the new facts (else a small
-      model could rewrite unrelated memories); DELETE on a given id is trusted.
-    - Every new fact is ADDed, verbatim, unless the model showed it is already stored:
-      an accepted UPDATE text carries it, or it answered NONE for a memory that carries
-      it. So a DELETE without an ADD still stores the new fact, and the model's own ADD
-      texts are not needed (nor trusted: small models echo old memories as ADDs).
-    - LLM failure (invalid answers, or LLMError: endpoint down) means all new facts are
-      ADDed: the LLMError is caught here so a chat's memory upkeep never loses a fact.
+      memory are NONE without asking the model; no candidates means ADD without asking.
+    - Otherwise one question per (memory, new fact) pair, at most MAX_PAIRS_PER_FACT per
+      fact: "is the memory still true?" (yes/no, schema-constrained). The model never sees
+      or returns an id: the pairing is ours, so no answer can point at the wrong memory.
+    - "no": the memory is DELETEd (by that fact), or UPDATEd to the new fact when the new
+      fact says everything the memory said (a refinement: nothing is lost).
+    - Every new fact is ADDed, verbatim, unless the model showed it is already stored: it
+      answered "yes" for a memory that carries it (see `_carries`), or the fact UPDATEd a
+      memory. So a DELETE never drops the new fact.
+    - An invalid answer keeps the memory. LLM failure (LLMError: endpoint down) stops the
+      questions and the new facts are ADDed: it is caught here so a chat's memory upkeep
+      never loses a fact.
 
     Returns the decisions on existing memories (UPDATE, DELETE, and NONE for those left
     as they are, which the caller may ignore), then the ADDs.
@@ -183,49 +260,45 @@ def reconcile(cfg: LLMConfig, new_facts: list[str], existing: list[tuple[str, st
             decisions.append(Decision("NONE", None, by_norm[_norm(fact)]))
         else:
             pending.append(fact)
-    # A memory the user just restated is current: the model gets no chance to delete it.
+    # A memory the user just restated is current: no other new fact gets to delete it.
     restated = {d.target for d in decisions}
-    shown = [(real_id, text) for real_id, text in texts.items() if real_id not in restated]
-    shown = shown[:MAX_CANDIDATES]
-    if not pending:
-        return decisions
-    if not shown:
-        return decisions + [Decision("ADD", fact, None) for fact in pending]
 
-    try:
-        answer = structured(
-            cfg, prompts.reconciliation_messages([t for _, t in shown], pending), ReconcileAnswer
-        )
-    except LLMError:
-        answer = None
-    if answer is None:
-        return decisions + [Decision("ADD", fact, None) for fact in pending]
+    decided: dict[str, Decision] = {}  # real id -> the first change, or NONE
+    stored: dict[str, list[str]] = {}  # new fact -> ids of memories the model kept that carry it
+    updated: set[str] = set()  # new facts that became an UPDATE's text
+    for fact in pending:
+        ids = list(texts) if neighbours is None else neighbours.get(fact, [])
+        candidates = [i for i in dict.fromkeys(ids) if i in texts and i not in restated]
+        for real_id in candidates[:MAX_PAIRS_PER_FACT]:
+            if decided.get(real_id, Decision("NONE", None, None)).event != "NONE":
+                continue  # an earlier new fact already replaced it
+            try:
+                answer = structured(cfg, prompts.still_true_messages(texts[real_id], fact), StillTrue)
+            except LLMError:
+                return _with_adds(decisions + list(decided.values()), pending, stored, updated, decided)
+            old = texts[real_id]
+            if answer is not None and answer.answer == "no":
+                if fact not in updated and _carries(fact, old):
+                    decided[real_id] = Decision("UPDATE", fact, real_id)
+                    updated.add(fact)
+                else:
+                    decided[real_id] = Decision("DELETE", None, real_id, by=fact)
+            else:
+                decided.setdefault(real_id, Decision("NONE", None, real_id))
+                if answer is not None and _carries(old, fact):
+                    stored.setdefault(fact, []).append(real_id)
+    return _with_adds(decisions + list(decided.values()), pending, stored, updated, decided)
 
-    decided: dict[str, Decision] = {}  # real id -> the first accepted change, or NONE
-    for item in answer.memory:
-        if item.event == "ADD" or not 0 <= item.id < len(shown):
-            continue
-        real_id, old_text = shown[item.id]
-        previous = decided.get(real_id)
-        if previous is not None and previous.event != "NONE":
-            continue
-        text = " ".join(item.text.split())
-        if item.event == "UPDATE" and _norm(text) != _norm(old_text):
-            if any(_carries(text, fact) for fact in pending):
-                decided[real_id] = Decision("UPDATE", text, real_id)
-        elif item.event == "DELETE":
-            decided[real_id] = Decision("DELETE", None, real_id)
-        elif previous is None:  # NONE, or an UPDATE that changes nothing
-            decided[real_id] = Decision("NONE", None, real_id)
 
-    # Texts that will be in the vault and that the model linked to the new facts.
-    kept = [
-        d.text if d.event == "UPDATE" else texts[real_id]
-        for real_id, d in decided.items()
-        if d.event != "DELETE"
-    ]
-    decisions += decided.values()
-    decisions += [Decision("ADD", f, None) for f in pending if not any(_carries(t, f) for t in kept)]
+def _with_adds(
+    decisions: list[Decision], pending: list[str], stored: dict[str, list[str]], updated: set[str],
+    decided: dict[str, Decision],
+) -> list[Decision]:
+    """`decisions` plus an ADD for each new fact not shown to be in the vault already."""
+    for fact in pending:
+        kept = any(decided[real_id].event == "NONE" for real_id in stored.get(fact, []))
+        if fact not in updated and not kept:
+            decisions.append(Decision("ADD", fact, None))
     return decisions
 
 

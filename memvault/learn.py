@@ -14,8 +14,12 @@ from memvault import files
 from memvault.files import Memory
 from memvault.index import Index, nearest_rows, sql_str
 
-NEIGHBOURS_PER_FACT = 4  # few, focused candidates help a small model decide
-MAX_CANDIDATES = 8
+# Per new fact, the nearest live facts that are similar enough to be worth one question each.
+# MiniLM cosine: contradictions measured down to ~0.39 ("works at Google" / "started a new job
+# at Microsoft"); below 0.35 pairs are unrelated, and a small model asked about them
+# invents contradictions.
+NEIGHBOURS_PER_FACT = 3
+SIMILARITY_FLOOR = 0.35
 
 
 def llm_config(settings):
@@ -43,30 +47,35 @@ class Learned:
 
 
 def existing_facts(index: Index, conversation: str, facts: list[str]) -> list[Memory]:
-    """The nearest live facts of the conversation to each new fact, as Memory objects."""
+    """The nearest live facts of the conversation to the new facts, as Memory objects."""
+    return nearest_facts(index, conversation, facts)[0]
+
+
+def nearest_facts(index: Index, conversation: str, facts: list[str]
+                  ) -> tuple[list[Memory], dict[str, list[str]]]:
+    """The live facts of the conversation near the new facts, and for each new fact the ids of
+    its up to NEIGHBOURS_PER_FACT neighbours with cosine >= SIMILARITY_FLOOR, nearest first."""
     if not facts or index.table() is None:
-        return []
+        return [], {}
     where = f"role = 'memory' AND conversation_id = {sql_str(conversation)}"
     vectors = index.embedder.embed(facts)
-    seen: dict[str, float] = {}
+    neighbours: dict[str, list[str]] = {}
     rows_by_id: dict[str, dict] = {}
-    for vector in vectors:
+    for fact, vector in zip(facts, vectors):
         for row in nearest_rows(index, vector, where, NEIGHBOURS_PER_FACT):
-            distance = float(row["_distance"])
-            if row["id"] not in seen or distance < seen[row["id"]]:
-                seen[row["id"]] = distance
-                rows_by_id[row["id"]] = row
-    chosen = sorted(seen, key=seen.get)[:MAX_CANDIDATES]
+            if 1.0 - float(row["_distance"]) >= SIMILARITY_FLOOR:  # cosine distance = 1 - cosine
+                neighbours.setdefault(fact, []).append(row["id"])
+                rows_by_id.setdefault(row["id"], row)
     memories = []
-    for memory_id in chosen:
-        path = index.root / rows_by_id[memory_id]["path"]
+    for memory_id, row in rows_by_id.items():
         try:
-            memory, _ = files.read_memory(path, index.root)
+            memory, _ = files.read_memory(index.root / row["path"], index.root)
         except Exception:  # changed under us since the sync; it is simply not a candidate
             continue
         if memory.id == memory_id and not memory.is_deleted:
             memories.append(memory)
-    return memories
+    live = {m.id for m in memories}
+    return memories, {fact: [i for i in ids if i in live] for fact, ids in neighbours.items()}
 
 
 def learn(change, index: Index, cfg, user_text: str, conversation: str, now: datetime | None = None,
@@ -80,9 +89,9 @@ def learn(change, index: Index, cfg, user_text: str, conversation: str, now: dat
     learned = Learned()
     learned.facts = extract_facts(cfg, user_text)
     if learned.facts:
-        known = existing_facts(index, conversation, learned.facts)
+        known, neighbours = nearest_facts(index, conversation, learned.facts)
         by_id = {m.id: m for m in known}
-        decisions = reconcile(cfg, learned.facts, [(m.id, m.text) for m in known])
+        decisions = reconcile(cfg, learned.facts, [(m.id, m.text) for m in known], neighbours)
         apply_decisions(change, decisions, by_id, conversation, now, learned)
     if summarize and (learned.added or learned.replaced or learned.deleted):
         try:
@@ -96,24 +105,28 @@ def learn(change, index: Index, cfg, user_text: str, conversation: str, now: dat
 
 def apply_decisions(change, decisions, by_id: dict[str, Memory], conversation: str, now, learned: Learned) -> None:
     adds = [d for d in decisions if d.event == "ADD" and d.text]
-    deletes = [d for d in decisions if d.event == "DELETE" and d.target in by_id]
     for decision in adds:
         memory = files.new_memory(decision.text, "memory", conversation, created_at=now or files.utcnow())
         learned.added.append(change.add(memory))
-    # A contradicted fact points at the fact that contradicted it, when that is unambiguous.
-    successor = learned.added[0].id if len(learned.added) == 1 else None
     for decision in decisions:
         old = by_id.get(decision.target or "")
-        if old is None or old.is_deleted:
+        if old is None or old.is_deleted or decision.event != "UPDATE" or not decision.text:
             continue
-        if decision.event == "UPDATE" and decision.text:
-            new = change.replace(old, decision.text, reason="update", now=now)
-            learned.replaced.append((old, new))
-        elif decision in deletes:
-            change.soft_delete(old, "contradiction", replaced_by=successor, now=now)
-            if successor:
-                change.replaced.append((old, next(m for m in learned.added if m.id == successor)))
-            learned.deleted.append(old)
+        new = change.replace(old, decision.text, reason="update", now=now)
+        learned.replaced.append((old, new))
+    # A contradicted fact points at the fact that contradicted it: the one the decision
+    # names, else the only fact added, else none.
+    stored = {m.text: m for m in learned.added} | {new.text: new for _, new in learned.replaced}
+    only = learned.added[0] if len(learned.added) == 1 else None
+    for decision in decisions:
+        old = by_id.get(decision.target or "")
+        if old is None or old.is_deleted or decision.event != "DELETE":
+            continue
+        successor = stored.get(decision.by or "") or only
+        change.soft_delete(old, "contradiction", replaced_by=successor.id if successor else None, now=now)
+        if successor:
+            change.replaced.append((old, successor))
+        learned.deleted.append(old)
 
 
 def summary_path(vault, conversation: str):

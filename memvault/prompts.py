@@ -6,7 +6,6 @@ where the output format matters, plain words instead of jargon.
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 Style = Literal["conversation", "journal", "document"]
@@ -27,26 +26,14 @@ requests, keep only what the user reveals about themselves.
 Answer with JSON only, like \
 {"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
 
-# Reconciliation: decide per existing memory (short integer ids) how the new facts change it.
-RECONCILIATION = """\
-You keep a user's memory list up to date. You get the current memories (with ids) and \
-new facts.
-Return every memory with one event:
-- NONE: the memory stays as it is (also when a new fact only repeats it).
-- UPDATE: a new fact adds detail to the same thing; give the merged text.
-- DELETE: a new fact contradicts the memory.
-Then return each new fact that is not already in the memories as ADD with a new id.
-A contradicted memory is DELETEd and the new fact is ADDed.
-Use only the given ids for NONE, UPDATE and DELETE.
-Example:
-Memories: [{"id": 0, "text": "The user likes tea"}, {"id": 1, "text": "The user lives in Oslo"}, \
-{"id": 2, "text": "The user has a dog"}]
-New facts: ["The user lives in Bergen", "The user's dog is named Rex"]
-Answer: {"memory": [{"id": 0, "text": "The user likes tea", "event": "NONE"}, \
-{"id": 1, "text": "The user lives in Oslo", "event": "DELETE"}, \
-{"id": 2, "text": "The user has a dog named Rex", "event": "UPDATE"}, \
-{"id": 3, "text": "The user lives in Bergen", "event": "ADD"}]}
-Answer with JSON only."""
+# Reconciliation, one question per (existing memory, new fact) pair: is the memory still
+# true? Small models judge "is it still true that ...?" as reading comprehension far better
+# than they pick ADD/UPDATE/DELETE/NONE for a list, or a relation label for a pair (measured
+# in bench/memory_quality.py). The memory is restated inside the question on purpose.
+STILL_TRUE = (
+    "Earlier we learned: {old}. Today we learned: {new}. Is it still true that {old_inline}? "
+    'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
+)
 
 # Rolling summary: fold newly learned facts into the conversation's running summary.
 ROLLING_SUMMARY = """\
@@ -112,14 +99,27 @@ def extraction_messages(user_text: str) -> list[dict]:
     ]
 
 
-def reconciliation_messages(existing: list[str], new_facts: list[str]) -> list[dict]:
-    """`existing` is shown with ids 0..n-1 (list positions); the caller maps them back."""
-    memories = [{"id": i, "text": text} for i, text in enumerate(existing)]
-    user = (
-        f"Memories: {json.dumps(memories, ensure_ascii=False)}\n"
-        f"New facts: {json.dumps(new_facts, ensure_ascii=False)}"
-    )
-    return [{"role": "system", "content": RECONCILIATION}, {"role": "user", "content": user}]
+def still_true_messages(old: str, new: str) -> list[dict]:
+    """Messages asking whether the memory `old` is still true now that `new` is known."""
+    old, new = _clause(old), _clause(new)
+    content = STILL_TRUE.format(old=old, new=new, old_inline=_inline(old))
+    return [{"role": "user", "content": content}]
+
+
+def _clause(text: str) -> str:
+    return " ".join(text.split()).rstrip(" .!?;:,")
+
+
+# Leading words that are not names, so they can be lower-cased inside a sentence.
+_LOWERABLE = frozenset("the a an my our their his her its this that these those".split())
+
+
+def _inline(text: str) -> str:
+    """`text` to go after "that ...": "The user lives in Oslo" -> "the user lives in Oslo"."""
+    first, _, rest = text.partition(" ")
+    if first.casefold() in _LOWERABLE:
+        return f"{first.casefold()} {rest}".rstrip()
+    return text
 
 
 def summary_messages(
