@@ -62,8 +62,11 @@ def init_repo(root: Path):
     ensure_identity(repo)
     ignore = root / ".gitignore"
     if not ignore.exists():
-        ignore.write_text(GITIGNORE, encoding="utf-8")
+        from memvault.files import atomic_write
+
+        atomic_write(ignore, GITIGNORE)  # a half-written .gitignore would let .memvault/ into git
     if not repo.head.is_valid():
+        clear_stale_index_lock(root)  # a first commit killed half-way
         repo.git.add("--", ".gitignore")
         if (root / "memvault.toml").exists():
             repo.git.add("--", "memvault.toml")
@@ -87,18 +90,54 @@ def ensure_identity(repo) -> None:
 
 
 def clear_stale_index_lock(root: Path, older_than: float = 2.0) -> None:
-    """A git index.lock left by a killed process blocks every later commit.
+    """Lock files left by a killed git (index.lock, HEAD.lock, a branch's ref lock) block every
+    later commit.
 
-    We only get here while holding the vault lock, so no other memvault process is
-    inside git; a lock this old belongs to a dead process.
+    We only get here while holding the vault lock, so no other memvault process is inside git:
+    a lock older than `older_than` seconds belongs to a dead process and goes. A younger one may
+    be a git command the person runs in the vault right now, or a git killed a moment ago: it
+    gets until it is that old to disappear, then goes too.
     """
-    lock = root / ".git" / "index.lock"
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return
-    if age > older_than:
-        lock.unlink(missing_ok=True)
+    git_dir = root / ".git"
+    locks = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    heads = git_dir / "refs" / "heads"
+    if heads.is_dir():
+        locks += sorted(heads.rglob("*.lock"))
+    for lock in locks:
+        _clear_lock(lock, older_than)
+
+
+def _clear_lock(lock: Path, older_than: float) -> None:
+    deadline = time.monotonic() + older_than + 1.0
+    while True:
+        try:
+            age = time.time() - lock.lstat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > older_than:
+            try:
+                lock.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                pass  # not a plain file: leave it, and git's own error will name it
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _git_cause(exc) -> str:
+    """The line of git's stderr that says what went wrong (git ends with advice, not the cause)."""
+    text = str(getattr(exc, "stderr", None) or exc).strip()
+    if text.startswith("stderr:"):
+        text = text[len("stderr:"):].strip().strip("'")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for prefix in ("fatal:", "error:"):
+        found = next((line for line in lines if line.startswith(prefix)), None)
+        if found:
+            return found
+    return lines[-1] if lines else str(exc)
 
 
 @dataclass
@@ -132,7 +171,7 @@ def commit_all(root: Path, record: CommitRecord) -> str | None:
         subject, _, body = record.message().partition("\n\n")
         repo.git.commit("-q", "--no-verify", "-m", subject.strip(), *(["-m", body.strip()] if body.strip() else []))
     except git.GitCommandError as exc:
-        detail = (exc.stderr or str(exc)).strip().splitlines()
-        raise MemvaultError(f"git commit in {root} failed: {detail[-1] if detail else exc}") from None
+        raise MemvaultError(f"git commit in {root} failed: {_git_cause(exc)} "
+                            "(the files are saved; the next memvault command commits them)") from None
     return repo.head.commit.hexsha
 

@@ -18,8 +18,22 @@ from memvault.vault import Vault
 
 
 def check(vault: Vault) -> SyncReport:
-    """Drift between files and index, writing nothing (no lock needed: reads only)."""
-    return Index(vault).sync(check_only=True)
+    """Drift between files and index (every row compared with state.json), writing nothing.
+
+    A shared lock waits for a writer to finish, so a sync half-way through is not reported as
+    drift; a vault that cannot be locked (read-only) is checked as it is.
+    """
+    from contextlib import ExitStack
+
+    from memvault.lock import vault_lock
+
+    with ExitStack() as stack:
+        if vault.sidecar.is_dir():
+            try:
+                stack.enter_context(vault_lock(vault.lock_path, shared=True))
+            except OSError:
+                pass
+        return Index(vault).sync(check_only=True, verify=True)
 
 
 def reindex(vault: Vault, full: bool = False, notice: Callable[[str], None] | None = None,
@@ -28,7 +42,7 @@ def reindex(vault: Vault, full: bool = False, notice: Callable[[str], None] | No
     vault.auto_index = False  # this command syncs the index itself
     index = Index(vault, notice=notice)
     with vault.change("reindex") as change, _progress_bar(progress) as bar:
-        report = index.sync(full=full, adopt=True, progress=bar)
+        report = index.sync(full=full, adopt=True, progress=bar, verify=True)
         _record_hand_edits(vault, change, report)
     return report
 
