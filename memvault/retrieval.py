@@ -152,17 +152,31 @@ def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = Tru
         for result in pool:
             result.scores["fused"] = result.scores.get("rrf", 0.0)
         return
-    if method != "convex":
-        raise ValueError(f"unknown fusion {method!r} (convex or rrf)")
+    scale = {"convex": ranking.min_max, "convex-tm": _scale_from_zero, "convex-z": _z_scores}.get(method)
+    if scale is None:
+        raise ValueError(f"unknown fusion {method!r} (convex, convex-tm, convex-z or rrf)")
     parts = []
     if use_dense:
-        parts.append((dense_weight if use_bm25 else 1.0, ranking.min_max([r.scores["dense"] for r in pool])))
+        parts.append((dense_weight if use_bm25 else 1.0, scale([r.scores["dense"] for r in pool])))
     if use_bm25:
-        parts.append((1.0 - dense_weight if use_dense else 1.0,
-                      ranking.min_max([r.scores.get("bm25", 0.0) for r in pool])))
+        parts.append((1.0 - dense_weight if use_dense else 1.0, scale([r.scores.get("bm25", 0.0) for r in pool])))
     total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
         result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
+
+
+def _scale_from_zero(values: list[float]) -> list[float]:
+    """value / max, with 0 as the theoretical minimum of both cosine (in practice) and BM25."""
+    high = max(values, default=0.0)
+    return [max(v, 0.0) / high if high > 1e-12 else 0.5 for v in values]
+
+
+def _z_scores(values: list[float]) -> list[float]:
+    if not values:
+        return []
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
 
 
 def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:

@@ -247,3 +247,22 @@ def test_import_is_lazy(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# --- length-sorted batches and the identity of an unloaded model --------------------------------
+
+
+def test_embed_keeps_the_callers_order_while_batching_by_length(embedder):
+    texts = ["a much longer sentence about the user's trip to Lisbon in the spring of next year", "short",
+             "a middling sentence about tennis", "x", "another fairly long sentence about a dentist appointment"]
+    together = embedder.embed(texts, batch_size=2)
+    one_by_one = np.stack([embedder.embed([t])[0] for t in texts])
+    assert together.shape == (5, 384)
+    assert np.allclose(together, one_by_one, atol=1e-4)
+
+
+def test_embedder_identity_is_known_without_loading(embedder):
+    identity = models.embedder_identity(None)
+    assert identity == {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint}
+    assert models.embedder_identity(models.DEFAULT_EMBEDDING_MODEL) == identity
+    assert models.embedder_identity("BAAI/bge-small-en-v1.5") is None  # named models: only once loaded

@@ -49,3 +49,51 @@ def test_mmr_trades_relevance_for_diversity():
     assert ranking.mmr(scores, sim, k=3, lam=1.0) == [0, 1, 2]
     assert ranking.mmr(scores, sim, k=5, lam=0.7) == [0, 2, 1]
     assert ranking.mmr([], [], k=3, lam=0.7) == []
+
+
+def test_fuse_scores_convex_weights_and_rrf():
+    from memvault.retrieval import Result, fuse_scores
+
+    def pool():
+        items = [Result(id=i, path="", role="memory", conversation_id="global", created_at="", text="", meta={})
+                 for i in "abc"]
+        for item, dense, bm25, rrf in zip(items, (0.9, 0.5, 0.1), (0.0, 4.0, 2.0), (0.03, 0.02, 0.01)):
+            item.scores.update(dense=dense, rrf=rrf, **({"bm25": bm25} if bm25 else {}))
+        return items
+
+    even = pool()
+    fuse_scores(even)  # 0.5 * min-max(dense) + 0.5 * min-max(bm25)
+    assert [r.scores["fused"] for r in even] == pytest.approx([0.5, 0.75, 0.25])
+    dense_heavy = pool()
+    fuse_scores(dense_heavy, method="convex", dense_weight=0.75)
+    assert [r.scores["fused"] for r in dense_heavy] == pytest.approx([0.75, 0.625, 0.125])
+    only_dense = pool()
+    fuse_scores(only_dense, use_bm25=False, dense_weight=0.2)  # one retriever: its weight is 1
+    assert [r.scores["fused"] for r in only_dense] == pytest.approx([1.0, 0.5, 0.0])
+    by_rank = pool()
+    fuse_scores(by_rank, method="rrf")
+    assert [r.scores["fused"] for r in by_rank] == [0.03, 0.02, 0.01]
+    with pytest.raises(ValueError):
+        fuse_scores(pool(), method="borda")
+
+
+def test_candidate_depth():
+    from memvault.retrieval import Query, candidate_depth
+
+    assert candidate_depth(Query("q", top_k=5)) == 15
+    assert candidate_depth(Query("q", top_k=5, candidate_factor=1)) == 5
+    assert candidate_depth(Query("q", top_k=5, min_candidates=40)) == 40
+    assert candidate_depth(Query("q", top_k=25, min_candidates=40)) == 75
+
+
+def test_fuse_scores_other_scalings():
+    from memvault.retrieval import Result, fuse_scores
+
+    items = [Result(id=i, path="", role="memory", conversation_id="global", created_at="", text="", meta={})
+             for i in "ab"]
+    items[0].scores.update(dense=0.8, bm25=2.0)
+    items[1].scores.update(dense=0.4)
+    fuse_scores(items, method="convex-tm")  # value / max, 0 the floor of both
+    assert [r.scores["fused"] for r in items] == pytest.approx([1.0, 0.25])
+    fuse_scores(items, method="convex-z")  # z-scores: +1 and -1 for two values
+    assert [r.scores["fused"] for r in items] == pytest.approx([1.0, -1.0])

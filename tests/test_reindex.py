@@ -170,3 +170,58 @@ def test_watch_keeps_the_index_in_sync(vault_dir):
         code = proc.wait(timeout=30)
     assert code == 0
     assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault reindex: 1 hand edit")
+
+
+def test_scan_entries_finds_what_walk_entries_finds(tmp_path):
+    from pathlib import Path
+
+    from memvault import files
+    from memvault.index import _scan_entries
+
+    root = tmp_path / "v"
+    for rel in ["entries/global/facts/a.md", "entries/global/facts/.hidden.md", "entries/global/facts/#x.md#",
+                "entries/global/facts/~b.md", "entries/global/facts/c.md~", "entries/global/facts/d.txt",
+                "entries/global/notes/e.md", "entries/global/deleted/facts/gone.md", "entries/work/turns/user/f.md",
+                "entries/work/.git/g.md", "entries/top.md", "entries/deleted/h.md"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "i.md").write_text("x")
+    os.symlink(root / "elsewhere", root / "entries" / "global" / "linked")  # a symlinked folder is not followed
+    os.symlink(root / "elsewhere" / "i.md", root / "entries" / "global" / "facts" / "link.md")
+    scanned = _scan_entries(root)
+    walked = list(files.walk_entries(root))
+    assert sorted(scanned.values()) == [str(p) for p in walked]
+    assert all(Path(v).relative_to(root).as_posix() == k for k, v in scanned.items())
+    assert _scan_entries(tmp_path / "nothing-here") == {}
+
+
+def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeypatch):
+    from memvault import models
+    from memvault.index import Index
+    from memvault.vault import Vault
+
+    add("The user owns a kayak", "The user bakes bread")
+    state = vault_dir / ".memvault/state.json"
+    before = (state.stat().st_mtime_ns, state.read_bytes())
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a no-op sync loaded the embedding model")
+
+    monkeypatch.setattr(models, "get_embedder", no_loading)
+    models._embedders.clear()
+    report = Index(Vault.open(vault_dir)).sync()
+    assert report.unchanged == 2 and not report.drift
+    assert (state.stat().st_mtime_ns, state.read_bytes()) == before
+
+
+def test_many_single_adds_are_compacted(vault_dir):
+    from memvault.index import COMPACT_FRAGMENTS, Index, _fragments
+    from memvault.vault import Vault
+
+    for i in range(COMPACT_FRAGMENTS + 4):
+        assert run_cli("add", f"The user wrote memory number {i}").exit_code == 0
+    table = Index(Vault.open(vault_dir)).table()
+    assert 1 <= _fragments(table) < COMPACT_FRAGMENTS
+    assert table.count_rows() == COMPACT_FRAGMENTS + 4
+    assert top("memory number 17") == "The user wrote memory number 17"

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Micro-benchmarks behind the index and model changes of issue 5, each as an A/B in one process.
+
+    python bench/micro.py            # all three, a few seconds to a minute
+    python bench/micro.py --quick    # smaller inputs
+
+1. padding: a batch is padded to its longest text. Tokens the model computes (padded) per real
+   token, and embedding throughput, for texts in file order vs sorted by length (what
+   models.Embedder.embed now does), on the synthetic vault's texts and on LoCoMo turns.
+2. fragments: every `add` appends one small fragment to the LanceDB table. Time of one dense +
+   one BM25 query on a table of 2,000 rows plus 1,000 rows added in one go vs added one by one,
+   and after table.optimize() (what the sync now does past index.COMPACT_FRAGMENTS fragments).
+3. rows: handing a batch of rows to LanceDB as Python dicts with vectors as lists of floats vs
+   as one Arrow table (index.Index._arrow_rows).
+
+Writes bench/out/micro.json and prints the figures. Medians of interleaved repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import synth  # noqa: E402
+
+LOCOMO = HERE.parent.parent / "shared" / "bench" / "locomo" / "locomo_memories.jsonl"
+
+
+def padding(n: int, repeats: int) -> dict:
+    from tokenizers import Tokenizer
+
+    from memvault.models import get_embedder
+
+    tok_dir = Path(__import__("memvault").__file__).parent / "data" / "minilm-tokenizer"
+    tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(256)
+    sets = {"synthetic": [r["text"] for r in synth.memories(n)]}
+    if LOCOMO.exists():
+        sets["locomo"] = [json.loads(line)["content"] for line in open(LOCOMO, encoding="utf-8")][:n]
+    model = get_embedder()._model  # the fastembed model itself: no sorting inside
+    out = {}
+    for name, texts in sets.items():
+        lengths = [len(e.ids) for e in tok.encode_batch(texts)]
+        ordered = sorted(texts, key=len)
+        row = {"texts": len(texts), "mean_tokens": sum(lengths) / len(lengths)}
+        for label, lens in (("file_order", lengths), ("sorted", sorted(lengths))):
+            padded = sum(max(lens[i:i + 64]) * len(lens[i:i + 64]) for i in range(0, len(lens), 64))
+            row[f"padded_per_token_{label}"] = padded / sum(lengths)
+        times = {"file_order": [], "sorted": []}
+        for _ in range(repeats):
+            for label, batch in (("file_order", texts), ("sorted", ordered)):
+                start = time.perf_counter()
+                for _ in model.embed(batch, batch_size=64):
+                    pass
+                times[label].append(time.perf_counter() - start)
+        for label, values in times.items():
+            row[f"per_s_{label}"] = len(texts) / statistics.median(values)
+        row["speedup"] = row["per_s_sorted"] / row["per_s_file_order"]
+        out[name] = row
+    return out
+
+
+def fragments(repeats: int) -> dict:
+    import lancedb
+    import numpy as np
+
+    from memvault.index import FTS_OPTIONS
+
+    texts = [r["text"] for r in synth.memories(3000)]
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((3000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def rows(a, b):
+        return [{"id": str(i), "text": texts[i], "role": "memory", "vector": vectors[i].tolist()} for i in range(a, b)]
+
+    out = {}
+    work = Path(tempfile.mkdtemp(prefix="memvault-micro-"))
+    try:
+        for mode in ("one_add", "1000_adds"):
+            db = lancedb.connect(str(work / mode))
+            table = db.create_table("m", data=rows(0, 2000))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+            if mode == "one_add":
+                table.add(rows(2000, 3000))
+            else:
+                for i in range(2000, 3000):
+                    table.add(rows(i, i + 1))
+            query = vectors[5].tolist()
+
+            def pair():
+                start = time.perf_counter()
+                table.search(query, vector_column_name="vector").metric("cosine") \
+                    .where("role IN ('memory')", prefilter=True).limit(15).to_list()
+                table.search("Dana project review", query_type="fts", fts_columns="text") \
+                    .where("role IN ('memory')", prefilter=True).limit(15).to_list()
+                return time.perf_counter() - start
+
+            before = statistics.median(pair() for _ in range(repeats))
+            fragments_before = table.stats()["fragment_stats"]["num_fragments"]
+            start = time.perf_counter()
+            table.optimize()
+            optimize_s = time.perf_counter() - start
+            after = statistics.median(pair() for _ in range(repeats))
+            out[mode] = {"fragments": fragments_before, "query_pair_ms": 1000 * before,
+                         "optimize_s": optimize_s, "query_pair_ms_after_optimize": 1000 * after}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def arrow_rows(n: int, repeats: int) -> dict:
+    import lancedb
+    import numpy as np
+    import pyarrow as pa
+
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), 384))])
+    texts = [r["text"] for r in synth.memories(n)]
+    vectors = np.random.default_rng(1).standard_normal((n, 384)).astype(np.float32)
+    times = {"dicts": [], "arrow": []}
+    work = Path(tempfile.mkdtemp(prefix="memvault-micro-"))
+    try:
+        db = lancedb.connect(str(work))
+        for r in range(repeats):
+            for label in ("dicts", "arrow"):
+                table = db.create_table(f"{label}{r}", schema=schema)
+                start = time.perf_counter()
+                if label == "dicts":
+                    table.add([{"id": str(i), "text": texts[i], "vector": [float(x) for x in vectors[i]]}
+                               for i in range(n)])
+                else:
+                    flat = pa.array(vectors.reshape(-1), type=pa.float32())
+                    table.add(pa.Table.from_pydict({"id": [str(i) for i in range(n)], "text": texts,
+                                                    "vector": pa.FixedSizeListArray.from_arrays(flat, 384)},
+                                                   schema=schema))
+                times[label].append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"rows": n, **{f"{k}_s": statistics.median(v) for k, v in times.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "micro.json")
+    args = ap.parse_args(argv)
+    n, repeats = (200, 1) if args.quick else (1000, 3)
+    report = {"padding": padding(n, repeats), "fragments": fragments(5 if args.quick else 15),
+              "rows": arrow_rows(10 * n, repeats)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print("1. length-sorted batches (batch 64)")
+    for name, row in report["padding"].items():
+        print(f"   {name:9s} {row['texts']} texts, {row['mean_tokens']:.1f} tokens: padded/real "
+              f"{row['padded_per_token_file_order']:.2f} -> {row['padded_per_token_sorted']:.2f}; "
+              f"{row['per_s_file_order']:.0f} -> {row['per_s_sorted']:.0f} texts/s ({row['speedup']:.2f} x)")
+    print("2. fragments (2,000 rows + 1,000 more; one dense + one BM25 query)")
+    for mode, row in report["fragments"].items():
+        print(f"   {mode:9s} {row['fragments']:5d} fragments: {row['query_pair_ms']:.0f} ms; optimize "
+              f"{row['optimize_s']:.2f} s; after {row['query_pair_ms_after_optimize']:.0f} ms")
+    r = report["rows"]
+    print(f"3. rows to LanceDB ({r['rows']} rows): Python dicts {r['dicts_s']:.2f} s -> Arrow {r['arrow_s']:.2f} s")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

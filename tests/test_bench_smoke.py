@@ -1,0 +1,63 @@
+"""The benchmarks' smoke modes, so that bench/perf.py and bench/locomo.py do not rot.
+
+Not timed tests: they only check that each script runs end to end through the installed
+`memvault`, prints its table and writes sane numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LOCOMO = REPO.parent / "shared" / "bench" / "locomo"
+
+
+def run_script(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": os.environ["HOME"]}
+    done = subprocess.run([sys.executable, str(REPO / "bench" / name), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_perf_quick(tmp_path):
+    out = tmp_path / "perf.json"
+    done = run_script("perf.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "cold search (default pipeline)" in done.stdout and "targets" in done.stdout
+    report = json.loads(out.read_text())
+    (size,) = report["sizes"].values()
+    for key in ("help", "floor", "search", "add", "reindex_noop", "reindex_edit", "reindex_full", "raw_embed"):
+        assert 0 < size[key]["median"] < 120, key
+        assert size[key]["min"] <= size[key]["median"] <= size[key]["max"]
+    assert 10 < size["rss_mb"]["search"]["median"] < 4000
+    assert size["memories"] >= 60
+    assert set(size["verdicts"]) == {"search_vs_floor", "reindex_noop_over_floor", "full_reindex_vs_raw",
+                                     "add_over_floor", "search_rss_mb", "help_s"}
+    assert all(isinstance(v["ok"], bool) for v in size["verdicts"].values())
+    assert report["meta"]["commit"] and report["meta"]["machine"]["cpus"] >= 1
+
+
+@pytest.mark.skipif(not (LOCOMO / "locomo_memories.jsonl").exists(), reason="LoCoMo data not present")
+def test_locomo_quick(tmp_path):
+    out = tmp_path / "locomo.json"
+    done = run_script("locomo.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "R@10" in done.stdout and "hybrid" in done.stdout and "bm25" in done.stdout
+    report = json.loads(out.read_text())
+    assert report["meta"]["questions"] > 0
+    assert set(report["configs"]) == {"default", "bm25", "hybrid"}
+    for name, config in report["configs"].items():
+        for metric in ("recall@5", "recall@10", "mrr"):
+            value = config["cat1_4"][metric]
+            assert 0.0 <= value <= 1.0 and not math.isnan(value), (name, metric)
+        assert config["cat1_4"]["recall@5"] <= config["cat1_4"]["recall@10"] + 1e-9
+    # the evidence is findable at all: on 150 turns, BM25 puts some of it in the top 10
+    assert report["configs"]["bm25"]["cat1_4"]["recall@10"] > 0.2
