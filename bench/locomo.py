@@ -304,10 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     n_queries = sum(len(v) for v in queries.values())
     workdir.mkdir(parents=True, exist_ok=True)
     vaults = build_vaults(memories, workdir, mv, env, args.reuse, args.reindex_full, log)
-    rerank_ok, rerank_name = reranker_available(mv, env, next(iter(vaults.values()))["vault"])
-    note = (f"reranker {rerank_name} available: 'default' includes the rerank stage" if rerank_ok else
-            f"no trained cross-encoder on this machine ({rerank_name} not downloadable): 'default' runs without "
-            "the rerank stage, so it equals 'no-rerank'")
+    if args.quick:  # smoke: one process less
+        rerank_ok, rerank_name = False, ""
+        note = "reranker not probed (--quick)"
+    else:
+        rerank_ok, rerank_name = reranker_available(mv, env, next(iter(vaults.values()))["vault"])
+        note = (f"reranker {rerank_name} available: 'default' includes the rerank stage" if rerank_ok else
+                f"no trained cross-encoder on this machine ({rerank_name} not downloadable): 'default' runs "
+                "without the rerank stage, so it equals 'no-rerank'")
     report = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
                        "k": args.k, "conversations": list(memories), "questions": n_queries,
                        "memories": sum(len(v) for v in memories.values()), "reranker_available": rerank_ok,

@@ -72,6 +72,9 @@ def main() -> int:
     print(f"pass rate {passed}/{len(rows)} = {passed / max(len(rows), 1):.0%}; "
           f"{len(times)} turns, wall time per turn median {statistics.median(times):.1f}s "
           f"(min {min(times):.1f}, max {max(times):.1f}); total {total:.0f}s; command failures {len(failures)}")
+    for row in rows:
+        if not row["pass"]:
+            print(f"  {row['id']} live facts: {row['facts']}")
     for scenario_id, message in failures:
         print(f"  failed command in {scenario_id}: {message}")
     return 0

@@ -53,7 +53,8 @@ def padding(n: int, repeats: int) -> dict:
         lengths = [len(e.ids) for e in tok.encode_batch(texts)]
         ordered = sorted(texts, key=len)
         row = {"texts": len(texts), "mean_tokens": sum(lengths) / len(lengths)}
-        for label, lens in (("file_order", lengths), ("sorted", sorted(lengths))):
+        sorted_lengths = [len(e.ids) for e in tok.encode_batch(ordered)]  # by characters, as the product sorts
+        for label, lens in (("file_order", lengths), ("sorted", sorted_lengths)):
             padded = sum(max(lens[i:i + 64]) * len(lens[i:i + 64]) for i in range(0, len(lens), 64))
             row[f"padded_per_token_{label}"] = padded / sum(lengths)
         times = {"file_order": [], "sorted": []}

@@ -301,7 +301,8 @@ class Run:
                           f"{self.rng.uniform(0, 0.015):.3f}")
                 if kind.startswith("add"):
                     args, mark, span = ["add", text], "memvault/vault.py:change", spans["add"] + 1.0
-                    steps = ["c:posix.replace", "memvault/files.py:_fsync_dir", "memvault/index.py:_apply",
+                    steps = ["memvault/vault.py:change>c:posix.replace", "memvault/files.py:_fsync_dir",
+                             "memvault/index.py:_apply",
                              "memvault/index.py:_arrow_rows", "memvault/index.py:save_state", in_git, in_git]
                     if kind == "add (new vault)":
                         steps += [f"memvault/gitrepo.py:init_repo;1;{self.rng.uniform(0, 0.5):.3f}"] * 2

@@ -97,6 +97,12 @@ def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
     """Write memories, index them and commit, all under the vault lock."""
     if not memories:
         raise UsageError("nothing to add: the input is empty")
+    if vault.auto_index:
+        # Load the model before taking the vault lock: the lock then covers only the write,
+        # the index update and the commit, so parallel writers (cron + a shell) wait briefly.
+        from memvault.models import get_embedder
+
+        get_embedder(vault.settings.embedding_model)
     with vault.change(command) as change:
         for memory in memories:
             change.add(memory)

@@ -12,7 +12,8 @@ def test_twenty_parallel_adds_all_land(vault_dir):
     procs = [subprocess.Popen([exe, "add", "-c", f"c{i % 3}", f"parallel memory {i}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(20)]
     results = [(p.wait(timeout=600), p.stderr.read().decode()) for p in procs]
-    assert all(code == 0 for code, _ in results), results
+    failed = [stderr for code, stderr in results if code != 0]
+    assert not failed, failed
     texts = sorted(files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir))
     assert texts == sorted(f"parallel memory {i}" for i in range(20))
     assert git(vault_dir, "status", "--porcelain") == ""
