@@ -46,11 +46,6 @@ class Learned:
         return rows
 
 
-def existing_facts(index: Index, conversation: str, facts: list[str]) -> list[Memory]:
-    """The nearest live facts of the conversation to the new facts, as Memory objects."""
-    return nearest_facts(index, conversation, facts)[0]
-
-
 def nearest_facts(index: Index, conversation: str, facts: list[str]
                   ) -> tuple[list[Memory], dict[str, list[str]]]:
     """The live facts of the conversation near the new facts, and for each new fact the ids of

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pydantic
 
 __all__ = [
-    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "structured",
+    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "structured", "structured_probs",
     "json_schema", "parse_structured", "strip_think",
 ]
 
@@ -126,23 +126,59 @@ def structured(
     Ollama enforce with a grammar; replies are still parsed tolerantly for servers that don't.
     Transport failures raise LLMError and are not retried.
     """
+    answer = _structured(cfg, messages, schema, retries, logprobs=False)
+    return answer[0] if answer else None
+
+
+def structured_probs(
+    cfg: LLMConfig, messages: list[dict], schema: type[M], field: str, *, retries: int = 1
+) -> tuple[M, dict[str, float]] | None:
+    """Like `structured`, plus how sure the model was of `field`, a string enum of `schema`.
+
+    Returns the answer and {option: probability} over the enum's options: the model's own
+    token probabilities where it wrote the value, renormalised over the options (they
+    should differ in their first token, like "yes"/"no"). A server that reports no
+    log-probabilities gives {chosen option: 1.0}; one that refuses them is asked again
+    without. None when the answers stay invalid after `retries`.
+    """
+    options = json_schema(schema)["properties"][field]["enum"]
+    try:
+        answer = _structured(cfg, messages, schema, retries, logprobs=True)
+    except LLMError as err:
+        if not re.search(r"HTTP (400|422)\b", str(err)):
+            raise
+        answer = _structured(cfg, messages, schema, retries, logprobs=False)
+    if answer is None:
+        return None
+    parsed, choice, content = answer
+    chosen = getattr(parsed, field)
+    return parsed, _option_probs(choice, content, field, options, chosen)
+
+
+def _structured(
+    cfg: LLMConfig, messages: list[dict], schema: type[M], retries: int, logprobs: bool
+) -> tuple[M, Any, str] | None:
+    """The parsed answer, the raw choice and its text; None when invalid after `retries`."""
     response_format = {
         "type": "json_schema",
         "json_schema": {"name": schema.__name__, "schema": json_schema(schema), "strict": True},
     }
+    extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 10} if logprobs else {}
     messages = list(messages)
     for attempt in range(retries + 1):
         # allowed_openai_params: pass response_format through even for models litellm
         # believes cannot take it (e.g. "openai/gpt-4"), instead of failing client-side.
         response = _completion(
-            cfg, messages, response_format=response_format, allowed_openai_params=["response_format"]
+            cfg, messages, response_format=response_format,
+            allowed_openai_params=["response_format", *extra], **extra,
         )
         try:
-            answer = response.choices[0].message.content or ""
+            choice = response.choices[0]
+            answer = choice.message.content or ""
         except (AttributeError, IndexError) as exc:
             raise _llm_error(cfg, exc) from exc
         try:
-            return parse_structured(answer, schema)
+            return parse_structured(answer, schema), choice, answer
         except ValueError as err:
             if attempt == retries:
                 return None
@@ -155,6 +191,37 @@ def structured(
                 },
             ]
     return None
+
+
+def _option_probs(choice: Any, content: str, field: str, options: list[str], chosen: str) -> dict[str, float]:
+    """{option: probability} at the token where `content` gives `field`'s value."""
+    import math
+
+    fallback = {option: float(option == chosen) for option in options}
+    tokens = getattr(getattr(choice, "logprobs", None), "content", None)
+    where = re.search(rf'"{re.escape(field)}"\s*:\s*"', content)
+    if not tokens or where is None:
+        return fallback
+    offset, start = where.end(), 0
+    for token in tokens:  # the token in which the value starts
+        text = getattr(token, "token", "") or ""
+        if start + len(text) > offset:
+            break
+        start += len(text)
+    else:
+        return fallback
+    cut = offset - start  # the value starts this far into the token (after a merged quote)
+    mass = dict.fromkeys(options, 0.0)
+    for top in getattr(token, "top_logprobs", None) or []:
+        piece = top.token or ""
+        if piece[:cut] != text[:cut] or not piece[cut:]:
+            continue
+        for option in options:
+            if option.startswith(piece[cut:]):
+                mass[option] += math.exp(top.logprob)
+                break
+    total = sum(mass.values())
+    return {option: p / total for option, p in mass.items()} if total > 0 else fallback
 
 
 # --- JSON schema and tolerant parsing -------------------------------------------------

@@ -1,14 +1,17 @@
 """Fact extraction and reconciliation decisions, through real litellm to the fake server."""
 
 import json
+import math
 import os
 
 import pytest
 from fake_llm import *  # noqa: F403  (the fake_llm fixture, FakeLLM, refused_url)
 from fake_llm import refused_url
 
-from memvault.extraction import MAX_PAIRS_PER_FACT, Decision, extract_facts, is_small_talk, reconcile, third_person
-from memvault.llm import LLMConfig, LLMError
+from memvault.extraction import (
+    MAX_PAIRS_PER_FACT, Decision, StillTrue, extract_facts, is_small_talk, reconcile, third_person,
+)
+from memvault.llm import LLMConfig, LLMError, structured_probs
 from memvault.prompts import still_true_messages
 
 ID_TEA = "3f6c1d2e-0000-4000-8000-000000000001"
@@ -272,6 +275,58 @@ def test_reconcile_endpoint_down_adds_all():
 def test_reconcile_dedupes_new_facts(fake_llm):
     decisions = reconcile(fake_llm.config(), ["The user plays chess", "the user plays chess."], [])
     assert adds(decisions) == ["The user plays chess"]
+
+
+def with_probs(tokens: list[tuple[str, list[tuple[str, float]]]]) -> dict:
+    """A raw chat completion whose content is the tokens, with top log-probabilities
+    [(token, [(alternative, probability), ...]), ...] as llama-server reports them."""
+    content = "".join(t for t, _ in tokens)
+    logprobs = [
+        {"token": t, "logprob": math.log(dict(tops).get(t, 1.0)), "bytes": None,
+         "top_logprobs": [{"token": a, "logprob": math.log(p), "bytes": None} for a, p in tops]}
+        for t, tops in tokens
+    ]
+    return {"raw": json.dumps({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "logprobs": {"content": logprobs}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    })}
+
+
+def answer_with(p_no: float, chosen: str | None = None) -> dict:
+    chosen = chosen or ("no" if p_no >= 0.5 else "yes")
+    tops = [("no", p_no), ("yes", (1 - p_no) * 0.98), ("Yes", (1 - p_no) * 0.02)]
+    return with_probs([('{"', []), ("answer", []), ('":', []), (' "', []), (chosen, tops), ('"}', [])])
+
+
+@pytest.mark.parametrize("p_no, replaced", [(0.507, False), (0.45, False), (0.6, True), (0.9, True)])
+def test_reconcile_replaces_only_when_the_model_is_not_on_the_fence(fake_llm, p_no, replaced):
+    fake_llm.push(answer_with(p_no))
+    fact = "The user lives in Porto"
+    decisions = reconcile(fake_llm.config(), [fact], EXISTING, {fact: [ID_CITY]})
+    assert changes(decisions) == ([("DELETE", None, ID_CITY)] if replaced else [])
+    assert adds(decisions) == [fact]
+    assert fake_llm.requests[0]["logprobs"] is True
+
+
+def test_probabilities_where_the_quote_and_value_share_a_token(fake_llm):
+    fake_llm.push(with_probs([('{"answer":', []), (' "no', [(' "no', 0.3), (' "yes', 0.6), (" no", 0.1)]), ('"}', [])]))
+    parsed, probs = structured_probs(fake_llm.config(), [{"role": "user", "content": "?"}], StillTrue, "answer")
+    assert parsed.answer == "no" and probs == pytest.approx({"no": 1 / 3, "yes": 2 / 3})
+
+
+def test_probabilities_fall_back_to_the_answer_without_logprobs(fake_llm):
+    fake_llm.push(NO)
+    parsed, probs = structured_probs(fake_llm.config(), [{"role": "user", "content": "?"}], StillTrue, "answer")
+    assert probs == {"yes": 0.0, "no": 1.0}
+
+
+def test_probabilities_asked_again_without_logprobs_when_refused(fake_llm):
+    fake_llm.push({"status": 400, "body": {"error": {"message": "logprobs are not supported"}}}, YES)
+    parsed, probs = structured_probs(fake_llm.config(), [{"role": "user", "content": "?"}], StillTrue, "answer")
+    assert probs == {"yes": 1.0, "no": 0.0}
+    assert fake_llm.requests[0]["logprobs"] is True and "logprobs" not in fake_llm.requests[1]
 
 
 @pytest.mark.parametrize(
