@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # in-process experiments use this checkout's memvault
 DEFAULT_DATA = HERE.parent.parent / "shared" / "bench" / "locomo"
 
 # name -> (description, extra `memvault search` flags)
@@ -59,6 +60,8 @@ def memvault_exe() -> list[str]:
 
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    # The product of this checkout, whatever checkout `pip install -e` points at right now.
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     for key, value in (("GIT_AUTHOR_NAME", "bench"), ("GIT_AUTHOR_EMAIL", "bench@localhost"),
                        ("GIT_COMMITTER_NAME", "bench"), ("GIT_COMMITTER_EMAIL", "bench@localhost")):
         env.setdefault(key, value)

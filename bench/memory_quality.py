@@ -45,6 +45,8 @@ def main() -> int:
     if args.vault and vault.exists():
         shutil.rmtree(vault)
     env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_ENABLE_SUMMARIZATION": "false"}
+    # The product of this checkout, whatever checkout `pip install -e` points at right now.
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     exe = shutil.which("memvault") or "memvault"
     times, failures = [], []
     started = time.perf_counter()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # this checkout's memvault
 import synth  # noqa: E402
 
 LOCOMO = HERE.parent.parent / "shared" / "bench" / "locomo" / "locomo_memories.jsonl"

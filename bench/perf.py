@@ -133,6 +133,8 @@ def child_env(keep_bytecode_env: bool) -> dict[str, str]:
     if not keep_bytecode_env:
         # A normal install has .pyc files; PYTHONDONTWRITEBYTECODE would recompile memvault in every process.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # The product of this checkout, whatever checkout `pip install -e` points at right now.
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("GIT_AUTHOR_NAME", "bench")
     env.setdefault("GIT_AUTHOR_EMAIL", "bench@localhost")
     env.setdefault("GIT_COMMITTER_NAME", "bench")
