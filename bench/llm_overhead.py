@@ -29,7 +29,7 @@ from fake_llm import FakeLLM  # noqa: E402  (the same server the tests use)
 
 FACTS = json.dumps({"facts": ["The user's wife is named Anne"]})
 # One answer that every structured prompt accepts; plain-text calls simply echo it.
-DEFAULT = json.dumps({"facts": ["The user's wife is named Anne"], "memory": []})
+DEFAULT = json.dumps({"facts": ["The user's wife is named Anne"], "memory": [], "answer": "yes"})
 
 
 def timed(argv, env) -> float:
@@ -51,7 +51,9 @@ def main() -> int:
     exe = shutil.which("memvault") or "memvault"
     vault = Path(tempfile.mkdtemp(prefix="memvault-llm-overhead-"))
     env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_LLM_BASE_URL": server.base_url,
-           "MEMVAULT_LLM_MODEL": "openai/bench", "MEMVAULT_RERANKER_MODEL": str(vault / "no-reranker")}
+           "MEMVAULT_LLM_MODEL": "openai/bench", "MEMVAULT_RERANKER_MODEL": str(vault / "no-reranker"),
+           # this checkout's memvault, whatever `pip install -e` points at right now
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     lines = "\n".join(json.dumps({"text": f"The user remembers fact number {i} about the garden"})
                       for i in range(200))
     subprocess.run([exe, "add", "--jsonl", "-"], input=lines, env=env, capture_output=True, text=True, check=True)

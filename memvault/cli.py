@@ -672,7 +672,10 @@ def chat(
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
     json_output: bool = typer.Option(False, "--json", help="One-shot: reply, memories used, facts learned as JSON."),
 ) -> None:
-    """Chat with an LLM that remembers: retrieve, answer, learn."""
+    """Chat with an LLM that remembers: retrieve, answer, learn.
+
+    After the reply, up to 3 facts about you are taken from your message; an older fact one of them makes untrue is moved under deleted/ (replaced_by names the new one); all in one commit.
+    """
     from memvault import files
 
     state = _state(ctx)
