@@ -112,7 +112,8 @@ def chat_turn(vault, message: str, options: ChatOptions, write: Callable[[str], 
             if options.learn:
                 result.learned = learn.learn(change, index, cfg, message, conversation, now=answered_at,
                                              summarize=settings.enable_summarization,
-                                             max_entries=settings.max_entries, warn=warn)
+                                             max_entries=settings.max_entries, warn=warn,
+                                             reconcile_mode=settings.reconcile_mode)
             else:
                 change.evict(conversation, settings.max_entries, now=answered_at)
         except llm.LLMError as exc:

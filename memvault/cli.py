@@ -221,7 +221,7 @@ def _add_extract(ctx, vault, memories, as_json: bool) -> None:
             for memory in memories:
                 learned = learn.learn(change, index, cfg, memory.text, memory.conversation_id,
                                       summarize=settings.enable_summarization, max_entries=settings.max_entries,
-                                      warn=_notice_printer(ctx))
+                                      warn=_notice_printer(ctx), reconcile_mode=settings.reconcile_mode)
                 results.extend(learned.to_json())
                 # Facts of this input are candidates for the next one in the same run.
                 index.sync(paths=change.written_paths | change.removed_paths)
@@ -810,7 +810,7 @@ def reconcile(
         if all_conversations:
             conversations = sorted({m.conversation_id for m in vault.iter_memories(roles=("memory",))})
         try:
-            plans = [p for c in conversations for p in consolidate.plan(index, cfg, c)]
+            plans = [p for c in conversations for p in consolidate.plan(index, cfg, c, vault.settings.reconcile_mode)]
         except LLMError as exc:
             raise _llm_error(exc) from None
         if not dry_run:

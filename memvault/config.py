@@ -40,6 +40,7 @@ class Settings:
     soft_decay_minutes: float = 10.0
     hard_decay_minutes: float = 30.0
     max_session_tokens: int = 8000
+    reconcile_mode: str = "pairs"
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -60,6 +61,11 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "soft_decay_minutes": (0.0, None),
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),
+}
+
+# Allowed values of string keys that are a choice.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "reconcile_mode": ("pairs", "list"),
 }
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -112,6 +118,8 @@ def coerce(name: str, value: Any, origin: str) -> Any:
         return number
     if not isinstance(value, str):
         raise SettingsError(f"{bad}: expected a string")
+    if name in CHOICES and value not in CHOICES[name]:
+        raise SettingsError(f"{bad}: expected one of {', '.join(CHOICES[name])}")
     return value
 
 

@@ -77,14 +77,15 @@ def clusters(index: Index, conversation: str) -> list[list[Memory]]:
     return sorted(result, key=lambda c: c[-1].created_at)
 
 
-def plan(index: Index, cfg, conversation: str) -> list[ClusterPlan]:
+def plan(index: Index, cfg, conversation: str, mode: str = "pairs") -> list[ClusterPlan]:
     from memvault.extraction import reconcile
 
     plans = []
     for cluster in clusters(index, conversation):
         newest, older = cluster[-1], cluster[:-1]
         cluster_plan = ClusterPlan(conversation, newest)
-        decisions = {d.target: d for d in reconcile(cfg, [newest.text], [(m.id, m.text) for m in older]) if d.target}
+        answer = reconcile(cfg, [newest.text], [(m.id, m.text) for m in older], mode=mode)
+        decisions = {d.target: d for d in answer if d.target}
         for memory in older:
             decision = decisions.get(memory.id)
             if decision is None or decision.event == "NONE" and not _same(memory.text, newest.text):

@@ -232,14 +232,44 @@ def reconcile(
     new_facts: list[str],
     existing: list[tuple[str, str]],
     neighbours: dict[str, list[str]] | None = None,
+    mode: str = "pairs",
 ) -> list[Decision]:
     """Decide how `new_facts` change `existing` = [(real_id, text), ...], the nearest facts.
 
     `neighbours` maps a new fact to the ids of the memories worth asking about (nearest
     first, already cut by similarity); without it every existing memory is a candidate.
+    `mode` is the reconcile_mode setting: "pairs" (`_reconcile_pairs`, the default) or
+    "list" (`_reconcile_list`, SPEC section 5's single call). In both, an exact duplicate
+    (ignoring case, spacing, trailing punctuation) of a memory is NONE without asking the
+    model, and a DELETE never drops the new fact.
 
-    - Exact duplicates (ignoring case, spacing, trailing punctuation) of an existing
-      memory are NONE without asking the model; no candidates means ADD without asking.
+    Returns the decisions on existing memories (UPDATE, DELETE, and NONE for those left
+    as they are, which the caller may ignore), then the ADDs.
+    """
+    texts = {real_id: text for real_id, text in existing}
+    by_norm = {_norm(text): real_id for real_id, text in texts.items()}
+    restated: list[Decision] = []
+    pending: list[str] = []
+    for fact in _unique(new_facts):
+        if _norm(fact) in by_norm:
+            restated.append(Decision("NONE", None, by_norm[_norm(fact)]))
+        else:
+            pending.append(fact)
+    # A memory the user just restated is current: no other new fact gets to delete it.
+    for decision in restated:
+        texts.pop(decision.target, None)
+    if mode == "list":
+        return restated + _reconcile_list(cfg, pending, texts, neighbours)
+    return restated + _reconcile_pairs(cfg, pending, texts, neighbours)
+
+
+def _reconcile_pairs(
+    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None
+) -> list[Decision]:
+    """One question per (memory, new fact) pair. `texts`: real id -> text of the memories
+    that may change; `pending`: the new facts that are not exact duplicates.
+
+    - A fact without candidates is ADDed without asking.
     - Otherwise one question per (memory, new fact) pair, at most MAX_PAIRS_PER_FACT per
       fact: "is the memory still true?" (yes/no, schema-constrained). The model never sees
       or returns an id: the pairing is ours, so no answer can point at the wrong memory.
@@ -252,35 +282,20 @@ def reconcile(
     - An invalid answer keeps the memory. LLM failure (LLMError: endpoint down) stops the
       questions and the new facts are ADDed: it is caught here so a chat's memory upkeep
       never loses a fact.
-
-    Returns the decisions on existing memories (UPDATE, DELETE, and NONE for those left
-    as they are, which the caller may ignore), then the ADDs.
     """
-    texts = {real_id: text for real_id, text in existing}
-    by_norm = {_norm(text): real_id for real_id, text in texts.items()}
-    decisions: list[Decision] = []
-    pending: list[str] = []
-    for fact in _unique(new_facts):
-        if _norm(fact) in by_norm:
-            decisions.append(Decision("NONE", None, by_norm[_norm(fact)]))
-        else:
-            pending.append(fact)
-    # A memory the user just restated is current: no other new fact gets to delete it.
-    restated = {d.target for d in decisions}
-
     decided: dict[str, Decision] = {}  # real id -> the first change, or NONE
     stored: dict[str, list[str]] = {}  # new fact -> ids of memories the model kept that carry it
     updated: set[str] = set()  # new facts that became an UPDATE's text
     for fact in pending:
         ids = list(texts) if neighbours is None else neighbours.get(fact, [])
-        candidates = [i for i in dict.fromkeys(ids) if i in texts and i not in restated]
+        candidates = [i for i in dict.fromkeys(ids) if i in texts]
         for real_id in candidates[:MAX_PAIRS_PER_FACT]:
             if decided.get(real_id, Decision("NONE", None, None)).event != "NONE":
                 continue  # an earlier new fact already replaced it
             try:
                 answer = structured_probs(cfg, prompts.still_true_messages(texts[real_id], fact), StillTrue, "answer")
             except LLMError:
-                return _with_adds(decisions + list(decided.values()), pending, stored, updated, decided)
+                return _with_adds(list(decided.values()), pending, stored, updated, decided)
             old = texts[real_id]
             if answer is not None and answer[1]["no"] >= MIN_UNTRUE:
                 if fact not in updated and _carries(fact, old):
@@ -292,7 +307,81 @@ def reconcile(
                 decided.setdefault(real_id, Decision("NONE", None, real_id))
                 if answer is not None and _carries(old, fact):
                     stored.setdefault(fact, []).append(real_id)
-    return _with_adds(decisions + list(decided.values()), pending, stored, updated, decided)
+    return _with_adds(list(decided.values()), pending, stored, updated, decided)
+
+
+class MemoryEvent(pydantic.BaseModel):
+    id: int
+    text: str
+    event: Event
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        """Accept lower-case events and a missing text (DELETE/NONE need none)."""
+        if isinstance(value, dict):
+            value = {"text": "", **value}
+            if isinstance(value.get("event"), str):
+                value["event"] = value["event"].strip().upper()
+        return value
+
+
+class ReconcileAnswer(pydantic.BaseModel):
+    memory: list[MemoryEvent]
+
+
+def _reconcile_list(
+    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None
+) -> list[Decision]:
+    """One call for all new facts: the candidate memories with ids 0..n-1, every memory
+    returned with ADD/UPDATE/DELETE/NONE (SPEC section 5).
+
+    - Ids the model was not given are ignored; the first change per memory wins.
+    - UPDATE is accepted only when its text carries one of the new facts (else a small
+      model could rewrite unrelated memories); DELETE on a given id is trusted.
+    - Every new fact is ADDed, verbatim, unless the model showed it is already stored:
+      an accepted UPDATE text carries it, or it answered NONE for a memory that carries it.
+      So a DELETE without an ADD still stores the new fact, and the model's own ADD texts
+      are not needed (nor trusted: small models echo old memories as ADDs).
+    - Invalid answers (after one retry) or LLM failure: all new facts are ADDed.
+    """
+    if neighbours is None:
+        ids = list(texts)
+    else:  # the neighbours of every new fact, nearest first, each once
+        ids = list(dict.fromkeys(i for fact in pending for i in neighbours.get(fact, [])[:MAX_PAIRS_PER_FACT]))
+    shown = [(real_id, texts[real_id]) for real_id in ids if real_id in texts]
+    if not pending:
+        return []
+    if not shown:
+        return [Decision("ADD", fact, None) for fact in pending]
+    try:
+        answer = structured(cfg, prompts.reconciliation_messages([t for _, t in shown], pending), ReconcileAnswer)
+    except LLMError:
+        answer = None
+    if answer is None:
+        return [Decision("ADD", fact, None) for fact in pending]
+
+    decided: dict[str, Decision] = {}  # real id -> the first accepted change, or NONE
+    for item in answer.memory:
+        if item.event == "ADD" or not 0 <= item.id < len(shown):
+            continue
+        real_id, old_text = shown[item.id]
+        previous = decided.get(real_id)
+        if previous is not None and previous.event != "NONE":
+            continue
+        text = " ".join(item.text.split())
+        if item.event == "UPDATE" and _norm(text) != _norm(old_text):
+            if any(_carries(text, fact) for fact in pending):
+                decided[real_id] = Decision("UPDATE", text, real_id)
+        elif item.event == "DELETE":
+            decided[real_id] = Decision("DELETE", None, real_id)
+        elif previous is None:  # NONE, or an UPDATE that changes nothing
+            decided[real_id] = Decision("NONE", None, real_id)
+
+    # Texts that will be in the vault and that the model linked to the new facts.
+    kept = [d.text if d.event == "UPDATE" else texts[real_id] for real_id, d in decided.items() if d.event != "DELETE"]
+    adds = [Decision("ADD", fact, None) for fact in pending if not any(_carries(t, fact) for t in kept)]
+    return list(decided.values()) + adds
 
 
 def _with_adds(

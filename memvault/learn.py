@@ -75,7 +75,7 @@ def nearest_facts(index: Index, conversation: str, facts: list[str]
 
 def learn(change, index: Index, cfg, user_text: str, conversation: str, now: datetime | None = None,
           summarize: bool = True, max_entries: int | None = None,
-          warn: Callable[[str], None] | None = None) -> Learned:
+          warn: Callable[[str], None] | None = None, reconcile_mode: str = "pairs") -> Learned:
     """Extract, reconcile, apply, summarize, evict. LLM errors from extraction propagate
     (nothing was learned, the caller says so); reconciliation falls back to adding."""
     from memvault.extraction import extract_facts, reconcile
@@ -86,7 +86,7 @@ def learn(change, index: Index, cfg, user_text: str, conversation: str, now: dat
     if learned.facts:
         known, neighbours = nearest_facts(index, conversation, learned.facts)
         by_id = {m.id: m for m in known}
-        decisions = reconcile(cfg, learned.facts, [(m.id, m.text) for m in known], neighbours)
+        decisions = reconcile(cfg, learned.facts, [(m.id, m.text) for m in known], neighbours, reconcile_mode)
         apply_decisions(change, decisions, by_id, conversation, now, learned)
     if summarize and (learned.added or learned.replaced or learned.deleted):
         try:

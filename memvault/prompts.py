@@ -6,6 +6,7 @@ where the output format matters, plain words instead of jargon.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 Style = Literal["conversation", "journal", "document"]
@@ -34,6 +35,29 @@ STILL_TRUE = (
     "Earlier we learned: {old}. Today we learned: {new}. Is it still true that {old_inline}? "
     'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
 )
+
+# Reconciliation as one list (reconcile_mode = "list", SPEC section 5): the nearest memories
+# with short integer ids and the new facts; every memory comes back with an event. Suits
+# larger models; small ones do better with STILL_TRUE, one pair at a time.
+RECONCILIATION = """\
+You keep a user's memory list up to date. You get the current memories (with ids) and \
+new facts.
+Return every memory with one event:
+- NONE: the memory stays as it is (also when a new fact only repeats it).
+- UPDATE: a new fact adds detail to the same thing; give the merged text.
+- DELETE: a new fact contradicts the memory.
+Then return each new fact that is not already in the memories as ADD with a new id.
+A contradicted memory is DELETEd and the new fact is ADDed.
+Use only the given ids for NONE, UPDATE and DELETE.
+Example:
+Memories: [{"id": 0, "text": "The user likes tea"}, {"id": 1, "text": "The user lives in Oslo"}, \
+{"id": 2, "text": "The user has a dog"}]
+New facts: ["The user lives in Bergen", "The user's dog is named Rex"]
+Answer: {"memory": [{"id": 0, "text": "The user likes tea", "event": "NONE"}, \
+{"id": 1, "text": "The user lives in Oslo", "event": "DELETE"}, \
+{"id": 2, "text": "The user has a dog named Rex", "event": "UPDATE"}, \
+{"id": 3, "text": "The user lives in Bergen", "event": "ADD"}]}
+Answer with JSON only."""
 
 # Rolling summary: fold newly learned facts into the conversation's running summary.
 ROLLING_SUMMARY = """\
@@ -97,6 +121,16 @@ def extraction_messages(user_text: str) -> list[dict]:
         {"role": "system", "content": FACT_EXTRACTION},
         {"role": "user", "content": f"User message:\n{user_text.strip()}"},
     ]
+
+
+def reconciliation_messages(existing: list[str], new_facts: list[str]) -> list[dict]:
+    """`existing` is shown with ids 0..n-1 (list positions); the caller maps them back."""
+    memories = [{"id": i, "text": text} for i, text in enumerate(existing)]
+    user = (
+        f"Memories: {json.dumps(memories, ensure_ascii=False)}\n"
+        f"New facts: {json.dumps(new_facts, ensure_ascii=False)}"
+    )
+    return [{"role": "system", "content": RECONCILIATION}, {"role": "user", "content": user}]
 
 
 def still_true_messages(old: str, new: str) -> list[dict]:

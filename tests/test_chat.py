@@ -100,6 +100,51 @@ def test_yes_answer_keeps_both_facts(vault_dir, llm_env, monkeypatch):
     assert "Is it still true that the user has a cat named Tom?" in llm_env.requests[-1]["messages"][-1]["content"]
 
 
+# reconcile_mode = "list": SPEC section 5's one call, short integer ids, an event per memory.
+
+
+def decisions(*rows):
+    return json.dumps({"memory": [{"id": i, "text": t, "event": e} for i, t, e in rows]})
+
+
+@pytest.fixture
+def list_mode(monkeypatch):
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    monkeypatch.setenv("MEMVAULT_RECONCILE_MODE", "list")
+
+
+def test_list_mode_delete_only_answer_still_stores_the_new_fact(vault_dir, llm_env, list_mode):
+    llm_env.push(facts("The user lives in Berlin"))
+    run_cli("add", "--extract", "I live in Berlin")
+    berlin = next(Vault(vault_dir).iter_memories(roles=("memory",)))
+    llm_env.push(facts("The user lives in Lisbon"), decisions((0, "The user lives in Berlin", "DELETE")))
+    assert run_cli("add", "--extract", "I moved to Lisbon").exit_code == 0
+    assert live(vault_dir) == ["The user lives in Lisbon"]
+    # One reconciliation call that showed the memory under a short id, never its UUID.
+    prompt = llm_env.requests[-1]["messages"][-1]["content"]
+    assert '{"id": 0, "text": "The user lives in Berlin"}' in prompt and berlin.id not in prompt
+    [tomb] = deleted(vault_dir)
+    assert tomb.id == berlin.id and tomb.extra["deleted_reason"] == "contradiction"
+
+
+def test_list_mode_hallucinated_ids_are_ignored(vault_dir, llm_env, list_mode):
+    llm_env.push(facts("The user has a cat named Tom"))
+    run_cli("add", "--extract", "I have a cat named Tom")
+    llm_env.push(facts("The user has a dog named Rex"),
+                 decisions((7, "whatever", "DELETE"), (-1, "x", "UPDATE"), (0, "The user has a cat named Tom", "NONE")))
+    assert run_cli("add", "--extract", "I also have a dog named Rex").exit_code == 0
+    assert live(vault_dir) == ["The user has a cat named Tom", "The user has a dog named Rex"]
+    assert deleted(vault_dir) == []
+
+
+def test_unknown_reconcile_mode_is_a_usage_error(vault_dir, llm_env, monkeypatch):
+    monkeypatch.setenv("MEMVAULT_RECONCILE_MODE", "vote")
+    result = run_cli("add", "--extract", "I live in Berlin")
+    assert result.exit_code == 2
+    assert "reconcile_mode" in result.stderr and "pairs, list" in result.stderr
+    assert llm_env.requests == []
+
+
 def test_dissimilar_facts_are_not_asked_about(vault_dir, llm_env, monkeypatch):
     # Below the similarity floor there is no question (an unscripted call would fail the test).
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")

@@ -277,6 +277,137 @@ def test_reconcile_dedupes_new_facts(fake_llm):
     assert adds(decisions) == ["The user plays chess"]
 
 
+# --- reconciliation as one list (reconcile_mode = "list", SPEC section 5) -------------------
+
+
+def answer(*items: tuple[int, str, str]) -> str:
+    return json.dumps({"memory": [{"id": i, "text": t, "event": e} for i, t, e in items]})
+
+
+def reconcile_list(cfg, new_facts, existing):
+    return reconcile(cfg, new_facts, existing, mode="list")
+
+
+def test_list_reconcile_shows_short_ids_never_uuids(fake_llm):
+    fake_llm.push(answer((0, "The user drinks green tea every morning", "NONE")))
+    reconcile_list(fake_llm.config(), ["The user plays chess"], EXISTING)
+    body = json.dumps(fake_llm.requests[0])
+    assert ID_TEA not in body and ID_CITY not in body and ID_CAR not in body
+    assert '{\\"id\\": 1, \\"text\\": \\"The user lives in Lyon\\"}' in body
+
+
+def test_list_reconcile_restated_memory_is_not_shown(fake_llm):
+    fake_llm.push(answer((0, "The user drinks green tea every morning", "NONE")))
+    decisions = reconcile_list(fake_llm.config(), ["The user lives in Lyon", "The user plays chess"], EXISTING)
+    prompt = fake_llm.requests[0]["messages"][-1]["content"]
+    assert "Lyon" not in prompt.split("New facts:")[0]
+    assert ("NONE", ID_CITY) in [(d.event, d.target) for d in decisions]
+    assert adds(decisions) == ["The user plays chess"]
+
+
+def test_list_reconcile_update_maps_short_id_to_real_id(fake_llm):
+    fake_llm.push(
+        answer(
+            (0, "The user drinks green tea every morning", "NONE"),
+            (1, "The user lives in Lyon", "NONE"),
+            (2, "The user owns a red bicycle from 1985", "UPDATE"),
+            (3, "The user's bicycle is from 1985", "ADD"),
+        )
+    )
+    decisions = reconcile_list(fake_llm.config(), ["The user's bicycle is from 1985"], EXISTING)
+    assert changes(decisions) == [("UPDATE", "The user owns a red bicycle from 1985", ID_CAR)]
+    assert adds(decisions) == []  # the UPDATE carries the new fact
+
+
+def test_list_reconcile_delete_only_still_adds_the_new_fact(fake_llm):
+    fake_llm.push(answer((1, "The user lives in Lyon", "DELETE")))
+    decisions = reconcile_list(fake_llm.config(), ["The user lives in Porto"], EXISTING)
+    assert changes(decisions) == [("DELETE", None, ID_CITY)]
+    assert adds(decisions) == ["The user lives in Porto"]
+
+
+def test_list_reconcile_delete_and_add(fake_llm):
+    fake_llm.push(answer((1, "The user lives in Lyon", "DELETE"), (3, "The user lives in Porto", "ADD")))
+    decisions = reconcile_list(fake_llm.config(), ["The user lives in Porto"], EXISTING)
+    assert changes(decisions) == [("DELETE", None, ID_CITY)]
+    assert adds(decisions) == ["The user lives in Porto"]  # once
+
+
+def test_list_reconcile_hallucinated_ids_are_ignored(fake_llm):
+    fake_llm.push(
+        answer(
+            (7, "The user lives in Lyon", "DELETE"),
+            (3, "The user plays chess", "UPDATE"),
+            (-1, "whatever", "NONE"),
+        )
+    )
+    decisions = reconcile_list(fake_llm.config(), ["The user plays chess"], EXISTING)
+    assert changes(decisions) == []
+    assert all(d.target in (ID_TEA, ID_CITY, ID_CAR) for d in decisions if d.event != "ADD")
+    assert adds(decisions) == ["The user plays chess"]
+
+
+def test_list_reconcile_none_on_a_memory_that_carries_the_fact_means_stored(fake_llm):
+    fake_llm.push(answer((0, "The user drinks green tea every morning", "NONE")))
+    decisions = reconcile_list(fake_llm.config(), ["The user drinks green tea"], EXISTING)
+    assert adds(decisions) == []
+    assert [(d.event, d.target) for d in decisions] == [("NONE", ID_TEA)]
+
+
+def test_list_reconcile_lazy_none_does_not_drop_a_new_fact(fake_llm):
+    fake_llm.push(answer((0, "The user drinks green tea every morning", "NONE"), (1, "The user lives in Lyon", "NONE")))
+    decisions = reconcile_list(fake_llm.config(), ["The user no longer drinks green tea"], EXISTING)
+    assert adds(decisions) == ["The user no longer drinks green tea"]
+
+
+def test_list_reconcile_update_unrelated_to_new_facts_is_rejected(fake_llm):
+    fake_llm.push(answer((1, "The user lives in central Lyon near the river", "UPDATE")))
+    decisions = reconcile_list(fake_llm.config(), ["The user plays chess"], EXISTING)
+    assert changes(decisions) == []
+    assert adds(decisions) == ["The user plays chess"]
+
+
+def test_list_reconcile_first_change_per_memory_wins(fake_llm):
+    fake_llm.push(
+        answer(
+            (1, "The user lives in Lyon", "NONE"),
+            (1, "The user lives in Lyon", "DELETE"),
+            (1, "The user lives in Porto", "UPDATE"),
+        )
+    )
+    decisions = reconcile_list(fake_llm.config(), ["The user lives in Porto"], EXISTING)
+    assert changes(decisions) == [("DELETE", None, ID_CITY)]
+    assert adds(decisions) == ["The user lives in Porto"]
+
+
+def test_list_reconcile_accepts_a_bare_list_and_lowercase_events(fake_llm):
+    fake_llm.push('[{"id": "1", "text": "The user lives in Lyon", "event": "delete"}]')
+    decisions = reconcile_list(fake_llm.config(), ["The user lives in Porto"], EXISTING)
+    assert changes(decisions) == [("DELETE", None, ID_CITY)]
+    assert adds(decisions) == ["The user lives in Porto"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ["no json here", "still no json"],  # invalid twice -> structured() gives None
+        [{"status": 500, "body": "boom"}],  # LLMError, caught
+        [{"raw": "<html>not an API</html>"}],
+    ],
+)
+def test_list_reconcile_failure_adds_all(fake_llm, failure):
+    fake_llm.push(*failure)
+    facts = ["The user lives in Porto", "The user plays chess"]
+    decisions = reconcile_list(fake_llm.config(), facts, EXISTING)
+    assert [(d.event, d.text) for d in decisions] == [("ADD", f) for f in facts]
+
+
+def test_list_reconcile_endpoint_down_adds_all():
+    cfg = LLMConfig("openai/test-model", refused_url())
+    decisions = reconcile_list(cfg, ["The user plays chess"], EXISTING)
+    assert [(d.event, d.text, d.target) for d in decisions] == [("ADD", "The user plays chess", None)]
+
+
 def with_probs(tokens: list[tuple[str, list[tuple[str, float]]]]) -> dict:
     """A raw chat completion whose content is the tokens, with top log-probabilities
     [(token, [(alternative, probability), ...]), ...] as llama-server reports them."""
