@@ -296,8 +296,8 @@ class Run:
                 mode = self.rng.choices(["write phase", "whole life", "risky step"], weights=[5, 2, 3])[0]
                 target = vault if kind != "add (new vault)" else self.workdir / f"fresh-{trial}"
                 text = f"memory {trial}: written while being killed ({kind})"
-                # inside `git add` (1st process commit_all starts) or `git commit` (3rd)
-                in_git = (f"memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;{self.rng.choice([1, 3])};"
+                # inside `git add` (1st process commit_all starts) or `git commit` (2nd)
+                in_git = (f"memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;{self.rng.choice([1, 2])};"
                           f"{self.rng.uniform(0, 0.015):.3f}")
                 if kind.startswith("add"):
                     args, mark, span = ["add", text], "memvault/vault.py:change", spans["add"] + 1.0

@@ -1,7 +1,8 @@
 """The vault as a git repository: init, one commit per command, history.
 
-gitpython drives the real git binary. Commits carry trailers that say which
-memories a command touched, so `memvault log` can tell the story later:
+Plain git processes, as few as a write allows: `git add -A` and `git commit` for a change
+to an existing vault, nothing else. Commits carry trailers that say which memories a command
+touched, so `memvault log` can tell the story later:
   Memvault-Added: <id>
   Memvault-Deleted: <id>
   Memvault-Replaced: <old> -> <new>
@@ -11,6 +12,8 @@ memories a command touched, so `memvault log` can tell the story later:
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,15 @@ FALLBACK_NAME = "memvault"
 FALLBACK_EMAIL = "memvault@localhost"
 # Variables that would point git at another repository than the vault.
 _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # SHA-1 or SHA-256
+
+
+class GitError(MemvaultError):
+    """A git command that failed; `cause` is the line of its stderr that says why."""
+
+    def __init__(self, root: Path, command: str, stderr: str):
+        self.cause = _git_cause(stderr) or f"git {command} failed"
+        super().__init__(f"git {command} in {root} failed: {self.cause}")
 
 
 def _git_env() -> None:
@@ -39,54 +51,130 @@ def _git_env() -> None:
     os.environ["GIT_TERMINAL_PROMPT"] = "0"
 
 
-def open_repo(root: Path):
-    import git
-
+def _run(root: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
     _git_env()
+    # git's messages in English, whatever the locale (as under GitPython before): _git_cause
+    # looks for "fatal:" and "error:".
+    env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C"}
     try:
-        return git.Repo(root)
-    except git.InvalidGitRepositoryError:
-        return None
-    except git.NoSuchPathError:
-        return None
+        return subprocess.run(["git", "-C", str(root), *args], input=input, capture_output=True, env=env,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise MemvaultError("git is not installed (or set enable_git_versioning = false)") from None
 
 
-def init_repo(root: Path):
-    """git init the vault, write .gitignore, set a local identity if none, initial commit."""
-    import git
+def git_output(root: Path, *args: str, input: bytes | None = None) -> str:
+    """stdout of one git command in the vault; GitError naming the cause if it fails."""
+    done = _run(root, *args, input=input)
+    if done.returncode != 0:
+        raise GitError(root, args[0], done.stderr.decode("utf-8", "replace"))
+    return done.stdout.decode("utf-8", "surrogateescape")
 
+
+def is_repo(root: Path) -> bool:
+    """The vault is a repository of its own (.git: a folder, or a file for a worktree)."""
+    return os.path.lexists(root / ".git")
+
+
+def init_repo(root: Path) -> None:
+    """git init the vault, write .gitignore, initial commit.
+
+    Runs before every change, so on a vault that has its first commit it starts no process.
+    """
     _git_env()
-    repo = open_repo(root)
-    if repo is None:
-        repo = git.Repo.init(root)
-    ensure_identity(repo)
+    born = is_repo(root) and head_sha(root) is not None
+    if not born:
+        git_output(root, "init", "-q")  # also completes a .git that a killed `git init` left half-made
     ignore = root / ".gitignore"
     if not ignore.exists():
         from memvault.files import atomic_write
 
         atomic_write(ignore, GITIGNORE)  # a half-written .gitignore would let .memvault/ into git
-    if not repo.head.is_valid():
+    if not born:
         clear_stale_index_lock(root)  # a first commit killed half-way
-        repo.git.add("--", ".gitignore")
-        if (root / "memvault.toml").exists():
-            repo.git.add("--", "memvault.toml")
-        repo.git.commit("-q", "--no-verify", "-m", "memvault init: new vault")
-    return repo
+        first = [".gitignore"] + (["memvault.toml"] if (root / "memvault.toml").exists() else [])
+        git_output(root, "add", "--", *first)
+        _commit(root, "memvault init: new vault\n")
 
 
-def ensure_identity(repo) -> None:
-    """Commit as the user if git knows them; else as memvault, in the vault's own config only."""
-    import git
+def head_sha(root: Path) -> str | None:
+    """The commit HEAD points at, None before the first commit.
 
+    Read from the files when they are the plain kind (HEAD naming a branch, a loose or packed
+    ref); anything else (a detached HEAD, a worktree, the reftable backend) is asked of git.
+    """
+    git_dir = root / ".git"
     try:
-        repo.git.var("GIT_COMMITTER_IDENT")
-        repo.git.var("GIT_AUTHOR_IDENT")
-        return
-    except git.GitCommandError:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        ref = head[len("ref: "):] if head.startswith("ref: refs/heads/") and ".." not in head else None
+        if ref is not None:
+            try:
+                sha = (git_dir / ref).read_text(encoding="utf-8").strip()
+            except FileNotFoundError:
+                sha = _packed_ref(git_dir, ref)
+                if sha is None and not (git_dir / "reftable").exists():
+                    return None  # an unborn branch: no commit yet
+            if sha and _SHA.match(sha):
+                return sha
+    except OSError:
         pass
-    with repo.config_writer(config_level="repository") as config:
-        config.set_value("user", "name", FALLBACK_NAME)
-        config.set_value("user", "email", FALLBACK_EMAIL)
+    done = _run(root, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+    sha = done.stdout.decode("ascii", "replace").strip()
+    return sha if done.returncode == 0 and sha else None
+
+
+def _packed_ref(git_dir: Path, ref: str) -> str | None:
+    try:
+        lines = (git_dir / "packed-refs").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        sha, _, name = line.partition(" ")
+        if name == ref:
+            return sha
+    return None
+
+
+def _commit(root: Path, message: str) -> bool:
+    """git commit what is staged; False when nothing was. The message goes on stdin: Linux caps
+    one argument at 128 KiB, and a bulk add names thousands of ids in its message.
+
+    No `git status` first: a commit with nothing staged fails, and only then does
+    `git diff --cached --quiet` tell that apart from a real failure. Nor is the identity checked
+    before every change: only when a commit fails is git asked whether it knows the user; if it
+    does not, the vault's own config gets memvault's identity and the commit is tried again.
+    """
+    args = ("commit", "-q", "--no-verify", "-F", "-")
+    data = _encode(message)
+    done = _run(root, *args, input=data)
+    if done.returncode == 0:
+        return True
+    if _run(root, "diff", "--cached", "--quiet").returncode == 0:
+        return False
+    if not has_identity(root):
+        set_fallback_identity(root)
+        done = _run(root, *args, input=data)
+    if done.returncode != 0:
+        raise GitError(root, "commit", done.stderr.decode("utf-8", "replace"))
+    return True
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")  # undecodable bytes of argv: the bytes they were
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
+
+
+def has_identity(root: Path) -> bool:
+    """Does git know who commits (user config, environment, or the system's name and mail)?"""
+    return all(_run(root, "var", name).returncode == 0 for name in ("GIT_COMMITTER_IDENT", "GIT_AUTHOR_IDENT"))
+
+
+def set_fallback_identity(root: Path) -> None:
+    """Commit as memvault, in the vault's own config only (never the user's global one)."""
+    git_output(root, "config", "--local", "user.name", FALLBACK_NAME)
+    git_output(root, "config", "--local", "user.email", FALLBACK_EMAIL)
 
 
 def clear_stale_index_lock(root: Path, older_than: float = 2.0) -> None:
@@ -127,17 +215,14 @@ def _clear_lock(lock: Path, older_than: float) -> None:
         time.sleep(0.05)
 
 
-def _git_cause(exc) -> str:
+def _git_cause(stderr: str) -> str:
     """The line of git's stderr that says what went wrong (git ends with advice, not the cause)."""
-    text = str(getattr(exc, "stderr", None) or exc).strip()
-    if text.startswith("stderr:"):
-        text = text[len("stderr:"):].strip().strip("'")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for prefix in ("fatal:", "error:"):
         found = next((line for line in lines if line.startswith(prefix)), None)
         if found:
             return found
-    return lines[-1] if lines else str(exc)
+    return lines[-1] if lines else ""
 
 
 @dataclass
@@ -157,21 +242,18 @@ class CommitRecord:
 
 
 def commit_all(root: Path, record: CommitRecord) -> str | None:
-    """Stage every change in the vault and commit it; returns the sha, or None if nothing changed."""
-    import git
+    """Stage every change in the vault and commit it; returns the sha, or None if nothing changed.
 
-    repo = open_repo(root)
-    if repo is None:
-        repo = init_repo(root)
+    Two git processes: `git add -A` and `git commit`.
+    """
+    if not is_repo(root):
+        init_repo(root)
     clear_stale_index_lock(root)
     try:
-        repo.git.add("-A", "--", ".")
-        if not repo.git.status("--porcelain", "--untracked-files=no"):
+        git_output(root, "add", "-A", "--", ".")
+        if not _commit(root, record.message()):
             return None
-        subject, _, body = record.message().partition("\n\n")
-        repo.git.commit("-q", "--no-verify", "-m", subject.strip(), *(["-m", body.strip()] if body.strip() else []))
-    except git.GitCommandError as exc:
-        raise MemvaultError(f"git commit in {root} failed: {_git_cause(exc)} "
+    except GitError as exc:
+        raise MemvaultError(f"git commit in {root} failed: {exc.cause} "
                             "(the files are saved; the next memvault command commits them)") from None
-    return repo.head.commit.hexsha
-
+    return head_sha(root)

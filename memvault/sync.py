@@ -50,13 +50,12 @@ def reindex(vault: Vault, full: bool = False, notice: Callable[[str], None] | No
 def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
     if not vault.settings.enable_git_versioning:
         return
-    from memvault.gitrepo import open_repo
+    from memvault import gitrepo
 
-    repo = open_repo(vault.root)
-    if repo is None:
+    if not gitrepo.is_repo(vault.root):
         return
-    dirty = [line[3:].strip('"') for line in
-             repo.git.status("--porcelain", "--untracked-files=all", "--", files.ENTRIES).splitlines()]
+    status = gitrepo.git_output(vault.root, "status", "--porcelain", "--untracked-files=all", "--", files.ENTRIES)
+    dirty = [line[3:].strip('"') for line in status.splitlines()]
     dirty = [p.split(" -> ")[-1] for p in dirty if p.endswith(".md")]
     if not dirty:
         return

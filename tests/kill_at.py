@@ -7,8 +7,8 @@
 
 A spec is ``<where>[;<nth call>[;<delay seconds>]]``; ``<where>`` is ``<file suffix>:<function>``
 for a Python function or ``c:<module>.<name>`` for a builtin (posix.replace, posix.fsync...).
-Stages chain with ``>``: ``memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;3;0.005``
-is 5 ms after the third process started once commit_all began (`git commit`).
+Stages chain with ``>``: ``memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;2;0.005``
+is 5 ms after the second process started once commit_all began (`git commit`).
 The kill is a real SIGKILL of the whole process group when this process leads one (start it
 with start_new_session=True), so git children die with it, as they do when a terminal or a
 cron job is killed. Before dying it writes ``kill_at: <spec>`` to stderr.
