@@ -176,12 +176,57 @@ def new_memory(
 
 
 def render(memory: Memory) -> str:
-    import yaml  # python-frontmatter's own dependency; dumped directly to keep key order
+    return f"---\n{dump_front_matter(memory.front_matter())}---\n{memory.text.strip()}\n"
 
-    header = yaml.safe_dump(
-        memory.front_matter(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
-    )
-    return f"---\n{header}---\n{memory.text.strip()}\n"
+
+# Front matter goes through libyaml (PyYAML's C extension, 7x faster to read) where it gives
+# exactly what the pure-Python classes give, which stay the reference and the fallback.
+_YAML_WIDTH = 1000
+# libyaml escapes these (\N, \U0001F642...) where PyYAML writes them as they are, or cannot write them.
+_LIBYAML_ESCAPES = re.compile("[\x85\ud800-\udfff\U00010000-\U0010ffff]")
+# What PyYAML's own parser refuses or reads otherwise than libyaml: tabs, a BOM inside the text,
+# some plain scalars in flow collections ('[x?]', '[!,y]'), a comment glued to '|' or '>'.
+_PYYAML_STRICTER = re.compile(r"[\t\ufeff\[{]|[|>][-+0-9]*#")
+
+
+def dump_front_matter(meta: dict[str, Any]) -> str:
+    """YAML for the front matter, key order kept; byte for byte what yaml.safe_dump writes."""
+    import yaml
+
+    options = dict(sort_keys=False, allow_unicode=True, default_flow_style=False, width=_YAML_WIDTH)
+    fast = getattr(yaml, "CSafeDumper", None)
+    if fast is not None and _libyaml_writes_alike(meta):
+        text = yaml.dump(meta, Dumper=fast, **options)
+        # The two fold a line past the width differently; short of it neither folds.
+        if max(map(len, text.split("\n"))) < _YAML_WIDTH - 100:
+            return text
+    return yaml.dump(meta, Dumper=yaml.SafeDumper, **options)
+
+
+def load_front_matter(header: str) -> Any:
+    """What yaml.safe_load gives, the same value or the same error (message and line)."""
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None and not _PYYAML_STRICTER.search(header):
+        try:
+            return yaml.load(header, Loader=fast)
+        except yaml.YAMLError:
+            pass  # rare (a broken file): PyYAML says why, in the words and line numbers it always used
+    return yaml.load(header, Loader=yaml.SafeLoader)
+
+
+def _libyaml_writes_alike(value: Any) -> bool:
+    """No character libyaml escapes, and keys both write as `key:` (they disagree on which keys
+    need `? key`: empty ones, long ones (characters or bytes), ones with a carriage return)."""
+    if isinstance(value, str):
+        return _LIBYAML_ESCAPES.search(value) is None
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and k.isprintable() and 0 < len(k.encode("utf-8", "surrogatepass")) < 100
+                   and _libyaml_writes_alike(k) and _libyaml_writes_alike(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_libyaml_writes_alike(v) for v in value)
+    return True
 
 
 def relative_path_for(memory: Memory) -> Path:
@@ -266,7 +311,7 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
         header = "".join(lines[1:end])
         body = "".join(lines[end + 1 :]).strip()
         try:
-            meta = yaml.safe_load(header) if header.strip() else {}
+            meta = load_front_matter(header) if header.strip() else {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -319,6 +364,13 @@ def _memory_from_meta(meta: dict[str, Any], body: str, path: Path) -> Memory:
 
 def read_memory(path: Path, root: Path | None = None) -> tuple[Memory, bool]:
     """Read one memory file; raises MemoryFileError naming the file and why."""
+    memory, adopted, _raw, _stat = read_memory_raw(path, root)
+    return memory, adopted
+
+
+def read_memory_raw(path: Path, root: Path | None = None) -> tuple[Memory, bool, bytes, os.stat_result]:
+    """read_memory, plus the bytes it parsed and the stat taken before reading them: the index
+    hashes those bytes instead of reading the file a second time."""
     if path.is_symlink():
         raise MemoryFileError(path, "is a symbolic link (not followed)")
     try:
@@ -336,7 +388,8 @@ def read_memory(path: Path, root: Path | None = None) -> tuple[Memory, bool]:
         if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # not UTF-16 text either
             raise MemoryFileError(path, "binary file (not text)") from None
         raise MemoryFileError(path, f"not UTF-8 text (byte {exc.start})") from None
-    return parse_memory(text.lstrip("\ufeff"), path, stat.st_mtime, root)
+    memory, adopted = parse_memory(text.lstrip("\ufeff"), path, stat.st_mtime, root)
+    return memory, adopted, raw, stat
 
 
 def read_optional(path: Path, root: Path) -> Memory | None:

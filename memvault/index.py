@@ -309,13 +309,15 @@ class Index:
         return repaired, stray | set(repaired)
 
     def _read(self, path: Path, adopt: bool, report: SyncReport):
-        memory, adopted = files.read_memory(path, self.root)
+        # One read: the hash is of the very bytes that were parsed, the stat from before reading
+        # them (a file changed in between then looks changed to the next sync, never unchanged).
+        memory, adopted, raw, stat = files.read_memory_raw(path, self.root)
         if adopted:
             report.adopted.append(memory)
             if adopt:
                 files.write_memory(self.root, memory, path)
-        raw = path.read_bytes()
-        return memory, adopted, hashlib.sha256(raw).hexdigest(), path.stat()
+                raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
+        return memory, adopted, hashlib.sha256(raw).hexdigest(), stat
 
     def _apply(self, known, report: SyncReport, to_index, progress) -> None:
         stale = report.removed + report.changed

@@ -1,9 +1,10 @@
 """The memory file format: front matter, slugs, atomic writes, clear parse errors."""
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memvault import files
 from memvault.errors import InvalidConversationId, MemoryFileError
@@ -88,6 +89,77 @@ def test_unreadable_files_name_the_file_and_reason(tmp_path, content, reason):
         files.read_memory(path, tmp_path)
     assert reason in str(excinfo.value)
     assert str(path) in str(excinfo.value)
+
+
+# Front matter is read and written through libyaml (PyYAML's C extension) only where that gives
+# what PyYAML's pure-Python classes give; these are values on which the two disagree, or could.
+TRICKY_FRONT_MATTER = [
+    {"tags": ["yes", "no", "on", "~", "null", "1.0", "0x1f", "2024-01-01", "12:30", "- x", "a: b", "#c"]},
+    {"tags": ["café 🙂", "漢字"], "mood": "🧠 thinking"},  # libyaml writes "\U0001F642"
+    {"source": "line one\nline two\n\nafter a blank line", "note": "ends with a newline\n", "cr": "a\rb"},
+    {"odd": "ends in a next-line\x85", "sep": "a line\u2028separator", "bell": "bell\x07", "bom": "\ufeffx"},
+    # past 1000 columns, folded (libyaml folds quoted and multi-line values elsewhere)
+    {"long": "word " * 300, "long_quoted": "a\tb " + "word " * 300, "long_lines": ("word " * 150 + "\n") * 3},
+    {"": "an empty key", "k\rey": "a carriage return in a key", "k" * 130: "a long key", "ключ" * 20: "long in bytes"},
+    {"day": date(2024, 1, 2), "at": datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+     "nested": {"a": [1, 2.5, True, None, {"b": "c"}]}, "empty": [], "none": None},
+]
+
+
+@pytest.mark.parametrize("extra", TRICKY_FRONT_MATTER)
+def test_front_matter_is_written_and_read_as_pyyaml_does(tmp_path, extra):
+    """Byte for byte what yaml.safe_dump writes, so no file is rewritten differently; the same
+    values back as yaml.safe_load gives (dates, "yes", unicode, multi-line)."""
+    memory = files.new_memory("a fact", extra=extra)
+    header = yaml.safe_dump(memory.front_matter(), sort_keys=False, allow_unicode=True,
+                            default_flow_style=False, width=1000)
+    assert files.render(memory) == f"---\n{header}---\na fact\n"
+    path = files.write_memory(tmp_path, memory)
+    read, _ = files.read_memory(path, tmp_path)
+    expected = {k: v for k, v in yaml.safe_load(header).items() if k not in files.CORE_KEYS}
+    assert read.extra == expected
+    assert files.load_front_matter(header) == yaml.safe_load(header)
+
+
+@pytest.mark.skipif(not getattr(yaml, "__with_libyaml__", False), reason="PyYAML without libyaml")
+def test_typical_memories_go_through_libyaml(tmp_path, monkeypatch):
+    """The speed of a bulk add or a full reindex: the pure-Python YAML classes are for the odd file."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("pure-Python YAML used for a typical memory")
+    monkeypatch.setattr(yaml.SafeLoader, "__init__", refuse)
+    monkeypatch.setattr(yaml.SafeDumper, "__init__", refuse)
+    memory = files.new_memory("The user's wife is named Anne", conversation_id="conv-26",
+                              extra={"tags": ["family", "naïve"], "source": "chat: 3 May", "meta": {"turn": "D1:3"}})
+    path = files.write_memory(tmp_path, memory)
+    assert files.read_memory(path, tmp_path)[0].extra == memory.extra
+
+
+def test_a_tombstone_keeps_tags_as_they_were_written(tmp_path):
+    vault = Vault(tmp_path / "v")
+    vault._settings = vault.settings.replace(enable_git_versioning=False)
+    with vault.change("test") as change:
+        memory = change.add(files.new_memory("The user likes figs", extra={"tags": ["food 🍐", "naïve"]}))
+    with vault.change("test") as change:
+        change.soft_delete(memory, "user")
+    text = memory.path.read_text(encoding="utf-8")
+    assert "tags:\n- food 🍐\n- naïve\ndeleted_at: " in text
+    assert "\\U" not in text
+
+
+@pytest.mark.parametrize("header, reason", [
+    ("id: a\nrole: memory: x\n", "at line 3: mapping values are not allowed here"),
+    ("id: [unclosed\nrole: memory\n", "at line 3: expected ',' or ']', but got ':'"),
+    ('id: "bad \\q escape"\n', "at line 2: found unknown escape character 'q'"),
+    # PyYAML refuses these and libyaml reads them: still refused, as before
+    ("id: a\nrole:\tmemory\n", "at line 3: found character '\\t' that cannot start any token"),
+    ("id: a\nrole: memory\ntags: [what?]\n", "at line 4: expected ',' or ']', but got '?'"),
+    ("id: a\nrole: memory\nnote: |#x\n", "at line 4: expected chomping or indentation indicators, but found '#'"),
+])
+def test_broken_front_matter_is_reported_in_the_same_words(tmp_path, header, reason):
+    path = write(tmp_path / "entries/global/facts/bad.md", f"---\n{header}---\nx\n")
+    with pytest.raises(MemoryFileError) as excinfo:
+        files.read_memory(path, tmp_path)
+    assert str(excinfo.value) == f"{path}: front matter is not valid YAML {reason}"
 
 
 def test_file_without_front_matter_is_adopted_as_note_with_stable_id(tmp_path):
