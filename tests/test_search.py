@@ -202,3 +202,27 @@ def test_read_path_makes_no_network_connection(vault_dir):
     assert done.returncode == 0, done.stderr
     assert "NETWORK: []" in done.stderr
     assert "tennis" in done.stdout
+
+
+def test_search_defers_lancedbs_rest_client_without_losing_it(vault_dir):
+    """lancedb imports the REST namespace client (0.65 s of its 1.2 s import) that a local vault
+    never uses; memvault loads that package only when something asks it for a name."""
+    add_lines("The user's wife is named Anne", "The user plays chess")
+    script = """
+import sys
+from memvault.cli import main
+sys.argv = ["memvault", "search", "--json", "-k", "1", "wife"]
+try:
+    main()
+except SystemExit as exit:
+    assert exit.code in (0, None), exit.code
+rest = "lance_namespace_urllib3_client"
+print("api modules:", sorted(m for m in sys.modules if m.startswith(rest + ".api.")), file=sys.stderr)
+from lance_namespace_urllib3_client import ApiClient, TableApi  # the REST client still works
+print("after use:", ApiClient.__name__, TableApi.__name__, f"{rest}.api.table_api" in sys.modules, file=sys.stderr)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["text"] == "The user's wife is named Anne"
+    assert "api modules: []" in done.stderr
+    assert "after use: ApiClient TableApi True" in done.stderr
