@@ -74,7 +74,10 @@ class State:
         from memvault.config import default_vault_path
         from memvault.vault import Vault
 
-        return Vault.open(self.vault_path or default_vault_path(), {**self.overrides, **overrides})
+        vault = Vault.open(self.vault_path or default_vault_path(), {**self.overrides, **overrides})
+        if self.quiet:
+            vault.notice = None
+        return vault
 
 
 def _state(ctx: typer.Context) -> State:
@@ -431,14 +434,15 @@ def _sync_before_read(ctx: typer.Context, vault, index) -> None:
 
     try:
         vault.sidecar.mkdir(exist_ok=True)
-        with vault_lock(vault.lock_path, timeout=0) as got:
+        with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
             report = index.sync() if got else None
         if report is None:
             if index.state_path.exists():
                 if _state(ctx).verbose:
                     info(ctx, "memvault: another process is writing; searching the index as it is")
                 return
-            with vault_lock(vault.lock_path):
+            with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout, holder="search (index sync)",
+                            on_wait=vault.notice):
                 report = index.sync()
     except OSError as exc:
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):

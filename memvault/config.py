@@ -41,6 +41,7 @@ class Settings:
     hard_decay_minutes: float = 30.0
     max_session_tokens: int = 8000
     reconcile_mode: str = "pairs"
+    lock_timeout: float = 600.0
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -61,6 +62,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "soft_decay_minutes": (0.0, None),
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),
+    "lock_timeout": (1.0, None),
 }
 
 # Allowed values of string keys that are a choice.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,8 @@ class Vault:
     def __init__(self, root: Path, settings: Settings | None = None, auto_index: bool = True):
         self.root = Path(os.path.abspath(Path(root).expanduser()))
         self._settings = settings
+        # Where a write that waits for the lock says so (the CLI silences it with -q).
+        self.notice: Callable[[str], None] | None = lambda message: sys.stderr.write(message + "\n")
         # Index what a change wrote in the same invocation (costs a model load);
         # off only for callers that sync the index themselves.
         self.auto_index = auto_index
@@ -74,7 +77,7 @@ class Vault:
     def create(self) -> None:
         """Make the folder, git init it, write .gitignore, initial commit. Idempotent."""
         self._make_folders()
-        with vault_lock(self.lock_path):
+        with vault_lock(self.lock_path, timeout=self.settings.lock_timeout, holder="init", on_wait=self.notice):
             self._init_repository()
 
     def _make_folders(self) -> None:
@@ -104,11 +107,15 @@ class Vault:
 
     # -- writing -------------------------------------------------------------
     @contextmanager
-    def change(self, command: str, lock_timeout: float = 120.0) -> Iterator["Change"]:
+    def change(self, command: str, lock_timeout: float | None = None) -> Iterator["Change"]:
         """Lock, create if needed, collect writes, then index + commit (also when the command fails,
-        so that what was already written, such as a chat's user turn, is kept and recorded)."""
+        so that what was already written, such as a chat's user turn, is kept and recorded).
+
+        Waits up to `lock_timeout` (default: the lock_timeout setting) for another writer.
+        """
         self._make_folders()
-        with vault_lock(self.lock_path, timeout=lock_timeout):
+        timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
+        with vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice):
             self._init_repository()
             change = Change(self, command)
             try:

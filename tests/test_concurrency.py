@@ -20,3 +20,48 @@ def test_twenty_parallel_adds_all_land(vault_dir):
     subprocess.run(["git", "-C", str(vault_dir), "fsck", "--strict"], check=True, capture_output=True)
     subjects = git(vault_dir, "log", "--format=%s").splitlines()
     assert len([s for s in subjects if s.startswith("memvault add: 1 memory")]) == 20
+
+
+def _add_in_background(*args: str, env: dict | None = None) -> subprocess.Popen:
+    import os
+    import shutil
+
+    return subprocess.Popen([shutil.which("memvault"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **(env or {})})
+
+
+def test_a_writer_behind_a_long_chat_says_whom_it_waits_for_then_lands(vault_dir):
+    """A cron `add` while a chat holds the vault (the LLM is answering) waits, says why, and lands."""
+    import os
+
+    from memvault.vault import Vault
+
+    vault = Vault.open(vault_dir)
+    vault.create()
+    with vault.change("chat"):  # the lock a chat holds while its reply streams
+        proc = _add_in_background("add", "written while a chat was answering")
+        line = proc.stderr.readline()  # blocks until the waiting notice (or the end of stderr)
+        assert line.strip() == (f"memvault: waiting for another memvault process (pid {os.getpid()}: "
+                                "memvault chat) to finish with the vault")
+        assert proc.poll() is None  # still waiting, not failed
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    texts = [files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir)]
+    assert texts == ["written while a chat was answering"]
+    assert git(vault_dir, "status", "--porcelain") == ""
+
+
+def test_a_writer_gives_up_after_lock_timeout_naming_the_holder(vault_dir):
+    import os
+
+    from memvault.vault import Vault
+
+    vault = Vault.open(vault_dir)
+    vault.create()
+    with vault.change("chat"):
+        proc = _add_in_background("-q", "add", "not written", env={"MEMVAULT_LOCK_TIMEOUT": "2"})
+        assert proc.wait(timeout=300) == 1
+        err = proc.stderr.read()
+    assert err.strip() == (f"memvault: error: another memvault process (pid {os.getpid()}: memvault chat) "
+                           f"has held {vault_dir / '.memvault' / 'lock'} for over 2s (setting lock_timeout); "
+                           "try again")
+    assert list(files.walk_entries(vault_dir)) == []

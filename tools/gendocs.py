@@ -59,6 +59,8 @@ SETTING_HELP = {
     "soft_decay_minutes": "Chat: after this much silence, older turns are folded into a session summary.",
     "hard_decay_minutes": "Chat: after this much silence, a fresh session starts.",
     "max_session_tokens": "Chat: above this many tokens, the oldest turns of the session are summarized.",
+    "lock_timeout": "Seconds a command that writes waits for another memvault process writing to the vault "
+                    "(a chat holds the vault while the LLM answers) before it gives up.",
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",
