@@ -7,7 +7,7 @@ score_scenarios.py, and reports the pass rate and wall time per turn.
 
 Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
-usage: bench/memory_quality.py [--scenarios FILE] [--vault DIR] [--only ID ...] [--json OUT]
+usage: bench/memory_quality.py [--scenarios FILE] [--vault DIR] [--only ID ...] [--json OUT] [--summaries]
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def main() -> int:
     ap.add_argument("--vault", help="vault folder (default: a fresh temp folder)")
     ap.add_argument("--only", nargs="*", help="run only these scenario ids")
     ap.add_argument("--json", help="write the per-scenario results here")
+    ap.add_argument("--summaries", action="store_true",
+                    help="keep the rolling summary on (the default setting; off here by default because the "
+                         "scorer does not read it and it costs one model call per turn that learned something)")
     args = ap.parse_args()
     if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
         print("set the LLM first: eval \"$(../shared/llm/local-llm.sh env)\"", file=sys.stderr)
@@ -44,7 +47,7 @@ def main() -> int:
     vault = Path(args.vault or tempfile.mkdtemp(prefix="memvault-quality-"))
     if args.vault and vault.exists():
         shutil.rmtree(vault)
-    env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_ENABLE_SUMMARIZATION": "false"}
+    env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_ENABLE_SUMMARIZATION": str(args.summaries).lower()}
     # The product of this checkout, whatever checkout `pip install -e` points at right now.
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     exe = shutil.which("memvault") or "memvault"
