@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from checkout import with_this_checkout  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402  (the same server the tests use)
 
 FACTS = json.dumps({"facts": ["The user's wife is named Anne"]})
@@ -50,10 +51,8 @@ def main() -> int:
     server.default = DEFAULT
     exe = shutil.which("memvault") or "memvault"
     vault = Path(tempfile.mkdtemp(prefix="memvault-llm-overhead-"))
-    env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_LLM_BASE_URL": server.base_url,
-           "MEMVAULT_LLM_MODEL": "openai/bench", "MEMVAULT_RERANKER_MODEL": str(vault / "no-reranker"),
-           # this checkout's memvault, whatever `pip install -e` points at right now
-           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = with_this_checkout({**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_LLM_BASE_URL": server.base_url,
+           "MEMVAULT_LLM_MODEL": "openai/bench", "MEMVAULT_RERANKER_MODEL": str(vault / "no-reranker")})
     lines = "\n".join(json.dumps({"text": f"The user remembers fact number {i} about the garden"})
                       for i in range(200))
     subprocess.run([exe, "add", "--jsonl", "-"], input=lines, env=env, capture_output=True, text=True, check=True)

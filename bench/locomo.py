@@ -29,6 +29,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from checkout import git_commit, with_this_checkout  # bench/, the script's folder, is on sys.path
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # in-process experiments use this checkout's memvault
 DEFAULT_DATA = HERE.parent.parent / "shared" / "bench" / "locomo"
@@ -60,12 +62,10 @@ def memvault_exe() -> list[str]:
 
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
-    # The product of this checkout, whatever checkout `pip install -e` points at right now.
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     for key, value in (("GIT_AUTHOR_NAME", "bench"), ("GIT_AUTHOR_EMAIL", "bench@localhost"),
                        ("GIT_COMMITTER_NAME", "bench"), ("GIT_COMMITTER_EMAIL", "bench@localhost")):
         env.setdefault(key, value)
-    return env
+    return with_this_checkout(env)
 
 
 def load(data: Path, conversations: list[str] | None, max_questions: int | None, max_turns: int | None = None):
@@ -245,17 +245,6 @@ def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: st
     out.insert(1, "  ".join("-" * w for w in widths))
     out.append(note)
     return "\n".join(out)
-
-
-def git_commit() -> str:
-    try:
-        sha = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "memvault"],
-                               capture_output=True, text=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def reranker_available(mv, env, vault: str) -> tuple[bool, str]:

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from checkout import with_this_checkout
+
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "bench" / "memory"
 
@@ -47,9 +49,8 @@ def main() -> int:
     vault = Path(args.vault or tempfile.mkdtemp(prefix="memvault-quality-"))
     if args.vault and vault.exists():
         shutil.rmtree(vault)
-    env = {**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_ENABLE_SUMMARIZATION": str(args.summaries).lower()}
-    # The product of this checkout, whatever checkout `pip install -e` points at right now.
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
+    env = with_this_checkout({**os.environ, "MEMVAULT_DIR": str(vault),
+                              "MEMVAULT_ENABLE_SUMMARIZATION": str(args.summaries).lower()})
     exe = shutil.which("memvault") or "memvault"
     times, failures = [], []
     started = time.perf_counter()

@@ -34,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
+from checkout import git_commit, with_this_checkout  # noqa: E402
 
 
 TARGETS = {
@@ -132,13 +133,11 @@ def child_env(keep_bytecode_env: bool) -> dict[str, str]:
     if not keep_bytecode_env:
         # A normal install has .pyc files; PYTHONDONTWRITEBYTECODE would recompile memvault in every process.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    # The product of this checkout, whatever checkout `pip install -e` points at right now.
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("GIT_AUTHOR_NAME", "bench")
     env.setdefault("GIT_AUTHOR_EMAIL", "bench@localhost")
     env.setdefault("GIT_COMMITTER_NAME", "bench")
     env.setdefault("GIT_COMMITTER_EMAIL", "bench@localhost")
-    return env
+    return with_this_checkout(env)
 
 
 def reranker_status(mv: list[str], env: dict[str, str], vault: Path) -> dict:
@@ -368,17 +367,6 @@ def versions() -> dict:
         except PackageNotFoundError:
             pass
     return out
-
-
-def git_commit() -> str:
-    try:
-        sha = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "memvault"],
-                               capture_output=True, text=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
