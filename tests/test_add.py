@@ -159,38 +159,34 @@ def test_vault_path_that_is_a_file(tmp_path):
     assert target.read_text() == "precious"
 
 
-def _read_only_argv(vault: Path, *args: str) -> list[str] | None:
-    """argv that runs memvault with the vault on a real read-only mount.
+def run_on_read_only_vault(vault: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run memvault with the vault read-only for real; skips the test where that cannot be done.
 
-    As root, permission bits do not bind, so a private mount namespace
-    (unshare -rm) bind-mounts the vault read-only; as another user, chmod is enough.
+    As root, permission bits do not bind, so a private mount namespace (unshare -rm)
+    bind-mounts the vault read-only; as another user, chmod is enough (and is undone after).
     """
     exe = shutil.which("memvault")
     if os.geteuid() != 0:
-        return [exe, *args]
-    if not shutil.which("unshare"):
-        return None
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
-    if probe.returncode != 0:
-        return None
-    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-    return ["unshare", "-rm", "sh", "-c", script, "sh", str(vault), exe, *args]
+        argv = [exe, *args]
+    elif shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
+        script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+        argv = ["unshare", "-rm", "sh", "-c", script, "sh", str(vault), exe, *args]
+    else:
+        pytest.skip("no way to make a read-only vault here (root without unshare)")
+    if os.geteuid() != 0:
+        for path in [vault, *vault.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    finally:
+        for path in [vault, *vault.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
 
 
 def test_read_only_vault_is_one_clear_line(vault_dir):
     assert run_cli("add", "first").exit_code == 0
     before = git(vault_dir, "rev-parse", "HEAD")
-    argv = _read_only_argv(vault_dir, "add", "second")
-    if argv is None:
-        pytest.skip("no way to make a read-only vault here (root without unshare)")
-    if os.geteuid() != 0:
-        for path in [vault_dir, *vault_dir.rglob("*")]:
-            path.chmod(path.stat().st_mode & ~0o222)
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    finally:
-        for path in [vault_dir, *vault_dir.rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+    result = run_on_read_only_vault(vault_dir, "add", "second")
     assert result.returncode == 1, result.stderr
     assert "not writable" in result.stderr and str(vault_dir) in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

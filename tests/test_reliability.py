@@ -427,20 +427,10 @@ def test_vault_path_that_is_a_file_in_every_command(tmp_path, command):
 
 
 def test_read_only_vault_can_still_be_searched(vault_dir):
-    from test_add import _read_only_argv
+    from test_add import run_on_read_only_vault
 
     add("memory: the user keeps bees")
-    argv = _read_only_argv(vault_dir, "search", "--no-rerank", "bees")
-    if argv is None:
-        pytest.skip("no way to make a read-only vault here (root without unshare)")
-    if os.geteuid() != 0:
-        for path in [vault_dir, *vault_dir.rglob("*")]:
-            path.chmod(path.stat().st_mode & ~0o222)
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    finally:
-        for path in [vault_dir, *vault_dir.rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+    result = run_on_read_only_vault(vault_dir, "search", "--no-rerank", "bees", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "the user keeps bees" in result.stdout
     assert "Traceback" not in result.stderr and "read-only" in result.stderr
