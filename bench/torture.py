@@ -296,8 +296,8 @@ class Run:
                 mode = self.rng.choices(["write phase", "whole life", "risky step"], weights=[5, 2, 3])[0]
                 target = vault if kind != "add (new vault)" else self.workdir / f"fresh-{trial}"
                 text = f"memory {trial}: written while being killed ({kind})"
-                # inside `git add` (1st process commit_all starts) or `git commit` (2nd)
-                in_git = (f"memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;{self.rng.choice([1, 2])};"
+                # inside `git update-index` (1st process commit_paths starts) or `git commit` (2nd)
+                in_git = (f"memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.choice([1, 2])};"
                           f"{self.rng.uniform(0, 0.015):.3f}")
                 if kind.startswith("add"):
                     args, mark, span = ["add", text], "memvault/vault.py:change", spans["add"] + 1.0
@@ -312,8 +312,8 @@ class Run:
                              "memvault/index.py:ensure_fts", "memvault/index.py:save_state", "c:posix.replace"]
                 else:
                     args, mark, span = ["chat", "--no-stream", f"Trial {trial}: I torture software for a living"], \
-                        "memvault/learn.py:learn", spans["chat upkeep"]
-                    steps = ["memvault/learn.py:apply_decisions", "memvault/learn.py:update_rolling_summary",
+                        "memvault/learn.py:plan", spans["chat upkeep"]
+                    steps = ["memvault/learn.py:apply", "memvault/summaries.py:write_rolling_summary",
                              "memvault/vault.py:evict", "memvault/index.py:save_state", in_git]
                     llm.push(f"Reply {trial}.")
                 delay = self.rng.uniform(0, span)

@@ -1,8 +1,10 @@
-"""The `memvault` command line: a thin layer over the library.
+"""The `memvault` command line: a thin layer over the library (memvault/api.py).
 
-Results go to stdout, everything else to stderr. Heavy modules (lancedb,
-fastembed, litellm, git) are imported inside the commands that need them so
-that `memvault --help` stays fast.
+Each command parses its options, makes one call to the library and renders the result: text,
+or JSON with `--json`. Results go to stdout, everything else to stderr. Errors are
+MemvaultErrors, turned into one line and an exit code in one place (MemvaultGroup). Heavy
+modules (lancedb, fastembed, litellm) load inside the library calls that need them, so that
+`memvault --help` stays fast.
 """
 
 from __future__ import annotations
@@ -70,14 +72,16 @@ class State:
     verbose: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
 
-    def vault(self, **overrides: Any):
-        from memvault.config import default_vault_path
-        from memvault.vault import Vault
+    def open(self, **overrides: Any):
+        """The vault, through the library, with notices on stderr unless -q."""
+        from memvault.api import open_vault
 
-        vault = Vault.open(self.vault_path or default_vault_path(), {**self.overrides, **overrides})
-        if self.quiet:
-            vault.notice = None
-        return vault
+        return open_vault(self.vault_path, notice=self.notice, **{**self.overrides, **overrides})
+
+    def notice(self, message: str) -> None:
+        if not self.quiet and message:
+            sys.stderr.write(message.rstrip("\n") + "\n")
+            sys.stderr.flush()
 
 
 def _state(ctx: typer.Context) -> State:
@@ -172,70 +176,61 @@ def add(
     json_output: bool = typer.Option(False, "--json", help="Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl."""
-    from memvault import files, ingest
-
     state = _state(ctx)
+    as_json = json_output or state.json
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
-    files.check_conversation_id(conversation)
-    role = ingest.role_for_kind(kind.value)
-    extra = ingest.extra_fields(kind.value, tag, source, rationale, alternative)
+    if extract and kind != Kind.fact:
+        raise UsageError("--extract learns facts; it does not go with --kind " + kind.value)
+    vault = state.open()
     if jsonl is not None:
         raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
-        origin = "stdin" if jsonl == "-" else jsonl
-        memories = ingest.parse_jsonl(raw, origin, {
-            "conversation_id": conversation, "kind": kind.value, "tags": tag, "source": source,
-            "rationale": rationale, "alternatives": alternative,
-        })
-        if not memories:
-            raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
+        memories = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, conversation_id=conversation,
+                                   kind=kind.value, tags=tag, source=source, rationale=rationale,
+                                   alternatives=alternative)
     else:
         raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"] else _read_stdin(ctx))
-        pieces = ingest.split_lines(raw) if each_line else [raw]
-        pieces = [p for p in pieces if p.strip()]
-        if not pieces:
-            raise MemvaultError("nothing to add: the text is empty")
-        memories = [files.new_memory(p, role, conversation, extra=dict(extra)) for p in pieces]
-    vault = state.vault()
-    if extract:
-        _add_extract(ctx, vault, memories, json_output or state.json)
-        return
-    ingest.store(vault, memories, "add")
-    if json_output or state.json:
-        emit_json([ingest.memory_json(vault, m) for m in memories])
+        if extract:
+            from memvault.ingest import split_lines
+
+            learned = vault.add_extracted(split_lines(raw) if each_line else [raw], conversation=conversation)
+            _print_learned(ctx, learned, as_json, stream=sys.stdout)
+            return
+        memories = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,
+                             rationale=rationale, alternatives=alternative or (), each_line=each_line)
+    if as_json:
+        emit_json([m.to_json(vault.root) for m in memories])
     else:
         for memory in memories:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
 
 
-def _add_extract(ctx, vault, memories, as_json: bool) -> None:
-    from memvault import learn
-    from memvault.index import Index
-    from memvault.llm import LLMError
-
-    settings = vault.settings
-    cfg = learn.llm_config(settings)
-    index = Index(vault, notice=_notice_printer(ctx))
-    results = []
-    try:
-        with vault.change("add") as change:
-            index.sync()
-            for memory in memories:
-                learned = learn.learn(change, index, cfg, memory.text, memory.conversation_id,
-                                      summarize=settings.enable_summarization, max_entries=settings.max_entries,
-                                      warn=_notice_printer(ctx), reconcile_mode=settings.reconcile_mode)
-                results.extend(learned.to_json())
-                # Facts of this input are candidates for the next one in the same run.
-                index.sync(paths=change.written_paths | change.removed_paths)
-    except LLMError as exc:
-        raise _llm_error(exc) from None
+def _print_learned(ctx, learned, as_json: bool, stream) -> None:
+    """What a message taught the vault: one line per change (ADD, UPDATE, REPLACE, DELETE, EVICT)."""
+    rows = learned.to_json()
     if as_json:
-        emit_json(results)
-    elif not results:
+        emit_json(rows)
+        return
+    if not rows:
         info(ctx, "memvault: no facts found")
-    for row in results if not as_json else []:
-        typer.echo(f"{row['event']:<6} {row['id']}  {row['text']}")
+    for line in change_lines(rows):
+        stream.write(line + "\n")
+
+
+def change_lines(rows: list[dict]) -> list[str]:
+    """Each change as one line: the action, the id, the text, and what it replaced or was replaced by."""
+    lines = []
+    for row in rows:
+        text = " ".join(row["text"].split())
+        if row["event"] == "UPDATE":
+            text += f"  (replaces {row['replaces'][:8]}: {' '.join(row['old_text'].split())})"
+        elif row["event"] == "REPLACE":
+            text += f"  (replaced by {row['replaced_by'][:8]})"
+        elif row.get("reason") and row["event"] == "DELETE":
+            text += f"  ({row['reason']})"
+        lines.append(f"{row['event']:<7} {row['id']}  {text}")
+    return lines
 
 
 _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x",
@@ -252,12 +247,8 @@ def log(
     json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git."""
-    from memvault.history import history
-
     state = _state(ctx)
-    vault = state.vault()
-    vault.require_existing()
-    entries = history(vault.root, limit=max_count, since=since, follow=memory_id)
+    entries = state.open().log(memory_id, limit=max_count, since=since)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
         return
@@ -279,28 +270,24 @@ def show(
     json_output: bool = typer.Option(False, "--json", help="Print the memory as JSON."),
 ) -> None:
     """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
-    from memvault import manage
-
     state = _state(ctx)
     as_json = json_output or state.json
     if raw and as_json:
         raise UsageError("--raw and --json do not go together")
-    vault = state.vault()
-    memory = manage.find(vault, memory_id)
+    vault = state.open()
+    memory = vault.get(memory_id)
     if raw:
         sys.stdout.flush()
-        sys.stdout.buffer.write(manage.raw_bytes(memory))
+        sys.stdout.buffer.write(memory.path.read_bytes())
         sys.stdout.flush()
     elif as_json:
-        emit_json(manage.show_json(vault, memory))
+        emit_json(memory.to_json(vault.root))
     else:
         _print_memory(vault, memory)
 
 
 def _print_memory(vault, memory) -> None:
-    from memvault import manage
-
-    rows = manage.front_matter_rows(vault, memory)
+    rows = _front_matter_rows(vault, memory)
     if term.color_allowed(sys.stdout):
         from rich.console import Console
         from rich.markdown import Markdown
@@ -324,6 +311,24 @@ def _print_memory(vault, memory) -> None:
     typer.echo(memory.text)
 
 
+def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
+    """The front matter as (key, value) rows for display, then the file's path."""
+    rows = []
+    for key, value in memory.front_matter().items():
+        if isinstance(value, (list, tuple)):
+            shown = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            shown = json.dumps(value, ensure_ascii=False, default=str)
+        elif isinstance(value, bool):
+            shown = "true" if value else "false"
+        else:
+            shown = "" if value is None else str(value)
+        rows.append((key, shown))
+    if memory.path is not None:
+        rows.append(("path", vault.relative(memory.path)))
+    return rows
+
+
 @app.command()
 def edit(
     ctx: typer.Context,
@@ -336,14 +341,12 @@ def edit(
     The editor works on a copy. A broken edit changes nothing: the memory stays as it was
     and the rejected text is kept in .memvault/rejected/ (never committed).
     """
-    from memvault import manage
-
     state = _state(ctx)
-    vault = state.vault()
+    vault = state.open()
     interactive = term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr)
-    result = manage.edit(vault, memory_id, retry=_ask_edit_again if interactive else None)
+    result = vault.edit(memory_id, retry=_ask_edit_again if interactive else None)
     if json_output or state.json:
-        emit_json({**manage.show_json(vault, result.memory), "changed": result.changed})
+        emit_json({**result.memory.to_json(vault.root), "changed": result.changed})
     elif result.changed:
         typer.echo(f"{result.memory.id}  {vault.relative(result.memory.path)}")
     else:
@@ -365,28 +368,15 @@ def rm(
     json_output: bool = typer.Option(False, "--json", help="Print the removed memories as JSON."),
 ) -> None:
     """Remove memories: a soft delete (moved under deleted/, reason user), committed."""
-    from memvault import manage
-
     state = _state(ctx)
-    vault = state.vault()
-    removed = manage.remove(vault, memory_ids)
+    vault = state.open()
+    removed = vault.remove(memory_ids)
     if json_output or state.json:
-        emit_json([manage.show_json(vault, m) for m in removed])
+        emit_json([m.to_json(vault.root) for m in removed])
     else:
         for memory in removed:
             typer.echo(f"removed {memory.id}  [{memory.role}] {memory.first_line(60)}")
 
-
-
-def _time_option(value: Optional[str], name: str):
-    if value is None:
-        return None
-    from memvault.files import parse_time
-
-    try:
-        return parse_time(value, name)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 class SearchKind(str, Enum):
@@ -394,9 +384,6 @@ class SearchKind(str, Enum):
     note = "note"
     decision = "decision"
     turn = "turn"
-
-
-_KIND_ROLES = {"fact": ("memory",), "note": ("note",), "decision": ("decision",), "turn": ("user", "assistant")}
 
 
 class Retriever(str, Enum):
@@ -409,51 +396,6 @@ class OutputFormat(str, Enum):
     text = "text"
     prompt = "prompt"
     json = "json"
-
-
-def _notice_printer(ctx: typer.Context):
-    quiet = _state(ctx).quiet
-    return lambda message: None if (quiet or not message) else sys.stderr.write(message.rstrip("\n") + "\n")
-
-
-def _open_index(ctx: typer.Context, vault):
-    from memvault.index import Index
-
-    vault.require_existing()
-    return Index(vault, notice=_notice_printer(ctx))
-
-
-def _sync_before_read(ctx: typer.Context, vault, index) -> None:
-    """Bring the index up to date before reading (index only, never git). If another process is
-    writing right now, read the index as it is rather than wait: that process is syncing it.
-    Unless there is no index state yet (the index is being built or rebuilt): then wait for it.
-    A vault that cannot be written (read-only) is searched as it is."""
-    import errno
-
-    from memvault.lock import vault_lock
-
-    try:
-        vault.sidecar.mkdir(exist_ok=True)
-        with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-            report = index.sync() if got else None
-        if report is None:
-            if index.state_path.exists():
-                if _state(ctx).verbose:
-                    info(ctx, "memvault: another process is writing; searching the index as it is")
-                return
-            with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout, holder="search (index sync)",
-                            on_wait=vault.notice):
-                report = index.sync()
-    except OSError as exc:
-        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise
-        info(ctx, f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
-        return
-    for problem in report.skipped:
-        info(ctx, f"memvault: skipped {problem}")
-    if report.adopted:
-        info(ctx, f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
-                  "`memvault reindex` adds their front matter")
 
 
 @app.command()
@@ -486,59 +428,25 @@ def search(
     json_output: bool = typer.Option(False, "--json", help="Results as JSON."),
 ) -> None:
     """Search memories: hybrid retrieval, rerank, recency, diversity."""
-    from memvault import files
-    from memvault.retrieval import Query, injection_block, load_reranker, read_summary, search as run_search
-
     state = _state(ctx)
     if query is None and queries is None:
         raise UsageError("give a QUERY or --queries FILE")
-    files.check_conversation_id(conversation)
-    vault = state.vault(recency_weight=recency_weight, mmr_lambda=mmr_lambda, score_threshold=threshold)
-    settings = vault.settings
-    index = _open_index(ctx, vault)
-    _sync_before_read(ctx, vault, index)
-    roles = tuple(r for k in (kind or []) for r in _KIND_ROLES[k.value]) or None
-    base = dict(
-        top_k=top_k or settings.default_top_k, all_conversations=all_conversations,
-        tags=tuple(tag or ()), since=_time_option(since, "--since"), until=_time_option(until, "--until"),
-        now=_time_option(now, "--now"), rerank=not no_rerank, recency_weight=settings.recency_weight,
-        mmr_lambda=settings.mmr_lambda, threshold=settings.score_threshold,
-        use_dense=retriever != Retriever.bm25, use_bm25=retriever != Retriever.dense,
-    )
-    if roles:
-        base["roles"] = roles
-    notes: list[str] = []
-    reranker = None if no_rerank else load_reranker(settings, warn=lambda m: notes.append(m))
-    for note in notes:
-        info(ctx, f"memvault: {note}")
-    rerank_note = notes[0] if notes else None
-
+    vault = state.open()
+    options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
+                   kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now,
+                   rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
+                   retriever=retriever.value)
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
-        for number, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                if not isinstance(item, dict) or not isinstance(item.get("query"), str):
-                    raise ValueError("expected an object with a 'query' string")
-                conv = str(item.get("conversation_id") or conversation)
-                files.check_conversation_id(conv)
-                one = Query(text=item["query"], conversation=conv, **{
-                    **base, "top_k": int(item.get("k") or base["top_k"]),
-                    "now": _time_option(item["now"], "now") if item.get("now") else base["now"]})
-            except (ValueError, TypeError) as exc:
-                raise UsageError(f"{queries if queries != '-' else 'stdin'} line {number}: {exc}") from None
-            outcome = run_search(index, one, reranker, rerank_note)
-            sys.stdout.write(json.dumps({"qid": item.get("qid"), "results": [r.to_json() for r in outcome.results]},
-                                        ensure_ascii=False) + "\n")
+        origin = "stdin" if queries == "-" else queries
+        for qid, outcome in vault.search_many(raw.splitlines(), origin=origin, **options):
+            sys.stdout.write(json.dumps({"qid": qid, "results": outcome.to_json()}, ensure_ascii=False) + "\n")
         return
-
-    outcome = run_search(index, Query(text=query, conversation=conversation, **base), reranker, rerank_note)
+    outcome = vault.search(query, **options)
     if json_output or state.json or output_format == OutputFormat.json:
-        emit_json([r.to_json() for r in outcome.results])
+        emit_json(outcome.to_json())
     elif output_format == OutputFormat.prompt:
-        typer.echo(injection_block(outcome.results, read_summary(vault, conversation)))
+        typer.echo(vault.prompt_block(outcome, conversation))
     elif explain:
         _print_explain(outcome)
     else:
@@ -579,16 +487,14 @@ def reindex(
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
-    from memvault import sync as syncing
-
     state = _state(ctx)
-    vault = state.vault()
-    vault.require_existing()
+    as_json = json_output or state.json
+    vault = state.open()
     if check:
-        report = syncing.check(vault)
+        report = vault.check()
         for problem in report.skipped:
             info(ctx, f"memvault: skipped {problem}")
-        if json_output or state.json:
+        if as_json:
             emit_json(report.to_json())
         else:
             for label, paths in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
@@ -598,14 +504,22 @@ def reindex(
                 typer.echo(f"rebuild  {report.rebuilt}")
         raise typer.Exit(1 if report.drift or report.skipped else 0)
     if watch:
-        syncing.watch(vault, notice=_notice_printer(ctx), quiet=state.quiet)
+        def on_report(report) -> None:
+            for problem in report.skipped:
+                info(ctx, f"memvault: skipped {problem}")
+            if report.drift and not state.quiet:
+                print(report.summary(), flush=True)
+
+        vault.watch(on_report, on_start=lambda: info(ctx, f"memvault: watching {vault.root / 'entries'} "
+                                                          "(Ctrl-C to stop)"))
         return
-    report = syncing.reindex(vault, full=full, notice=_notice_printer(ctx), progress=not state.quiet)
+    with term.progress_bar(not state.quiet) as bar:
+        report = vault.reindex(full=full, progress=bar)
     for problem in report.skipped:
         _error(f"skipped {problem}")
     for memory in report.adopted:
         info(ctx, f"memvault: adopted {vault.relative(memory.path)} as a note (front matter added)")
-    if json_output or state.json:
+    if as_json:
         emit_json(report.to_json())
     else:
         typer.echo(report.summary())
@@ -621,21 +535,8 @@ def models(
     json_output: bool = typer.Option(False, "--json", help="Print the status as JSON."),
 ) -> None:
     """Show the embedding model and reranker in use; --download fetches them."""
-    from memvault.models import ModelError, get_embedder, get_reranker
-
     state = _state(ctx)
-    settings = state.vault().settings
-    status: dict[str, Any] = {}
-    try:
-        embedder = get_embedder(settings.embedding_model, allow_download=download)
-        status["embedding_model"] = {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint,
-                                     "available": True}
-    except ModelError as exc:
-        status["embedding_model"] = {"name": settings.embedding_model, "available": False, "error": str(exc)}
-    problems: list[str] = []
-    reranker = get_reranker(settings.reranker_model, warn=problems.append, allow_download=download)
-    status["reranker_model"] = {"name": settings.reranker_model, "available": reranker is not None,
-                                **({"error": problems[0]} if problems else {})}
+    status = state.open().models(download=download)
     if json_output or state.json:
         emit_json(status)
     else:
@@ -648,10 +549,6 @@ def models(
     if not status["embedding_model"]["available"]:
         _error(status["embedding_model"]["error"])  # an error: shown even with -q
         raise typer.Exit(1)
-
-
-def _llm_error(exc) -> MemvaultError:
-    return MemvaultError(str(exc))
 
 
 class Style(str, Enum):
@@ -678,71 +575,56 @@ def chat(
 ) -> None:
     """Chat with an LLM that remembers: retrieve, answer, learn.
 
-    After the reply, up to 3 facts about you are taken from your message; an older fact one of them makes untrue is moved under deleted/ (replaced_by names the new one); all in one commit.
+    After the reply, up to 3 facts about you are taken from what you state (never from a question); an older fact one of them makes untrue is moved under deleted/ (replaced_by names the new one). Each change is one line on stderr.
     """
-    from memvault import files
-
     state = _state(ctx)
-    files.check_conversation_id(conversation)
-    vault = state.vault(llm_model=model)
-    clock = _time_option(now, "--now")
+    as_json = json_output or state.json
+    vault = state.open()
     if context:
-        _show_context(ctx, vault, conversation, clock or files.utcnow(), json_output or state.json)
+        _show_context(ctx, vault.session(conversation, now), as_json)
         return
     if clear:
-        from memvault.chat import clear_session
-
-        clear_session(vault, conversation, clock)
+        vault.clear_session(conversation, now)
         info(ctx, f"memvault: new session for {conversation}")
         if not message:
             return
+    options = dict(conversation=conversation, learn=not no_learn, use_memory=not no_memory, now=now, model=model)
     text = " ".join(message) if message else None
     if text is None and sys.stdin is not None and sys.stdin.isatty():
-        if json_output or state.json:
+        if as_json:
             raise UsageError("--json needs a MESSAGE (or stdin)")
-        _interactive(ctx, vault, conversation, no_learn, no_memory, no_stream, clock)
+        _interactive(ctx, vault, options, stream=not no_stream)
         return
     if text is None:
         text = _read_stdin(ctx)
-    text = text.strip()
-    if not text:
-        raise MemvaultError("nothing to send: the message is empty")
-    files.new_memory(text, "user", conversation)  # refuse what could not be stored (size) before any model runs
-    _one_turn(ctx, vault, text, conversation, no_learn, no_memory, no_stream, clock, json_output or state.json)
+    _one_turn(ctx, vault, text, options, stream=not no_stream and not as_json, as_json=as_json)
 
 
-def _one_turn(ctx, vault, text, conversation, no_learn, no_memory, no_stream, clock, as_json) -> None:
-    from memvault.chat import ChatOptions, chat_turn
-    from memvault.llm import LLMError
-
-    def write(piece: str) -> None:
-        if not as_json:
-            sys.stdout.write(piece)
-            sys.stdout.flush()
-
-    options = ChatOptions(conversation=conversation, learn=not no_learn, use_memory=not no_memory,
-                          stream=not no_stream and not as_json, now=clock)
+def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool) -> None:
+    turn = vault.chat(text, stream=stream, **options)
     try:
-        result = chat_turn(vault, text, options, write, warn=_notice_printer(ctx))
-    except LLMError as exc:
-        raise _llm_error(exc) from None
-    if as_json:
-        emit_json({"conversation_id": conversation, "reply": result.reply,
-                   "memories": [r.to_json() for r in result.memories],
-                   "learned": result.learned.to_json() if result.learned else [],
-                   "folded_turns": result.folded, "upkeep_error": result.upkeep_error})
-    else:
+        for piece in turn:
+            if not as_json:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        turn.close()  # what arrived is kept, marked partial
+        raise
+    if not as_json:
         sys.stdout.write("\n")
         sys.stdout.flush()
+    result = turn.finish()
+    if as_json:
+        emit_json(result.to_json())
     if result.upkeep_error:
         info(ctx, f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
-    elif result.learned and _state(ctx).verbose:
-        for row in result.learned.to_json():
-            info(ctx, f"memvault: learned {row['event']} {row['text']}")
+    elif result.learned and not as_json:
+        for line in change_lines(result.learned.to_json()):
+            info(ctx, f"memvault: {line}")
 
 
-def _interactive(ctx, vault, conversation, no_learn, no_memory, no_stream, clock) -> None:
-    info(ctx, f"memvault chat ({conversation}); an empty line or Ctrl-D ends it")
+def _interactive(ctx, vault, options: dict, stream: bool) -> None:
+    info(ctx, f"memvault chat ({options['conversation']}); an empty line or Ctrl-D ends it")
     while True:
         try:
             line = input("> ")
@@ -752,41 +634,28 @@ def _interactive(ctx, vault, conversation, no_learn, no_memory, no_stream, clock
         if not line.strip():
             return
         try:
-            _one_turn(ctx, vault, line, conversation, no_learn, no_memory, no_stream, clock, False)
+            _one_turn(ctx, vault, line, options, stream=stream, as_json=False)
         except MemvaultError as exc:
             _error(str(exc))
 
 
-def _show_context(ctx, vault, conversation: str, now, as_json: bool) -> None:
-    from memvault import learn, sessions
-
-    settings = vault.settings
-    session = sessions.load(vault, conversation, now, settings.hard_decay_minutes)
-    idle = session.idle(now)
-    summary = learn.read_rolling_summary(vault, conversation)
-    data = {
-        "conversation_id": conversation,
-        "turns": [{"role": t.role, "created_at": t.created_at.isoformat(), "text": t.text} for t in session.turns],
-        "tokens": session.tokens(),
-        "max_session_tokens": settings.max_session_tokens,
-        "idle_seconds": None if idle is None else round(idle.total_seconds()),
-        "fresh_session": session.fresh_reason,
-        "session_summary": session.summary,
-        "summary": summary.text if summary else None,
-    }
+def _show_context(ctx, view, as_json: bool) -> None:
     if as_json:
-        emit_json(data)
+        emit_json(view.to_json())
         return
-    idle_text = "no turns yet" if idle is None else f"idle {int(idle.total_seconds() // 60)} min"
-    typer.echo(f"conversation {conversation}: {len(session.turns)} turns, ~{data['tokens']} tokens "
-               f"(ceiling {settings.max_session_tokens}), {idle_text}"
-               + (f"; next message starts a fresh session ({session.fresh_reason})" if session.fresh_reason else ""))
-    if session.summary:
-        typer.echo(f"session summary: {session.summary}")
-    for t in session.turns:
+    idle_text = "no turns yet" if view.idle_seconds is None else f"idle {view.idle_seconds // 60} min"
+    typer.echo(f"conversation {view.conversation}: {len(view.turns)} turns, ~{view.tokens} tokens "
+               f"(ceiling {view.max_tokens}), {idle_text}"
+               + (f"; next message starts a fresh session ({view.fresh_reason})" if view.fresh_reason else ""))
+    if view.session_summary:
+        typer.echo(f"session summary: {view.session_summary}")
+    for t in view.turns:
         typer.echo(f"{t.created_at:%Y-%m-%d %H:%M}  {t.role:<9} {' '.join(t.text.split())[:100]}")
-    if summary:
-        typer.echo(f"conversation summary: {summary.text}")
+    for t in view.unanswered:
+        typer.echo(f"{t.created_at:%Y-%m-%d %H:%M}  unanswered {' '.join(t.text.split())[:100]}  "
+                   "(left out of the chat)")
+    if view.summary:
+        typer.echo(f"conversation summary: {view.summary}")
 
 
 @app.command()
@@ -799,42 +668,22 @@ def reconcile(
     json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Consolidate near-duplicate and contradicting facts with the LLM."""
-    from memvault import consolidate, files
-    from memvault.learn import llm_config
-    from memvault.llm import LLMError
-
     state = _state(ctx)
-    files.check_conversation_id(conversation)
-    vault = state.vault()
-    index = _open_index(ctx, vault)
-    cfg = llm_config(vault.settings)
-    with vault.change("reconcile") as change:
-        index.sync()
-        conversations = [conversation]
-        if all_conversations:
-            conversations = sorted({m.conversation_id for m in vault.iter_memories(roles=("memory",))})
-        try:
-            plans = [p for c in conversations for p in consolidate.plan(index, cfg, c, vault.settings.reconcile_mode)]
-        except LLMError as exc:
-            raise _llm_error(exc) from None
-        if not dry_run:
-            consolidate.apply(change, plans)
-    steps = [step for plan in plans for step in plan.steps]
+    outcome = state.open().reconcile(conversation, all_conversations=all_conversations, dry_run=dry_run)
     if json_output or state.json:
-        emit_json([{"conversation_id": p.conversation, "newest": {"id": p.newest.id, "text": p.newest.text},
-                    "steps": [s.to_json() for s in p.steps]} for p in plans])
+        emit_json(outcome.to_json())
         return
-    if not plans:
+    if not outcome.plans:
         typer.echo("no near-duplicate or conflicting facts found")
         return
-    for plan in plans:
+    for plan in outcome.plans:
         typer.echo(f"cluster around {plan.newest.id[:8]}  {plan.newest.first_line()}")
         for step in plan.steps:
             what = {"DELETE": f"-> replaced by {step.replacement[:8]}" if step.replacement else "",
                     "UPDATE": f"-> {step.replacement}", "KEEP": ""}[step.decision]
             typer.echo(f"  {step.decision:<6} {step.memory.id[:8]}  {step.memory.first_line()}  {what}".rstrip())
-    changed = sum(1 for s in steps if s.decision != "KEEP")
-    info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(steps)} older facts")
+    changed = sum(1 for s in outcome.steps if s.decision != "KEEP")
+    info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(outcome.steps)} older facts")
 
 
 @app.command()
@@ -848,30 +697,14 @@ def summarize(
     json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
     """Update the rolling summary, or --rebuild it from every entry."""
-    from memvault import files, summaries
-    from memvault.learn import llm_config
-    from memvault.llm import LLMError
-
     state = _state(ctx)
-    files.check_conversation_id(conversation)
-    vault = state.vault()
-    vault.require_existing()
-    cfg = llm_config(vault.settings)
-    try:
-        with vault.change("summarize") as change:
-            if rebuild:
-                outcome = summaries.rebuild(change, cfg, conversation, style.value)
-            else:
-                outcome = summaries.update(change, cfg, conversation)
-            change.title = f"{outcome.kind} summary ({conversation})"
-    except LLMError as exc:
-        raise _llm_error(exc) from None
+    outcome = state.open().summarize(conversation, rebuild=rebuild, style=style.value)
     if json_output or state.json:
         emit_json(outcome.to_json())
         return
     if outcome.kind == "none":
         info(ctx, f"memvault: {outcome.input_tokens} tokens in {conversation}: too little to summarize")
-    else:
+    elif outcome.kind != "unchanged":
         levels = ", ".join(f"{k}: {v}" for k, v in outcome.levels.items())
         info(ctx, f"memvault: {outcome.kind} summary, {outcome.input_tokens} -> {outcome.output_tokens} tokens"
                   + (f" ({levels})" if levels else ""))

@@ -1,6 +1,6 @@
 """Settings: defaults < memvault.toml in the vault < MEMVAULT_* environment < flags.
 
-Every key of SPEC section 8 lives here with its type and bounds, so a bad value
+Every setting lives here with its type and bounds, so a bad value
 anywhere is reported with the key and where it came from.
 """
 

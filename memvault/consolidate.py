@@ -1,5 +1,9 @@
 """`memvault reconcile`: find clusters of near-duplicate or conflicting facts and apply the
-reconciliation protocol to each, the newest fact of a cluster playing the new fact."""
+reconciliation protocol to each, the newest fact of a cluster playing the new fact.
+
+`plan` asks the model (no lock, nothing written) and fails loudly when it cannot (an endpoint
+down, answers that stay invalid): a plan of fallbacks would pass for a decision. `apply`
+writes a plan inside a Vault.change, skipping memories that changed since they were read."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass, field
 
 from memvault import files
 from memvault.files import Memory
-from memvault.index import Index, sql_str
+from memvault.index import Index
 
 SIMILARITY = 0.78  # cosine above which two facts are about the same thing (MiniLM)
 MAX_CLUSTER = 8
@@ -37,11 +41,7 @@ def clusters(index: Index, conversation: str) -> list[list[Memory]]:
     """Groups of live facts whose embeddings are closer than SIMILARITY, oldest first."""
     import numpy as np
 
-    table = index.table()
-    if table is None:
-        return []
-    rows = (table.search().where(f"role = 'memory' AND conversation_id = {sql_str(conversation)}")
-            .select(["id", "path", "vector"]).limit(100_000).to_list())
+    rows = index.rows(["id", "path", "vector"], roles=("memory",), conversation=conversation)
     if len(rows) < 2:
         return []
     vectors = np.asarray([r["vector"] for r in rows], dtype=np.float32)
@@ -84,7 +84,7 @@ def plan(index: Index, cfg, conversation: str, mode: str = "pairs") -> list[Clus
     for cluster in clusters(index, conversation):
         newest, older = cluster[-1], cluster[:-1]
         cluster_plan = ClusterPlan(conversation, newest)
-        answer = reconcile(cfg, [newest.text], [(m.id, m.text) for m in older], mode=mode)
+        answer = reconcile(cfg, [newest.text], [(m.id, m.text) for m in older], mode=mode, strict=True)
         decisions = {d.target: d for d in answer if d.target}
         for memory in older:
             decision = decisions.get(memory.id)
@@ -105,14 +105,21 @@ def _same(a: str, b: str) -> bool:
 
 
 def apply(change, plans: list[ClusterPlan]) -> int:
+    """Write the plans; a step whose memory (or whose replacement) changed meanwhile is skipped."""
     changed = 0
     for cluster_plan in plans:
         for step in cluster_plan.steps:
+            if step.decision == "KEEP":
+                continue
+            memory = files.still_live(change.root, step.memory.path, step.memory.id, step.memory.text)
+            if memory is None:
+                continue
             if step.decision == "UPDATE":
-                change.replace(step.memory, step.replacement, reason="update")
+                change.replace(memory, step.replacement, reason="update")
                 changed += 1
             elif step.decision == "DELETE":
-                change.soft_delete(step.memory, "update", replaced_by=step.replaced_by.id)
-                change.replaced.append((step.memory, step.replaced_by))
-                changed += 1
+                successor = files.still_live(change.root, step.replaced_by.path, step.replaced_by.id)
+                if successor is not None:
+                    change.soft_delete(memory, "update", replaced_by=successor)
+                    changed += 1
     return changed

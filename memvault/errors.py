@@ -36,3 +36,13 @@ class NotFound(MemvaultError):
 
 class LockTimeout(MemvaultError):
     """Another memvault process held the vault lock for too long."""
+
+
+class LLMError(MemvaultError):
+    """The LLM endpoint could not be used, or its answers stayed unusable; str() is one line
+    naming the endpoint and the setting to change (never the API key)."""
+
+
+class VaultStateError(MemvaultError):
+    """The vault's git repository is in a state where memvault must not write (a merge in
+    progress, a detached HEAD, git missing); the message says what to run."""

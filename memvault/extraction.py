@@ -233,18 +233,23 @@ def reconcile(
     existing: list[tuple[str, str]],
     neighbours: dict[str, list[str]] | None = None,
     mode: str = "pairs",
+    strict: bool = False,
 ) -> list[Decision]:
     """Decide how `new_facts` change `existing` = [(real_id, text), ...], the nearest facts.
 
     `neighbours` maps a new fact to the ids of the memories worth asking about (nearest
     first, already cut by similarity); without it every existing memory is a candidate.
     `mode` is the reconcile_mode setting: "pairs" (`_reconcile_pairs`, the default) or
-    "list" (`_reconcile_list`, SPEC section 5's single call). In both, an exact duplicate
+    "list" (`_reconcile_list`, one call for all facts). In both, an exact duplicate
     (ignoring case, spacing, trailing punctuation) of a memory is NONE without asking the
     model, and a DELETE never drops the new fact.
 
     Returns the decisions on existing memories (UPDATE, DELETE, and NONE for those left
     as they are, which the caller may ignore), then the ADDs.
+
+    strict (the `reconcile` command): an endpoint that fails, or answers that stay invalid,
+    raise LLMError instead of falling back, since no new fact is at stake there and a plan
+    made of fallbacks would say "keep" where the model was never really asked.
     """
     texts = {real_id: text for real_id, text in existing}
     by_norm = {_norm(text): real_id for real_id, text in texts.items()}
@@ -259,12 +264,20 @@ def reconcile(
     for decision in restated:
         texts.pop(decision.target, None)
     if mode == "list":
-        return restated + _reconcile_list(cfg, pending, texts, neighbours)
-    return restated + _reconcile_pairs(cfg, pending, texts, neighbours)
+        return restated + _reconcile_list(cfg, pending, texts, neighbours, strict)
+    return restated + _reconcile_pairs(cfg, pending, texts, neighbours, strict)
+
+
+def _no_valid_answer(cfg: LLMConfig) -> LLMError:
+    from memvault.llm import display_url
+
+    return LLMError(f"LLM {cfg.model} at {display_url(cfg.base_url)} gave no valid answer after a retry; "
+                    "check llm_model (MEMVAULT_LLM_MODEL)")
 
 
 def _reconcile_pairs(
-    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None
+    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None,
+    strict: bool = False,
 ) -> list[Decision]:
     """One question per (memory, new fact) pair. `texts`: real id -> text of the memories
     that may change; `pending`: the new facts that are not exact duplicates.
@@ -295,7 +308,11 @@ def _reconcile_pairs(
             try:
                 answer = structured_probs(cfg, prompts.still_true_messages(texts[real_id], fact), StillTrue, "answer")
             except LLMError:
+                if strict:
+                    raise
                 return _with_adds(list(decided.values()), pending, stored, updated, decided)
+            if answer is None and strict:
+                raise _no_valid_answer(cfg)
             old = texts[real_id]
             if answer is not None and answer[1]["no"] >= MIN_UNTRUE:
                 if fact not in updated and _carries(fact, old):
@@ -331,10 +348,11 @@ class ReconcileAnswer(pydantic.BaseModel):
 
 
 def _reconcile_list(
-    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None
+    cfg: LLMConfig, pending: list[str], texts: dict[str, str], neighbours: dict[str, list[str]] | None,
+    strict: bool = False,
 ) -> list[Decision]:
     """One call for all new facts: the candidate memories with ids 0..n-1, every memory
-    returned with ADD/UPDATE/DELETE/NONE (SPEC section 5).
+    returned with ADD/UPDATE/DELETE/NONE.
 
     - Ids the model was not given are ignored; the first change per memory wins.
     - UPDATE is accepted only when its text carries one of the new facts (else a small
@@ -357,8 +375,12 @@ def _reconcile_list(
     try:
         answer = structured(cfg, prompts.reconciliation_messages([t for _, t in shown], pending), ReconcileAnswer)
     except LLMError:
+        if strict:
+            raise
         answer = None
     if answer is None:
+        if strict:
+            raise _no_valid_answer(cfg)
         return [Decision("ADD", fact, None) for fact in pending]
 
     decided: dict[str, Decision] = {}  # real id -> the first accepted change, or NONE

@@ -1,4 +1,4 @@
-"""Memory files: markdown with YAML front matter, laid out as SPEC section 2.
+"""Memory files: markdown with YAML front matter, laid out as docs/design.md "The vault on disk" says.
 
 This module knows the on-disk format and nothing else: no git, no index. Writes
 are atomic (temp file in the same folder, fsync, rename) so a kill at any
@@ -35,6 +35,18 @@ ROLE_FOLDERS = {
 }
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
+# What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
+SEARCH_KINDS = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant")}
+
+
+def roles_for_kinds(kinds) -> tuple[str, ...] | None:
+    """The roles of some kinds (None for none given); an unknown kind is a usage error."""
+    roles: list[str] = []
+    for kind in kinds or ():
+        if kind not in SEARCH_KINDS:
+            raise UsageError(f"unknown kind {kind!r} (one of {', '.join(SEARCH_KINDS)})")
+        roles += [r for r in SEARCH_KINDS[kind] if r not in roles]
+    return tuple(roles) or None
 DELETE_REASONS = ("update", "contradiction", "evicted", "user")
 # Front-matter keys the product itself manages; anything else is the user's and is kept as is.
 CORE_KEYS = ("id", "role", "conversation_id", "created_at")
@@ -141,6 +153,25 @@ class Memory:
                 meta[key] = format_time(value) if isinstance(value, datetime) else value
         return meta
 
+    @property
+    def kind(self) -> str:
+        """The user's word for the role: fact, note, decision, turn, summary."""
+        return ROLE_TO_KIND.get(self.role) or ("turn" if self.role in ("user", "assistant") else self.role)
+
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        """The memory as `--json` prints it: core keys, text, the other front matter under meta."""
+        return {
+            "id": self.id,
+            "path": (self.path.relative_to(root).as_posix() if root else str(self.path)) if self.path else None,
+            "role": self.role,
+            "kind": self.kind,
+            "conversation_id": self.conversation_id,
+            "created_at": format_time(self.created_at),
+            "text": self.text,
+            "meta": {k: (format_time(v) if isinstance(v, datetime) else v) for k, v in self.extra.items()},
+            "deleted": self.is_deleted,
+        }
+
     def first_line(self, width: int = 80) -> str:
         line = next((ln.strip() for ln in self.text.splitlines() if ln.strip()), "")
         return line if len(line) <= width else line[: width - 1] + "…"
@@ -159,6 +190,7 @@ def new_memory(
     text = text.strip()
     if not text:
         raise UsageError("memory text is empty")
+    check_text(text)
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_MEMORY_BYTES:
         raise UsageError(
@@ -173,6 +205,36 @@ def new_memory(
         text=text,
         extra=dict(extra or {}),
     )
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_text(text: str, what: str = "memory text") -> None:
+    """Refuse text that would make a file no reader can open again: a NUL byte (the file reads as
+    binary) or a lone surrogate (bytes that were not UTF-8, passed through by the shell)."""
+    bad = _UNSTORABLE.search(text)
+    if bad is None:
+        return
+    where = f"at character {bad.start() + 1}"
+    if bad.group() == "\x00":
+        raise UsageError(f"{what} contains a NUL byte ({where}); memvault stores text, not binary data")
+    raise UsageError(f"{what} is not valid UTF-8 ({where})")
+
+
+# How a memory came into the vault, when memvault wrote it without being asked to store those
+# words: "chat" (a turn of `memvault chat` or `serve`), "learned" (a fact extraction found),
+# "import" (an imported history). No origin: the user added it (`add`, `edit`, a file).
+ORIGIN_KEY = "origin"
+
+
+def is_evictable(memory: Memory) -> bool:
+    """Eviction (max_entries) only takes what memvault wrote itself: chat turns and learned facts.
+    Turns from before origins were recorded could only come from chat."""
+    origin = memory.extra.get(ORIGIN_KEY)
+    if memory.role in ("user", "assistant"):
+        return origin in (None, "chat")
+    return memory.role == "memory" and origin == "learned"
 
 
 def render(memory: Memory) -> str:
@@ -390,6 +452,20 @@ def read_memory_raw(path: Path, root: Path | None = None) -> tuple[Memory, bool,
         raise MemoryFileError(path, f"not UTF-8 text (byte {exc.start})") from None
     memory, adopted = parse_memory(text.lstrip("\ufeff"), path, stat.st_mtime, root)
     return memory, adopted, raw, stat
+
+
+def still_live(root: Path, path: Path | None, memory_id: str, text: str | None = None) -> Memory | None:
+    """The memory at `path` read again, if it is still the live memory `memory_id` (with `text`, if
+    given): what a write checks before acting on a decision taken while the lock was not held."""
+    if path is None:
+        return None
+    try:
+        memory, _ = read_memory(path, root)
+    except MemoryFileError:  # changed into something unreadable, or gone
+        return None
+    if memory.id != memory_id or memory.is_deleted or (text is not None and memory.text != text):
+        return None
+    return memory
 
 
 def read_optional(path: Path, root: Path) -> Memory | None:

@@ -1,24 +1,32 @@
 """The vault as a git repository: init, one commit per command, history.
 
-Plain git processes, as few as a write allows: `git add -A` and `git commit` for a change
-to an existing vault, nothing else. Commits carry trailers that say which memories a command
-touched, so `memvault log` can tell the story later:
+A command commits exactly the files it wrote or moved (and `reindex` the hand edits it
+accepted), never whatever else lies in the folder: a stray file, a file reindex rejected,
+something the user staged. Plain git processes, as few as a write allows: `git update-index`
+and `git commit --only` for a change to an existing vault. Before anything is written,
+`check_writable` refuses a repository git could not commit to cleanly (docs/design.md,
+"Commits"). Commits carry trailers that say which memories a command touched, so
+`memvault log` can tell the story later:
   Memvault-Added: <id>
   Memvault-Deleted: <id>
   Memvault-Replaced: <old> -> <new>
   Memvault-Edited: <id>
+  Memvault-Evicted: <id>
+  Memvault-Restored: <id>
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, VaultStateError
 
 GITIGNORE = """\
 # memvault: the index is rebuilt from the files and is never committed
@@ -135,28 +143,77 @@ def _packed_ref(git_dir: Path, ref: str) -> str | None:
     return None
 
 
-def _commit(root: Path, message: str) -> bool:
-    """git commit what is staged; False when nothing was. The message goes on stdin: Linux caps
+def _commit(root: Path, message: str, only: list[str] | None = None) -> bool:
+    """git commit; False when there was nothing to commit. The message goes on stdin: Linux caps
     one argument at 128 KiB, and a bulk add names thousands of ids in its message.
 
-    No `git status` first: a commit with nothing staged fails, and only then does
-    `git diff --cached --quiet` tell that apart from a real failure. Nor is the identity checked
-    before every change: only when a commit fails is git asked whether it knows the user; if it
-    does not, the vault's own config gets memvault's identity and the commit is tried again.
+    only: commit just these paths (`git commit --only`), leaving anything else in the index
+    (something the user staged by hand) out of memvault's commit. They go to git in a file,
+    since stdin carries the message.
+
+    No `git status` first: a commit with nothing to commit fails, and only then does git tell
+    that apart from a real failure. Nor is the identity checked before every change: only when
+    a commit fails is git asked whether it knows the user; if it does not, the vault's own config
+    gets memvault's identity and the commit is tried again.
     """
-    args = ("commit", "-q", "--no-verify", "-F", "-")
-    data = _encode(message)
-    done = _run(root, *args, input=data)
-    if done.returncode == 0:
-        return True
-    if _run(root, "diff", "--cached", "--quiet").returncode == 0:
-        return False
-    if not has_identity(root):
-        set_fallback_identity(root)
+    with _pathspec_file(root, only) as pathspec:
+        args = ["commit", "-q", "--no-verify", "-F", "-"]
+        if pathspec:
+            args += ["--only", f"--pathspec-from-file={pathspec}", "--pathspec-file-nul"]
+        data = _encode(message)
         done = _run(root, *args, input=data)
-    if done.returncode != 0:
-        raise GitError(root, "commit", done.stderr.decode("utf-8", "replace"))
+        if done.returncode == 0:
+            return True
+        if _nothing_to_commit(root, done, only):
+            return False
+        if not has_identity(root):
+            set_fallback_identity(root)
+            done = _run(root, *args, input=data)
+        if done.returncode != 0:
+            raise GitError(root, "commit", done.stderr.decode("utf-8", "replace"))
     return True
+
+
+def _nothing_to_commit(root: Path, done: subprocess.CompletedProcess, only: list[str] | None) -> bool:
+    if only is not None:
+        # git explains an empty --only commit on stdout (in English: _run sets LC_ALL=C).
+        out = done.stdout.decode("utf-8", "replace")
+        return any(words in out for words in ("nothing to commit", "nothing added to commit",
+                                              "no changes added to commit"))
+    return _run(root, "diff", "--cached", "--quiet").returncode == 0
+
+
+class _pathspec_file:
+    """A NUL-separated list of paths in a temp file under .git/ (never committed), or None."""
+
+    def __init__(self, root: Path, paths: list[str] | None):
+        self.root, self.paths, self.path = root, paths, None
+
+    def __enter__(self) -> str | None:
+        if self.paths is None:
+            return None
+        fd, self.path = tempfile.mkstemp(prefix="memvault-paths-", dir=_git_dir(self.root))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"".join(_encode(p) + b"\0" for p in self.paths))
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _git_dir(root: Path) -> Path:
+    """The repository folder: .git, or where a worktree's .git file points."""
+    dot_git = root / ".git"
+    if dot_git.is_file():
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text[len("gitdir:"):].strip())
+            return target if target.is_absolute() else (root / target).resolve()
+    return dot_git
 
 
 def _encode(text: str) -> bytes:
@@ -232,28 +289,88 @@ class CommitRecord:
     deleted: list[str] = field(default_factory=list)
     replaced: list[tuple[str, str]] = field(default_factory=list)
     edited: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
 
     def message(self) -> str:
         trailers = [f"Memvault-Added: {i}" for i in self.added]
         trailers += [f"Memvault-Deleted: {i}" for i in self.deleted]
         trailers += [f"Memvault-Replaced: {old} -> {new}" for old, new in self.replaced]
         trailers += [f"Memvault-Edited: {i}" for i in self.edited]
+        trailers += [f"Memvault-Evicted: {i}" for i in self.evicted]
+        trailers += [f"Memvault-Restored: {i}" for i in self.restored]
         return self.subject + ("\n\n" + "\n".join(trailers) if trailers else "") + "\n"
 
 
-def commit_all(root: Path, record: CommitRecord) -> str | None:
-    """Stage every change in the vault and commit it; returns the sha, or None if nothing changed.
+def commit_paths(root: Path, record: CommitRecord, paths: list[str]) -> str | None:
+    """Stage exactly `paths` (relative to the vault: written, changed or removed files) and commit
+    only them; returns the sha, or None if they changed nothing.
 
-    Two git processes: `git add -A` and `git commit`.
+    Two git processes: `git update-index --add --remove` (stages new and changed files, drops
+    removed ones, ignores a removed file git never knew) and `git commit --only`.
     """
     if not is_repo(root):
         init_repo(root)
+    rels = sorted(set(paths))
+    if not rels:
+        return None
     clear_stale_index_lock(root)
     try:
-        git_output(root, "add", "-A", "--", ".")
-        if not _commit(root, record.message()):
+        git_output(root, "update-index", "--add", "--remove", "-z", "--stdin",
+                   input=b"".join(_encode(p) + b"\0" for p in rels))
+        try:
+            committed = _commit(root, record.message(), only=rels)
+        except GitError as exc:
+            if "did not match any file" not in exc.cause:
+                raise
+            # A removed file that git never knew (one a killed command left uncommitted): there is
+            # nothing to record for it, and `--only` refuses a path git does not know.
+            committed = _commit(root, record.message(), only=_known_paths(root, rels))
+        if not committed:
             return None
     except GitError as exc:
         raise MemvaultError(f"git commit in {root} failed: {exc.cause} "
                             "(the files are saved; the next memvault command commits them)") from None
     return head_sha(root)
+
+
+def _known_paths(root: Path, rels: list[str]) -> list[str]:
+    """The paths git knows: on disk (staged just now) or in HEAD (a removal to record)."""
+    in_head = set(git_output(root, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *rels).split("\0"))
+    return [p for p in rels if p in in_head or (root / p).exists()]
+
+
+# Where each of git's multi-step operations leaves its mark in the repository folder.
+_IN_PROGRESS = (
+    ("MERGE_HEAD", "a merge", "git merge --continue` or `git merge --abort"),
+    ("rebase-merge", "a rebase", "git rebase --continue` or `git rebase --abort"),
+    ("rebase-apply", "a rebase or `git am`", "git rebase --continue` or `git rebase --abort"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue` or `git cherry-pick --abort"),
+    ("REVERT_HEAD", "a revert", "git revert --continue` or `git revert --abort"),
+)
+
+
+def check_writable(root: Path) -> None:
+    """Refuse, before anything is written, a vault whose repository cannot take a memvault commit
+    cleanly: git missing, a merge, rebase, cherry-pick or revert in progress (a commit would close
+    it with conflict markers inside), or a detached HEAD (the commits would be lost at the next
+    checkout). Reads files only, so every write pays no process for it. A repository that is not
+    made yet passes: the first write creates it."""
+    if shutil.which("git") is None:
+        raise VaultStateError("git is not installed; install it, or set enable_git_versioning = false "
+                              "to keep the vault without history; nothing was written")
+    if not is_repo(root):
+        return
+    git_dir = _git_dir(root)
+    for marker, what, fix in _IN_PROGRESS:
+        if (git_dir / marker).exists():
+            raise VaultStateError(f"the vault {root} has {what} in progress; finish it with `git -C {root} "
+                                  f"{fix}`, then run memvault again; nothing was written")
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return  # an unreadable HEAD: git's own error names it at commit time
+    if head and not head.startswith("ref:"):
+        raise VaultStateError(f"the vault {root} is on a detached HEAD ({head[:12]}), where commits are lost at "
+                              f"the next checkout; run `git -C {root} switch <branch>` (or `git -C {root} switch -c "
+                              "<new-branch>` to keep what is checked out), then try again; nothing was written")

@@ -1,6 +1,6 @@
 """The LanceDB sidecar under .memvault/: disposable, rebuilt from the files by content hash.
 
-Sync (SPEC section 3): walk entries/ (not deleted/), compare (size, mtime_ns) with
+Sync (docs/design.md, "The index"): walk entries/ (not deleted/), compare (size, mtime_ns) with
 state.json, hash only what changed, embed only new or changed text in batches,
 drop rows of vanished files, and write state.json atomically *last*, so a sync
 killed at any point is finished by the next one (rows are always replaced by
@@ -163,6 +163,8 @@ class Index:
         """The open table, or None when there is none yet (and create is False)."""
         if self._table is not None:
             return self._table
+        if not create and not self.dir.is_dir():
+            return None  # reading never creates the sidecar
         db = self._connect()
         try:
             self._table = db.open_table(TABLE)
@@ -174,6 +176,15 @@ class Index:
                 return None
             self._table = db.create_table(TABLE, schema=self._schema())
         return self._table
+
+    def refresh(self) -> None:
+        """See what other processes wrote since the table was opened (a handle sees its own writes
+        only); a long-lived reader calls this after its folder changed."""
+        if self._table is not None:
+            try:
+                self._table.checkout_latest()
+            except Exception:  # dropped or rebuilt meanwhile: open it again on the next use
+                self._table = None
 
     def _schema(self):
         import pyarrow as pa
@@ -334,6 +345,27 @@ class Index:
             self.save_state(state)
         return report
 
+    def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
+        """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
+        return self.sync(paths=paths)
+
+    def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
+                conversation: str | None = None) -> list[dict[str, Any]]:
+        """The k rows closest to `vector` (cosine distance in `_distance`), filtered."""
+        table = self.table()
+        if table is None or k <= 0:
+            return []
+        return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
+                .where(where_clause(roles, conversation), prefilter=True).limit(k).to_list())
+
+    def rows(self, columns: list[str], roles: Iterable[str] | None = None,
+             conversation: str | None = None) -> list[dict[str, Any]]:
+        """Every row matching the filter, with these columns only."""
+        table = self.table()
+        if table is None:
+            return []
+        return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
+
     def _mismatch(self, table, known: dict[str, dict[str, Any]]) -> tuple[list[str], set[str]]:
         """Compare the rows with state.json. Entries whose row is missing, doubled or stale are
         dropped from `known`, so the sync indexes them again. Returns those entries, and the paths
@@ -462,29 +494,23 @@ def _chunks(items: list, size: int):
         yield items[start:start + size]
 
 
-def index_change(vault, change) -> None:
-    """Index exactly what a command wrote or removed, in the same invocation."""
-    index = Index(vault, notice=_stderr_notice)
-    report = index.sync(paths=change.written_paths | change.removed_paths)
-    for problem in report.skipped:
-        _stderr_notice(f"memvault: skipped {problem}")
+def where_clause(roles: Iterable[str] | None = None, conversation: str | None = None, tags: Iterable[str] = (),
+                 since=None, until=None) -> str:
+    """A LanceDB filter on the table: the one place that knows how the columns are stored (tags as
+    "|a|b|" so that a tag is one LIKE, times as UTC microseconds in created_us)."""
+    clauses = []
+    if roles is not None:
+        clauses.append("role IN (" + ", ".join(_sql_str(r) for r in roles) + ")")
+    if conversation is not None:
+        clauses.append(f"conversation_id = {_sql_str(conversation)}")
+    for tag in tags:
+        clauses.append(f"tags LIKE {_sql_str('%|' + _like_escape(tag) + '|%')} ESCAPE '\\'")
+    if since is not None:
+        clauses.append(f"created_us >= {int(since.timestamp() * 1_000_000)}")
+    if until is not None:
+        clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
+    return " AND ".join(clauses) or "true"
 
 
-def _stderr_notice(message: str) -> None:
-    from memvault import term
-
-    term.notice(message)  # silenced by -q
-
-
-def sql_str(value: str) -> str:
-    """A SQL string literal for LanceDB filters."""
-    return _sql_str(value)
-
-
-def nearest_rows(index: "Index", vector, where: str, k: int) -> list[dict[str, Any]]:
-    """The k rows closest to `vector` (cosine) that match `where`."""
-    table = index.table()
-    if table is None or k <= 0:
-        return []
-    return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
-            .where(where, prefilter=True).limit(k).to_list())
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

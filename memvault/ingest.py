@@ -93,6 +93,23 @@ def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory
     return memories
 
 
+def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERSATION, kind: str = "fact",
+                 tags: Iterable[str] | None = None, source: str | None = None, rationale: str | None = None,
+                 alternatives: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
+                 created_at=None) -> list[Memory]:
+    """Memories of one kind from texts, every field checked before anything is written."""
+    files.check_conversation_id(conversation)
+    role = role_for_kind(kind)
+    if kind != "decision" and (rationale or list(alternatives or [])):
+        raise UsageError("--rationale and --alternative are for decisions (--kind decision)")
+    extra = extra_fields(kind, tags, source, rationale, alternatives)
+    clash = sorted(set(meta or {}) & set(files.CORE_KEYS))
+    if clash:
+        raise UsageError(f"meta may not set {clash[0]!r}")
+    extra.update(meta or {})
+    return [files.new_memory(text, role, conversation, created_at=created_at, extra=dict(extra)) for text in texts]
+
+
 def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
     """Write memories, index them and commit, all under the vault lock."""
     if not memories:
@@ -107,15 +124,3 @@ def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
         for memory in memories:
             change.add(memory)
     return change
-
-
-def memory_json(vault: Vault, memory: Memory) -> dict[str, Any]:
-    return {
-        "id": memory.id,
-        "path": vault.relative(memory.path) if memory.path else None,
-        "role": memory.role,
-        "conversation_id": memory.conversation_id,
-        "created_at": files.format_time(memory.created_at),
-        "text": memory.text,
-        "meta": {k: (files.format_time(v) if hasattr(v, "isoformat") else v) for k, v in memory.extra.items()},
-    }

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from memvault.errors import LLMError
+
 __all__ = [
     "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "structured", "structured_probs",
     "json_schema", "parse_structured", "strip_think",
@@ -39,9 +41,11 @@ class LLMConfig:
     timeout: float = 60.0
     temperature: float = 0.0
 
-
-class LLMError(Exception):
-    """The LLM endpoint could not be used; str() is a one-line message for the user."""
+    @classmethod
+    def from_settings(cls, settings) -> "LLMConfig":
+        """The LLM part of the vault's settings (llm_model, llm_base_url, llm_api_key, ...)."""
+        return cls(model=settings.llm_model, base_url=settings.llm_base_url, api_key=settings.llm_api_key,
+                   timeout=settings.llm_timeout, temperature=settings.llm_temperature)
 
 
 _litellm: ModuleType | None = None
@@ -73,6 +77,7 @@ def _lib() -> ModuleType:
 
 
 def _completion(cfg: LLMConfig, messages: list[dict], **extra: Any) -> Any:
+    params = {"temperature": cfg.temperature, **extra}  # a caller's own sampling options win
     try:
         return _lib().completion(
             model=cfg.model,
@@ -80,17 +85,17 @@ def _completion(cfg: LLMConfig, messages: list[dict], **extra: Any) -> Any:
             api_base=cfg.base_url,
             api_key=cfg.api_key or _NO_KEY,
             timeout=cfg.timeout,
-            temperature=cfg.temperature,
             num_retries=0,  # one attempt: a down endpoint fails fast, within cfg.timeout
-            **extra,
+            **params,
         )
     except Exception as exc:
         raise _llm_error(cfg, exc) from exc
 
 
-def chat(cfg: LLMConfig, messages: list[dict]) -> str:
-    """The whole reply text, with any leading <think> block removed."""
-    response = _completion(cfg, messages)
+def chat(cfg: LLMConfig, messages: list[dict], **options: Any) -> str:
+    """The whole reply text, with any leading <think> block removed. options: OpenAI sampling
+    parameters (max_tokens, top_p, stop, ...) passed through."""
+    response = _completion(cfg, messages, **options)
     try:
         content = response.choices[0].message.content
     except (AttributeError, IndexError) as exc:
@@ -98,9 +103,9 @@ def chat(cfg: LLMConfig, messages: list[dict]) -> str:
     return strip_think(content or "")
 
 
-def chat_stream(cfg: LLMConfig, messages: list[dict]) -> Iterator[str]:
+def chat_stream(cfg: LLMConfig, messages: list[dict], **options: Any) -> Iterator[str]:
     """Yield reply text pieces as the server sends them (SSE), without a leading <think> block."""
-    stream = _completion(cfg, messages, stream=True)
+    stream = _completion(cfg, messages, **options, stream=True)
     think = _ThinkFilter()
     try:
         for chunk in stream:
@@ -352,7 +357,7 @@ def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
     import httpx
     import openai
 
-    url = _display_url(cfg.base_url)
+    url = display_url(cfg.base_url)
     chain = _exception_chain(exc)
     if any(isinstance(e, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)) for e in chain):
         msg = (
@@ -392,7 +397,7 @@ def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
     return LLMError(msg)
 
 
-def _display_url(url: str) -> str:
+def display_url(url: str) -> str:
     """The base URL with any password in it masked."""
     from urllib.parse import urlsplit
 

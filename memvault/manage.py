@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from memvault import files
 from memvault.errors import MemoryFileError, MemvaultError, UsageError
@@ -53,38 +53,6 @@ def find_live(vault: Vault, id_or_prefix: str) -> Memory:
 
 # -- show ------------------------------------------------------------------------------------
 
-def show_json(vault: Vault, memory: Memory) -> dict[str, Any]:
-    from memvault.ingest import memory_json
-
-    data = memory_json(vault, memory)
-    data["deleted"] = memory.is_deleted
-    return data
-
-
-def front_matter_rows(vault: Vault, memory: Memory) -> list[tuple[str, str]]:
-    """The front matter as (key, value) rows for display, then the file's path."""
-    rows = []
-    for key, value in memory.front_matter().items():
-        if isinstance(value, (list, tuple)):
-            shown = ", ".join(str(v) for v in value)
-        elif isinstance(value, dict):
-            import json
-
-            shown = json.dumps(value, ensure_ascii=False, default=str)
-        elif isinstance(value, bool):
-            shown = "true" if value else "false"
-        else:
-            shown = "" if value is None else str(value)
-        rows.append((key, shown))
-    if memory.path is not None:
-        rows.append(("path", vault.relative(memory.path)))
-    return rows
-
-
-def raw_bytes(memory: Memory) -> bytes:
-    return memory.path.read_bytes()
-
-
 # -- rm --------------------------------------------------------------------------------------
 
 def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None) -> list[Memory]:
@@ -110,6 +78,26 @@ class EditResult:
     memory: Memory
     changed: bool
     commit: str | None = None
+
+
+def set_text(vault: Vault, id_or_prefix: str, text: str, now: datetime | None = None) -> EditResult:
+    """Give a live memory new text, its front matter kept (the library's `edit` without an editor)."""
+    memory = find_live(vault, id_or_prefix)
+    text = text.strip()
+    if not text:
+        raise UsageError("the memory text is empty (use `memvault rm` to remove a memory)")
+    files.check_text(text)
+    if text == memory.text:
+        return EditResult(memory, changed=False)
+    with vault.change("edit") as change:
+        current = files.still_live(vault.root, memory.path, memory.id, memory.text)
+        if current is None:
+            raise MemvaultError(f"{vault.relative(memory.path)}: the memory changed on disk meanwhile; "
+                                "nothing was written")
+        current.text = text
+        current.extra["updated_at"] = files.format_time(now or files.utcnow())
+        change.rewrite(current)
+    return EditResult(current, changed=True, commit=change.commit_sha)
 
 
 def editor_command(environ: dict[str, str] | None = None) -> list[str]:

@@ -252,7 +252,7 @@ def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
     except Exception as e:
         local_error = e
     if not allow_download:
-        # The read and write paths never reach the network by themselves (SPEC 1.3).
+        # The read and write paths never reach the network by themselves (docs/design.md, "Models and the LLM").
         raise ModelError(f"{kind} {name} is not downloaded (fastembed cache {cache_dir}); {hint}")
 
     hf_repo = description["sources"].get("hf")
@@ -377,6 +377,6 @@ def _one_line(e: BaseException) -> str:
 
 
 def _warn_stderr(message: str) -> None:
-    from memvault import term
+    import sys
 
-    term.notice(f"memvault: warning: {message}")  # silenced by -q
+    sys.stderr.write(f"memvault: warning: {message}\n")

@@ -36,7 +36,7 @@ STILL_TRUE = (
     'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
 )
 
-# Reconciliation as one list (reconcile_mode = "list", SPEC section 5): the nearest memories
+# Reconciliation as one list (reconcile_mode = "list", docs/design.md "The write path"): the nearest memories
 # with short integer ids and the new facts; every memory comes back with an event. Suits
 # larger models; small ones do better with STILL_TRUE, one pair at a time.
 RECONCILIATION = """\
@@ -175,3 +175,9 @@ def summary_messages(
     what, focus = STYLES[style]
     system = _SUMMARY_TEMPLATES[kind].format(what=what, focus=focus)
     return [{"role": "system", "content": system}, {"role": "user", "content": text.strip()}]
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: the measure of every budget here (session size, summary
+    depth), close enough for the models memvault talks to without loading a tokenizer."""
+    return (len(text) + 3) // 4

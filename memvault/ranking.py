@@ -1,4 +1,4 @@
-"""The ranking math of the read path (SPEC section 4), as pure functions.
+"""The ranking math of the read path (docs/design.md, "The read path"), as pure functions.
 
 Kept free of I/O and models so that every number `search --explain` shows can be
 checked by hand in tests.

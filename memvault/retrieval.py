@@ -1,4 +1,4 @@
-"""The read path (SPEC section 4): hybrid candidates -> rerank -> recency -> MMR -> injection.
+"""The read path (docs/design.md): hybrid candidates -> rerank -> recency -> MMR -> injection.
 
 Every number is kept per result so that `search --explain` can show it.
 """
@@ -18,8 +18,14 @@ CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant")  # summari
 
 @dataclass
 class Query:
+    """One search. Built with `Query.from_settings`, which fills what the caller leaves open from
+    the vault's settings (top_k, recency_weight, mmr_lambda, threshold)."""
+
     text: str
-    top_k: int = 5
+    top_k: int
+    recency_weight: float
+    mmr_lambda: float
+    threshold: float | None
     conversation: str = DEFAULT_CONVERSATION
     all_conversations: bool = False
     roles: tuple[str, ...] = CANDIDATE_ROLES
@@ -28,9 +34,6 @@ class Query:
     until: datetime | None = None
     now: datetime | None = None
     rerank: bool = True
-    recency_weight: float = 0.2
-    mmr_lambda: float = 0.7
-    threshold: float | None = None
     candidate_factor: int = 3  # top_k * 3 candidates per scope
     use_dense: bool = True
     use_bm25: bool = True
@@ -39,6 +42,24 @@ class Query:
     fusion: str = "convex"  # relevance without a reranker: "convex" (dense + BM25 magnitudes) or "rrf"
     dense_weight: float = 0.5  # convex fusion: weight of the dense part, BM25 gets the rest
     pool: str = "rrf"  # "rrf": the fused top `depth` per scope; "union": every row either retriever returned
+
+
+    @classmethod
+    def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
+                      mmr_lambda: float | None = None, threshold: float | None = None, **options: Any) -> "Query":
+        """A query with the settings' values where an option is None; options are checked like
+        settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
+        from memvault.config import coerce
+
+        def pick(name: str, value: Any, setting: str) -> Any:
+            if value is None:
+                return getattr(settings, setting)
+            return coerce(setting, value, f"option --{name.replace('_', '-')}")
+
+        return cls(text=text, top_k=pick("top_k", top_k, "default_top_k"),
+                   recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
+                   mmr_lambda=pick("mmr_lambda", mmr_lambda, "mmr_lambda"),
+                   threshold=pick("threshold", threshold, "score_threshold"), **options)
 
 
 @dataclass
@@ -70,26 +91,15 @@ class SearchOutcome:
     reranked: bool
     rerank_note: str | None = None  # why the rerank stage did not run
 
+    def to_json(self) -> list[dict[str, Any]]:
+        """The results as `search --json` prints them."""
+        return [r.to_json() for r in self.results]
+
 
 def _where(query: Query, conversation: str | None) -> str:
-    clauses = ["role IN (" + ", ".join(_sql(r) for r in query.roles) + ")"]
-    if conversation is not None:
-        clauses.append(f"conversation_id = {_sql(conversation)}")
-    for tag in query.tags:
-        clauses.append(f"tags LIKE {_sql('%|' + _like_escape(tag) + '|%')} ESCAPE '\\'")
-    if query.since is not None:
-        clauses.append(f"created_us >= {int(query.since.timestamp() * 1_000_000)}")
-    if query.until is not None:
-        clauses.append(f"created_us <= {int(query.until.timestamp() * 1_000_000)}")
-    return " AND ".join(clauses)
+    from memvault.index import where_clause
 
-
-def _sql(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _like_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return where_clause(query.roles, conversation, query.tags, query.since, query.until)
 
 
 def _scopes(query: Query) -> list[str | None]:
@@ -267,7 +277,7 @@ def injection_block(results: list[Result], summary: str | None = None) -> str:
 
 
 def read_summary(vault, conversation: str) -> str | None:
-    from memvault.learn import read_rolling_summary
+    from memvault.summaries import read_rolling_summary
 
     memory = read_rolling_summary(vault, conversation)
     return memory.text if memory else None

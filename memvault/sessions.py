@@ -1,4 +1,4 @@
-"""Chat sessions (SPEC section 6), derived from the turn files and their timestamps.
+"""Chat sessions (docs/design.md, "Chat"), derived from the turn files and their timestamps.
 
 What cannot be derived from the turns (where a --clear started a fresh session, and
 the summary of turns folded away) lives in one committed file per conversation,
@@ -15,7 +15,7 @@ from typing import Callable
 
 from memvault import files
 from memvault.files import Memory
-from memvault.learn import estimate_tokens
+from memvault.prompts import estimate_tokens
 
 KEEP_VERBATIM = 4  # turns that stay word for word when older ones are folded (two exchanges)
 MIN_VERBATIM = 2
@@ -34,6 +34,7 @@ class Session:
     last_turn_at: datetime | None = None
     record: Memory | None = None  # the session.md memory, if any
     fresh_reason: str | None = None  # why a new session started (hard decay, --clear)
+    unanswered: list[Memory] = field(default_factory=list)  # user turns of this session left without a reply
 
     def tokens(self) -> int:
         return estimate_tokens(self.summary) + sum(estimate_tokens(t.text) for t in self.turns)
@@ -51,6 +52,12 @@ def _turns(vault, conversation: str) -> list[Memory]:
     return turns
 
 
+def is_unanswered(turn: Memory) -> bool:
+    """A user turn whose reply never came (the LLM failed, or the chat was killed): kept on disk,
+    left out of the session and of every later prompt."""
+    return bool(turn.extra.get("unanswered"))
+
+
 def _record(vault, conversation: str) -> Memory | None:
     return files.read_optional(session_path(vault, conversation), vault.root)
 
@@ -62,6 +69,8 @@ def load(vault, conversation: str, now: datetime, hard_decay_minutes: float) -> 
     start = _time(record, "session_start")
     folded_until = _time(record, "folded_until")
     turns = [t for t in _turns(vault, conversation) if start is None or t.created_at >= start]
+    session.unanswered = [t for t in turns if is_unanswered(t)]
+    turns = [t for t in turns if not is_unanswered(t)]
     hard = timedelta(minutes=hard_decay_minutes)
     # A silence longer than hard decay between turns (or until now) ends a session.
     boundary = 0
@@ -75,6 +84,9 @@ def load(vault, conversation: str, now: datetime, hard_decay_minutes: float) -> 
         session.fresh_reason = f"over {hard_decay_minutes:g} minutes of silence"
         session.last_turn_at = turns[-1].created_at
         turns = []
+    if turns or session.fresh_reason:
+        since = turns[0].created_at if turns else now
+        session.unanswered = [t for t in session.unanswered if t.created_at >= since]
     session.started_at = turns[0].created_at if turns else (start if start and not session.fresh_reason else None)
     if turns:
         session.last_turn_at = turns[-1].created_at

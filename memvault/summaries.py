@@ -1,35 +1,86 @@
-"""`memvault summarize`: the rolling summary, updated or rebuilt with depth chosen by size.
+"""Summaries of a conversation: the rolling summary (its file, its updates) and `summarize`.
 
-Rebuild depth (SPEC section 5), by the estimated tokens of all live entries:
-under 100 none; under 500 one sentence; under 3,000 a paragraph; under 15,000 chunk
-summaries (L1) plus a meta-summary; above that chunks (L1), groups of ~5 chunk
-summaries (L2), and a final summary over the groups.
+The rolling summary is one file per conversation, entries/<c>/summaries/summary.md (role
+summary, summary_kind rolling), whose id stays the same across updates. It is updated after
+new facts are learned, or by `summarize`, which can also rebuild it from every entry with a
+depth chosen by size (docs/design.md, "Summaries"): under 100 tokens none; under 500 one
+sentence; under 3,000 a paragraph; under 15,000 chunk summaries (L1) plus a meta-summary;
+above that chunks (L1), groups of ~5 chunk summaries (L2), and a final summary over the groups.
+
+Every function that asks the model writes nothing: it returns a plan, and `write` stores the
+plan inside a Vault.change, so the vault lock is never held while a model thinks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
-from memvault import files, learn
+from memvault import files
 from memvault.files import Memory
+from memvault.prompts import estimate_tokens
 
 CHUNK_TOKENS = 1500
 GROUP_SIZE = 5
 CONTENT_ROLES = ("memory", "note", "decision", "user", "assistant")
+# What a rolling update reads: the knowledge, not the chat that produced it.
+KNOWLEDGE_ROLES = ("memory", "note", "decision")
 
+
+# -- the rolling summary's file ------------------------------------------------------------
+
+def summary_path(vault, conversation: str) -> Path:
+    return vault.entries / files.conversation_slug(conversation) / "summaries" / "summary.md"
+
+
+def read_rolling_summary(vault, conversation: str) -> Memory | None:
+    return files.read_optional(summary_path(vault, conversation), vault.root)
+
+
+def write_rolling_summary(change, conversation: str, text: str, now: datetime | None = None, **extra) -> Memory:
+    """Create or rewrite the rolling summary; its id stays stable across updates."""
+    current = read_rolling_summary(change.vault, conversation)
+    stamp = files.format_time(now or files.utcnow())
+    if current is not None:
+        current.text = text.strip()
+        current.extra.update(summary_kind="rolling", updated_at=stamp, **extra)
+        return change.rewrite(current)
+    memory = files.new_memory(text, "summary", conversation, created_at=now or files.utcnow(),
+                              extra={"summary_kind": "rolling", "updated_at": stamp, **extra})
+    return change.add(memory)
+
+
+def fold_in(cfg, previous: str | None, facts: list[str], gone: list[str] = ()) -> tuple[str, int]:
+    """The rolling summary with new facts merged in and facts no longer true dropped (one LLM
+    call). Returns (text, input tokens); an empty text means the model gave nothing usable."""
+    from memvault import llm, prompts
+
+    lines = "\n".join(f"- {f}" for f in facts) + "".join(f"\n- (no longer true) {g}" for g in gone)
+    text = llm.strip_think(llm.chat(cfg, prompts.summary_messages("rolling", lines, previous=previous))).strip()
+    return text, estimate_tokens(lines)
+
+
+# -- summarize ---------------------------------------------------------------------------------
 
 @dataclass
 class SummaryOutcome:
-    kind: str  # none, one_sentence, paragraph, chunked, tree, rolling, unchanged
+    """What `summarize` found or made. kind: none, one_sentence, paragraph, chunked, tree (a rebuild),
+    rolling (an update), unchanged (nothing new since the last update)."""
+
+    kind: str
     text: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
     levels: dict[str, int] = field(default_factory=dict)  # "L1": 12, "L2": 3
+    conversation: str = files.DEFAULT_CONVERSATION
+    style: str | None = None
+    # The L1/L2 summaries of a rebuild, to be stored: (kind, level, part number, text, input tokens).
+    parts: list[tuple[str, int, int, str, int]] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "text": self.text, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens, "levels": self.levels}
+        return {"conversation_id": self.conversation, "kind": self.kind, "text": self.text,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "levels": self.levels}
 
 
 def depth_for(tokens: int) -> str:
@@ -44,8 +95,8 @@ def depth_for(tokens: int) -> str:
     return "tree"
 
 
-def _entries(vault, conversation: str) -> list[Memory]:
-    entries = list(vault.iter_memories(conversation, roles=CONTENT_ROLES))
+def _entries(vault, conversation: str, roles=CONTENT_ROLES) -> list[Memory]:
+    entries = list(vault.iter_memories(conversation, roles=roles))
     entries.sort(key=lambda m: (m.created_at, m.id))
     return entries
 
@@ -55,7 +106,7 @@ def chunk_lines(lines: list[str], budget: int = CHUNK_TOKENS) -> list[str]:
     unless it alone is over budget."""
     chunks, current, size = [], [], 0
     for line in lines:
-        cost = learn.estimate_tokens(line)
+        cost = estimate_tokens(line)
         if current and size + cost > budget:
             chunks.append("\n".join(current))
             current, size = [], 0
@@ -70,89 +121,77 @@ def chunk_lines(lines: list[str], budget: int = CHUNK_TOKENS) -> list[str]:
     return chunks
 
 
-def rebuild(change, cfg, conversation: str, style: str = "conversation", now: datetime | None = None) -> SummaryOutcome:
+def plan_rebuild(vault, cfg, conversation: str, style: str = "conversation") -> SummaryOutcome:
+    """A new summary from every live entry, depth chosen by size (LLM calls; writes nothing)."""
     from memvault import llm, prompts
 
-    vault = change.vault
-    now = now or files.utcnow()
     lines = [f"[{m.role}] {' '.join(m.text.split())}" for m in _entries(vault, conversation)]
     text = "\n".join(lines)
-    tokens = learn.estimate_tokens(text)
+    tokens = estimate_tokens(text)
     kind = depth_for(tokens)
-    outcome = SummaryOutcome(kind=kind, input_tokens=tokens)
+    outcome = SummaryOutcome(kind=kind, input_tokens=tokens, conversation=conversation, style=style)
     if kind == "none":
         return outcome
 
     def ask(prompt_kind: str, body: str) -> str:
         return llm.strip_think(llm.chat(cfg, prompts.summary_messages(prompt_kind, body, style=style))).strip()
 
-    _retire_levels(change, conversation, now)
     if kind in ("one_sentence", "paragraph"):
         outcome.text = ask(kind, text)
     else:
-        chunk_summaries = []
+        top = []
         for number, chunk in enumerate(chunk_lines(lines), 1):
-            summary = ask("chunk", chunk)
-            chunk_summaries.append(summary)
-            _store_level(change, conversation, "chunk", 1, summary, chunk, now, number)
-        outcome.levels["L1"] = len(chunk_summaries)
-        top = chunk_summaries
+            top.append(ask("chunk", chunk))
+            outcome.parts.append(("chunk", 1, number, top[-1], estimate_tokens(chunk)))
+        outcome.levels["L1"] = len(top)
         if kind == "tree":
             groups = []
             for number, start in enumerate(range(0, len(top), GROUP_SIZE), 1):
                 body = "\n\n".join(top[start:start + GROUP_SIZE])
-                summary = ask("meta", body)
-                groups.append(summary)
-                _store_level(change, conversation, "group", 2, summary, body, now, number)
+                groups.append(ask("meta", body))
+                outcome.parts.append(("group", 2, number, groups[-1], estimate_tokens(body)))
             outcome.levels["L2"] = len(groups)
             top = groups
         outcome.text = ask("meta", "\n\n".join(top))
-    if not outcome.text:
-        return outcome
-    outcome.output_tokens = learn.estimate_tokens(outcome.text)
-    learn.write_summary(change, conversation, outcome.text, now=now, summary_depth=kind,
-                        summary_level=1 + len(outcome.levels), input_tokens=tokens,
-                        output_tokens=outcome.output_tokens, style=style)
+    outcome.output_tokens = estimate_tokens(outcome.text)
     return outcome
 
 
-def _store_level(change, conversation, kind, level, summary, source, now, number) -> None:
-    if not summary:
-        return
-    memory = files.new_memory(summary, "summary", conversation, created_at=now,
-                              extra={"summary_kind": kind, "summary_level": level, "part": number,
-                                     "input_tokens": learn.estimate_tokens(source),
-                                     "output_tokens": learn.estimate_tokens(summary)})
-    change.add(memory)
-
-
-def _retire_levels(change, conversation: str, now) -> None:
-    """Old L1/L2 summaries are replaced by the rebuild: soft-deleted, recoverable from deleted/."""
-    for memory in change.vault.iter_memories(conversation, roles=("summary",)):
-        if memory.extra.get("summary_kind") in ("chunk", "group"):
-            change.soft_delete(memory, "update", now=now)
-
-
-def update(change, cfg, conversation: str, now: datetime | None = None) -> SummaryOutcome:
-    """Fold entries newer than the rolling summary into it (all of them when there is none)."""
-    from memvault import llm, prompts
-
-    vault = change.vault
-    current = learn.read_rolling_summary(vault, conversation)
+def plan_update(vault, cfg, conversation: str) -> SummaryOutcome:
+    """Fold facts, notes and decisions newer than the rolling summary into it (all of them when
+    there is none): one LLM call, or none when nothing is new. Writes nothing."""
+    current = read_rolling_summary(vault, conversation)
     since = None
     if current is not None:
         stamp = current.extra.get("updated_at") or current.created_at
         since = files.parse_time(stamp) if stamp else None
-    fresh = [m for m in _entries(vault, conversation) if m.role in ("memory", "note", "decision")
-             and (since is None or m.created_at > since)]
+    fresh = [m for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if since is None or m.created_at > since]
     if not fresh:
-        return SummaryOutcome(kind="unchanged", text=current.text if current else "")
-    lines = "\n".join(f"- {' '.join(m.text.split())}" for m in fresh)
-    text = llm.strip_think(llm.chat(cfg, prompts.summary_messages(
-        "rolling", lines, previous=current.text if current else None))).strip()
-    outcome = SummaryOutcome(kind="rolling", text=text, input_tokens=learn.estimate_tokens(lines),
-                             output_tokens=learn.estimate_tokens(text))
-    if text:
-        learn.write_summary(change, conversation, text, now=now, input_tokens=outcome.input_tokens,
-                            output_tokens=outcome.output_tokens)
-    return outcome
+        return SummaryOutcome(kind="unchanged", text=current.text if current else "", conversation=conversation)
+    text, tokens = fold_in(cfg, current.text if current else None, [" ".join(m.text.split()) for m in fresh])
+    return SummaryOutcome(kind="rolling", text=text, input_tokens=tokens, output_tokens=estimate_tokens(text),
+                          conversation=conversation)
+
+
+def write(change, outcome: SummaryOutcome, now: datetime | None = None) -> None:
+    """Store a planned summary: a rebuild retires the old L1/L2 files (soft-deleted, recoverable)
+    and stores its own; then the rolling summary is rewritten."""
+    if not outcome.text or outcome.kind in ("none", "unchanged"):
+        return
+    now = now or files.utcnow()
+    conversation = outcome.conversation
+    if outcome.kind != "rolling":
+        for memory in change.vault.iter_memories(conversation, roles=("summary",)):
+            if memory.extra.get("summary_kind") in ("chunk", "group"):
+                change.soft_delete(memory, "update", now=now)
+        for kind, level, number, text, tokens in outcome.parts:
+            if text:
+                change.add(files.new_memory(text, "summary", conversation, created_at=now, extra={
+                    "summary_kind": kind, "summary_level": level, "part": number,
+                    "input_tokens": tokens, "output_tokens": estimate_tokens(text)}))
+        write_rolling_summary(change, conversation, outcome.text, now=now, summary_depth=outcome.kind,
+                              summary_level=1 + len(outcome.levels), input_tokens=outcome.input_tokens,
+                              output_tokens=outcome.output_tokens, style=outcome.style)
+    else:
+        write_rolling_summary(change, conversation, outcome.text, now=now, input_tokens=outcome.input_tokens,
+                              output_tokens=outcome.output_tokens)

@@ -1,8 +1,8 @@
 """`memvault reindex`: sync the index, commit hand edits, or watch the folder.
 
 The index module does the syncing; this module adds what only reindex does:
-front matter for adopted files, a commit for edits made by hand, the
-progress bar, and the watch loop.
+front matter for adopted files, a commit for the hand edits it accepted, and the
+watch loop.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from memvault import files
-from memvault.index import Index, SyncReport
+from memvault.index import SyncReport
 from memvault.vault import Vault
 
 
@@ -33,79 +33,62 @@ def check(vault: Vault) -> SyncReport:
                 stack.enter_context(vault_lock(vault.lock_path, shared=True))
             except OSError:
                 pass
-        return Index(vault).sync(check_only=True, verify=True)
+        return vault.index.sync(check_only=True, verify=True)
 
 
-def reindex(vault: Vault, full: bool = False, notice: Callable[[str], None] | None = None,
-            progress: bool = True) -> SyncReport:
-    """Sync under the vault lock and commit whatever changed by hand."""
-    vault.auto_index = False  # this command syncs the index itself
-    index = Index(vault, notice=notice)
-    with vault.change("reindex") as change, _progress_bar(progress) as bar:
-        report = index.sync(full=full, adopt=True, progress=bar, verify=True)
-        _record_hand_edits(vault, change, report)
+def reindex(vault: Vault, full: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+    """Sync under the vault lock and commit the hand edits it accepted."""
+    auto_index, vault.auto_index = vault.auto_index, False  # this command syncs the index itself
+    try:
+        with vault.change("reindex") as change:
+            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=True)
+            _record_hand_edits(vault, change, report)
+    finally:
+        vault.auto_index = auto_index
     return report
 
 
 def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
+    """Commit the memory files under entries/ that changed outside memvault and that this sync
+    accepted; a file it rejected (broken front matter, a duplicate id) stays out of git, and
+    so does anything that is not a memory file."""
     if not vault.settings.enable_git_versioning:
         return
     from memvault import gitrepo
 
     if not gitrepo.is_repo(vault.root):
         return
-    status = gitrepo.git_output(vault.root, "status", "--porcelain", "--untracked-files=all", "--", files.ENTRIES)
-    dirty = [line[3:].strip('"') for line in status.splitlines()]
-    dirty = [p.split(" -> ")[-1] for p in dirty if p.endswith(".md")]
+    status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
+                                "--", files.ENTRIES)
+    rejected = {vault.relative(problem.path) for problem in report.skipped}
+    dirty, fields = [], iter(status.split("\0"))
+    for field in fields:
+        if len(field) < 4:
+            continue
+        if field[0] in "RC":
+            next(fields, None)  # a staged rename or copy: its old path follows
+        path = field[3:]
+        if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
+            dirty.append(path)
     if not dirty:
         return
+    ids = []
     for rel in dirty:
-        path = vault.root / rel
         memory_id = report.ids.get(rel)
-        if memory_id is None and path.is_file():
+        if memory_id is None and (vault.root / rel).is_file():
             try:
-                memory_id = files.read_memory(path, vault.root)[0].id
+                memory_id = files.read_memory(vault.root / rel, vault.root)[0].id
             except Exception:
                 memory_id = None
-        if memory_id:
-            change.edited.append(files.Memory(memory_id, "note", "", files.utcnow(), "", path=path))
-    change.external = True
+        ids.append(memory_id or rel.rsplit("__", 1)[-1].removesuffix(".md"))
+    change.accept([vault.root / rel for rel in dirty], ids)
     change.title = f"{len(dirty)} hand edit{'s' if len(dirty) != 1 else ''}"
 
 
-class _progress_bar:
-    """A rich progress bar on stderr, only on a terminal, only for long runs."""
-
-    def __init__(self, enabled: bool):
-        from memvault import term
-
-        self.enabled = enabled and term.progress_allowed()  # a terminal, no -q, no NO_COLOR
-        self.progress = None
-        self.task = None
-
-    def __enter__(self):
-        return self if self.enabled else None
-
-    def __call__(self, done: int, total: int) -> None:
-        if total < 200:
-            return
-        if self.progress is None:
-            from rich.progress import Progress
-
-            self.progress = Progress(transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("embedding", total=total)
-        self.progress.update(self.task, completed=done)
-
-    def __exit__(self, *exc):
-        if self.progress is not None:
-            self.progress.stop()
-        return False
-
-
-def watch(vault: Vault, notice: Callable[[str], None], quiet: bool = False, debounce: float = 0.5,
-          stop: threading.Event | None = None) -> None:
-    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set).
+def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float = 0.5,
+          stop: threading.Event | None = None, on_start: Callable[[], None] | None = None) -> None:
+    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set); each
+    sync's report goes to `on_report`, and `on_start` is called once the watch is on.
 
     Editors that save through a temp file and a rename produce a burst of events;
     waiting for `debounce` seconds of quiet turns each burst into one sync.
@@ -124,13 +107,12 @@ def watch(vault: Vault, notice: Callable[[str], None], quiet: bool = False, debo
                     pending.set()
 
     vault.create()
-    report = reindex(vault, notice=notice, progress=False)
-    _say(report, notice, quiet)
+    on_report(reindex(vault))
     observer = Observer()
     observer.schedule(Handler(), str(vault.entries), recursive=True)
     observer.start()
-    if not quiet:
-        notice(f"memvault: watching {vault.entries} (Ctrl-C to stop)")
+    if on_start is not None:
+        on_start()
     try:
         while not stop.is_set():
             if not pending.wait(timeout=0.2):
@@ -138,17 +120,9 @@ def watch(vault: Vault, notice: Callable[[str], None], quiet: bool = False, debo
             while pending.is_set():  # debounce: wait for a quiet spell
                 pending.clear()
                 time.sleep(debounce)
-            report = reindex(vault, notice=notice, progress=False)
-            _say(report, notice, quiet)
+            on_report(reindex(vault))
     except KeyboardInterrupt:
         pass
     finally:
         observer.stop()
         observer.join(timeout=5)
-
-
-def _say(report: SyncReport, notice: Callable[[str], None], quiet: bool) -> None:
-    for problem in report.skipped:
-        notice(f"memvault: skipped {problem}")
-    if report.drift and not quiet:
-        print(report.summary(), flush=True)

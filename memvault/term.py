@@ -67,3 +67,33 @@ def error(message: str) -> None:
     """An error line on stderr; never silenced."""
     sys.stderr.write(f"memvault: error: {message}\n")
     sys.stderr.flush()
+
+
+class progress_bar:
+    """A rich progress bar on stderr, only on a terminal, only for long runs; `with progress_bar() as bar:`
+    gives a `bar(done, total)` callback, or None where no bar may be shown."""
+
+    def __init__(self, enabled: bool = True, label: str = "embedding", minimum: int = 200):
+        self.enabled = enabled and progress_allowed()  # a terminal, no -q, no NO_COLOR
+        self.label, self.minimum = label, minimum
+        self.progress = None
+        self.task = None
+
+    def __enter__(self):
+        return self if self.enabled else None
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.minimum:
+            return
+        if self.progress is None:
+            from rich.progress import Progress
+
+            self.progress = Progress(transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=total)
+        self.progress.update(self.task, completed=done)
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.stop()
+        return False

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from memvault import files
 from memvault.config import Settings, load_settings
@@ -25,22 +25,32 @@ from memvault.lock import vault_lock
 SIDECAR = ".memvault"
 
 
+def _stderr(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
 class Vault:
-    def __init__(self, root: Path, settings: Settings | None = None, auto_index: bool = True):
+    """The folder, its settings, its lock, its git repository and its index (docs/design.md)."""
+
+    def __init__(self, root: Path, settings: Settings | None = None, auto_index: bool = True,
+                 notice: Callable[[str], None] | None = None):
         self.root = Path(os.path.abspath(Path(root).expanduser()))
         self._settings = settings
-        # Where a write that waits for the lock says so (the CLI silences it with -q).
-        self.notice: Callable[[str], None] | None = lambda message: sys.stderr.write(message + "\n")
+        # Notices and warnings (a write waiting for the lock, a file skipped by the index); the CLI
+        # passes one that -q silences, a server one that logs.
+        self.notice: Callable[[str], None] | None = notice or _stderr
         # Index what a change wrote in the same invocation (costs a model load);
         # off only for callers that sync the index themselves.
         self.auto_index = auto_index
+        self._index = None
 
     @classmethod
-    def open(cls, root: Path, overrides: dict | None = None) -> "Vault":
+    def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
         root = Path(os.path.abspath(Path(root).expanduser()))
         if root.exists() and not root.is_dir():
             raise UsageError(f"vault path {root} exists and is not a folder")
-        return cls(root, load_settings(root if root.is_dir() else None, overrides=overrides))
+        return cls(root, load_settings(root if root.is_dir() else None, overrides=overrides), notice=notice)
 
     @property
     def settings(self) -> Settings:
@@ -49,6 +59,19 @@ class Vault:
         return self._settings
 
     # -- layout --------------------------------------------------------------
+    @property
+    def index(self):
+        """The vault's index, opened once: reads and this process's writes share one table handle."""
+        if self._index is None:
+            from memvault.index import Index
+
+            self._index = Index(self, notice=self.notice)
+        return self._index
+
+    def say(self, message: str) -> None:
+        if self.notice is not None and message:
+            self.notice(message)
+
     @property
     def sidecar(self) -> Path:
         return self.root / SIDECAR
@@ -107,12 +130,18 @@ class Vault:
 
     # -- writing -------------------------------------------------------------
     @contextmanager
-    def change(self, command: str, lock_timeout: float | None = None) -> Iterator["Change"]:
+    def change(self, command: str, lock_timeout: float | None = None, commit: bool = True) -> Iterator["Change"]:
         """Lock, create if needed, collect writes, then index + commit (also when the command fails,
-        so that what was already written, such as a chat's user turn, is kept and recorded).
+        so that what was already written is kept and recorded).
 
         Waits up to `lock_timeout` (default: the lock_timeout setting) for another writer.
+        commit=False: write and index only; a later change of the same command rewrites these
+        files and commits them (a chat's user turn, written before the model answers).
         """
+        if self.settings.enable_git_versioning:
+            from memvault import gitrepo
+
+            gitrepo.check_writable(self.root)  # before anything is written
         self._make_folders()
         timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
         with vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice):
@@ -123,13 +152,14 @@ class Vault:
             finally:
                 if change.touched:
                     if self.auto_index and (change.written_paths or change.removed_paths):
-                        from memvault.index import index_change
-
-                        index_change(self, change)
-                    if self.settings.enable_git_versioning:
+                        report = self.index.sync_paths(change.written_paths | change.removed_paths)
+                        for problem in report.skipped:
+                            self.say(f"memvault: skipped {problem}")
+                    if commit and self.settings.enable_git_versioning:
                         from memvault import gitrepo
 
-                        change.commit_sha = gitrepo.commit_all(self.root, change.commit_record())
+                        change.commit_sha = gitrepo.commit_paths(self.root, change.commit_record(),
+                                                                 change.commit_paths())
 
     # -- reading -------------------------------------------------------------
     def iter_memories(
@@ -179,29 +209,65 @@ class Vault:
         return pool[0]
 
 
+# Actions a change can record, as `Event.action`; what `--json` and the change lines show.
+ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE = "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE"
+# At most this many memories are evicted by one command. A chat turn writes at most five entries
+# (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
+# turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
+# time, each eviction shown, never thousands at once at an unrelated moment.
+EVICT_BATCH = 20
+
+
+@dataclass
+class Event:
+    """One thing a command did to one memory.
+
+    ADD: `memory` was stored. UPDATE: `memory` (new id) replaces `other`, refined. REPLACE:
+    `memory` was made untrue by `other` (a new fact) and moved under deleted/. DELETE and EVICT:
+    `memory` moved under deleted/ (reason: user, contradiction, update, evicted). EDIT: `memory`
+    was rewritten in place. RESTORE: `memory` is live again.
+    """
+
+    action: str
+    memory: Memory
+    other: Memory | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"event": self.action, "id": self.memory.id, "role": self.memory.role,
+                                "conversation_id": self.memory.conversation_id, "text": self.memory.text}
+        if self.reason:
+            data["reason"] = self.reason
+        if self.action == UPDATE and self.other is not None:
+            data.update(replaces=self.other.id, old_text=self.other.text)
+        elif self.action == REPLACE and self.other is not None:
+            data.update(replaced_by=self.other.id, new_text=self.other.text)
+        return data
+
+
 @dataclass
 class Change:
-    """What one command did to the vault; becomes one commit."""
+    """What one command did to the vault; becomes one commit of exactly the files it touched."""
 
     vault: Vault
     command: str
-    added: list[Memory] = field(default_factory=list)
-    deleted: list[Memory] = field(default_factory=list)
-    replaced: list[tuple[Memory, Memory]] = field(default_factory=list)
-    edited: list[Memory] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     written_paths: set[Path] = field(default_factory=set)
     removed_paths: set[Path] = field(default_factory=set)
+    accepted_paths: set[Path] = field(default_factory=set)  # hand edits reindex accepted (commit only)
     commit_sha: str | None = None
     title: str | None = None  # a commit subject of the command's own, instead of the generated one
-    external: bool = False  # files changed outside memvault (hand edits) are part of this change
 
     @property
     def touched(self) -> bool:
-        return bool(self.written_paths or self.removed_paths or self.external)
+        return bool(self.written_paths or self.removed_paths or self.accepted_paths)
 
     @property
     def root(self) -> Path:
         return self.vault.root
+
+    def of(self, *actions: str) -> list[Event]:
+        return [e for e in self.events if e.action in actions]
 
     def _write(self, memory: Memory, path: Path | None = None) -> Path:
         try:
@@ -215,18 +281,27 @@ class Change:
 
     def add(self, memory: Memory) -> Memory:
         self._write(memory)
-        self.added.append(memory)
+        self.events.append(Event(ADD, memory))
         return memory
 
     def rewrite(self, memory: Memory) -> Memory:
         """Rewrite a live memory in place (summaries, `edit`); unknown keys are kept."""
         self._write(memory, memory.path)
-        self.edited.append(memory)
+        self.events.append(Event(EDIT, memory))
         return memory
 
-    def soft_delete(self, memory: Memory, reason: str, replaced_by: str | None = None,
+    def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
                     now: datetime | None = None) -> Memory:
-        """Move the file under deleted/ with deleted_at and deleted_reason: never unlink."""
+        """Move the file under deleted/ with deleted_at and deleted_reason: never unlink.
+
+        replaced_by: the memory that made this one untrue (recorded as `replaced_by` and as a
+        REPLACE); else a DELETE, or an EVICT for reason 'evicted'."""
+        self._move_to_deleted(memory, reason, replaced_by.id if replaced_by else None, now)
+        action = REPLACE if replaced_by else (EVICT if reason == "evicted" else DELETE)
+        self.events.append(Event(action, memory, replaced_by, reason))
+        return memory
+
+    def _move_to_deleted(self, memory: Memory, reason: str, replaced_by: str | None, now: datetime | None) -> None:
         if reason not in files.DELETE_REASONS:
             raise UsageError(f"unknown delete reason {reason!r}")
         if memory.path is None or memory.is_deleted:
@@ -239,55 +314,69 @@ class Change:
         target = files.deleted_path_for(self.root, old_path)
         self._write(memory, target)
         old_path.unlink(missing_ok=True)
+        if old_path in self.written_paths:
+            self.written_paths.discard(old_path)  # written by this very change: nothing to record
         self.removed_paths.add(old_path)
-        self.written_paths.discard(old_path)
-        if not replaced_by:
-            self.deleted.append(memory)
-        return memory
 
-    def replace(self, old: Memory, new_text: str, reason: str = "update", now: datetime | None = None) -> Memory:
-        """UPDATE: a new file with a fresh id; the old one becomes a tombstone with replaced_by."""
-        carried = {k: v for k, v in old.extra.items() if k not in ("updated_at",)}
+    def replace(self, old: Memory, new_text: str, reason: str = "update", now: datetime | None = None,
+                extra: dict[str, Any] | None = None) -> Memory:
+        """UPDATE: a new file with a fresh id; the old one becomes a tombstone with replaced_by.
+        The new memory keeps the old one's front matter, with `extra` on top."""
+        carried = {k: v for k, v in old.extra.items() if k not in ("updated_at",)} | (extra or {})
         new = files.new_memory(new_text, old.role, old.conversation_id, created_at=now or files.utcnow(), extra=carried)
         new.extra["updated_at"] = files.format_time(now or files.utcnow())
         new.extra["replaces"] = old.id
         self._write(new)
-        self.soft_delete(old, reason, replaced_by=new.id, now=now)
-        self.replaced.append((old, new))
+        self._move_to_deleted(old, reason, new.id, now)
+        self.events.append(Event(UPDATE, new, old, reason))
         return new
 
     def evict(self, conversation: str, max_entries: int, now: datetime | None = None) -> list[Memory]:
-        """Past max_entries facts+turns, soft-delete the oldest with reason 'evicted'."""
-        pool = list(self.vault.iter_memories(conversation, roles=("memory", "user", "assistant")))
-        excess = len(pool) - max_entries
+        """Past max_entries turns and learned facts (what memvault wrote itself) in the conversation,
+        soft-delete the oldest with reason 'evicted', at most EVICT_BATCH per command. What the user
+        added (`add`, `edit`, imports) never counts and is never evicted."""
+        pool = [m for m in self.vault.iter_memories(conversation, roles=("memory", "user", "assistant"))
+                if files.is_evictable(m)]
+        excess = min(len(pool) - max_entries, EVICT_BATCH)
         if excess <= 0:
             return []
         pool.sort(key=lambda m: (m.created_at, m.id))
-        evicted = [self.soft_delete(m, "evicted", now=now) for m in pool[:excess]]
-        return evicted
+        return [self.soft_delete(m, "evicted", now=now) for m in pool[:excess]]
+
+    def accept(self, paths: Iterable[Path], ids: Iterable[str]) -> None:
+        """Hand edits under entries/ that reindex accepted: committed as this change's edits."""
+        for path, memory_id in zip(paths, ids):
+            self.accepted_paths.add(Path(path))
+            self.events.append(Event(EDIT, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
+
+    def commit_paths(self) -> list[str]:
+        return [self.vault.relative(p) for p in self.written_paths | self.removed_paths | self.accepted_paths]
 
     def commit_record(self):
         from memvault.gitrepo import CommitRecord
 
         return CommitRecord(
             subject=self.subject(),
-            added=[m.id for m in self.added],
-            deleted=[m.id for m in self.deleted],
-            replaced=[(old.id, new.id) for old, new in self.replaced],
-            edited=[m.id for m in self.edited],
+            added=[e.memory.id for e in self.of(ADD)],
+            deleted=[e.memory.id for e in self.of(DELETE)],
+            replaced=[(e.other.id, e.memory.id) for e in self.of(UPDATE)]
+            + [(e.memory.id, e.other.id) for e in self.of(REPLACE)],
+            edited=[e.memory.id for e in self.of(EDIT)],
+            evicted=[e.memory.id for e in self.of(EVICT)],
+            restored=[e.memory.id for e in self.of(RESTORE)],
         )
 
     def subject(self) -> str:
         if self.title:
             return f"memvault {self.command}: {self.title}"
-        conversations = sorted({m.conversation_id for m in self.added + self.deleted + self.edited}
-                               | {new.conversation_id for _, new in self.replaced})
+        conversations = sorted({e.memory.conversation_id for e in self.events if e.memory.conversation_id})
         scope = f" ({', '.join(conversations[:3])}{', …' if len(conversations) > 3 else ''})" if conversations else ""
-        only_added = self.added and not (self.deleted or self.replaced or self.edited)
-        if only_added:
-            n = len(self.added)
+        added = self.of(ADD)
+        if added and len(added) == len(self.events):
+            n = len(added)
             return f"memvault {self.command}: {n} memor{'y' if n == 1 else 'ies'}{scope}"
-        parts = [f"{len(items)} {word}" for items, word in (
-            (self.added, "added"), (self.replaced, "replaced"), (self.deleted, "deleted"), (self.edited, "edited"),
-        ) if items]
+        counts = [(len(self.of(ADD)), "added"), (len(self.of(UPDATE, REPLACE)), "replaced"),
+                  (len(self.of(DELETE)), "deleted"), (len(self.of(EVICT)), "evicted"),
+                  (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored")]
+        parts = [f"{n} {word}" for n, word in counts if n]
         return f"memvault {self.command}: {', '.join(parts) or 'changes'}{scope}"

@@ -9,7 +9,8 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
                                      or a dict sent as JSON (default: an OpenAI-style error);
     ``{"raw": "not json"}``          HTTP 200 with this exact body (garbage for the client);
     ``{"content": "..."}``           the assistant's content, as for a plain string;
-    ``{"chunks": ["a", "b"]}``       stream exactly these pieces.
+    ``{"chunks": ["a", "b"]}``       stream exactly these pieces;
+    ``{"chunk_delay": 0.5}``         with a stream, wait this long before each piece (a slow reply).
 
 Empty queue: by default the server fails loudly. It answers HTTP 500 with a body saying
 "fake_llm: no scripted reply left", and the fixture's teardown fails the test. That way an
@@ -138,7 +139,8 @@ class FakeLLM:
                 elif "raw" in item:
                     self._send(200, item["raw"])
                 elif body.get("stream"):
-                    self._stream(body, item.get("chunks") or _split(item.get("content", "ok")))
+                    self._stream(body, item.get("chunks") or _split(item.get("content", "ok")),
+                                 item.get("chunk_delay", 0))
                 else:
                     content = item.get("content", "".join(item.get("chunks", [])) or "ok")
                     self._send(200, _completion(body, content))
@@ -152,7 +154,7 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(encoded)
 
-            def _stream(self, body: dict, pieces: list[str]) -> None:
+            def _stream(self, body: dict, pieces: list[str], delay: float = 0) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -161,7 +163,9 @@ class FakeLLM:
                 chunks = [_chunk(body, {"role": "assistant", "content": ""}, None)]
                 chunks += [_chunk(body, {"content": p}, None) for p in pieces]
                 chunks.append(_chunk(body, {}, "stop"))
-                for c in chunks:
+                for number, c in enumerate(chunks):
+                    if delay and 0 < number < len(chunks) - 1 and fake._closing.wait(delay):
+                        return
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")

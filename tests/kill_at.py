@@ -2,13 +2,13 @@
 
     KILL_AT='memvault/index.py:save_state' python tests/kill_at.py add "some text"
     KILL_AT='c:posix.replace'              ...   # before the first os.replace (a builtin call)
-    KILL_AT='memvault/gitrepo.py:commit_all;1;0.3'  # 0.3 s after the 1st call: inside git
+    KILL_AT='memvault/gitrepo.py:commit_paths;1;0.3'  # 0.3 s after the 1st call: inside git
     PAUSE_AT='memvault/models.py:embed;1;20'        # sleep 20 s there instead of dying
 
 A spec is ``<where>[;<nth call>[;<delay seconds>]]``; ``<where>`` is ``<file suffix>:<function>``
 for a Python function or ``c:<module>.<name>`` for a builtin (posix.replace, posix.fsync...).
-Stages chain with ``>``: ``memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;2;0.005``
-is 5 ms after the second process started once commit_all began (`git commit`).
+Stages chain with ``>``: ``memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;2;0.005``
+is 5 ms after the second process started once commit_paths began (`git commit`).
 The kill is a real SIGKILL of the whole process group when this process leads one (start it
 with start_new_session=True), so git children die with it, as they do when a terminal or a
 cron job is killed. Before dying it writes ``kill_at: <spec>`` to stderr.

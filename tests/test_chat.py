@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+import memvault
 from conftest import git, run_cli
 from fake_llm import refused_url
 from memvault import files
-from memvault.chat import ChatOptions, chat_turn
 from memvault.vault import Vault
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -189,9 +189,9 @@ def test_extract_with_endpoint_down_is_one_line(vault_dir, monkeypatch):
 def test_chat_streams_the_reply_and_persists_both_turns(vault_dir, llm_env):
     run_cli("add", "The user's wife is named Anne")
     llm_env.push({"chunks": ["Your wife", " is called", " Anne."]}, facts(), )
-    pieces = []
-    vault = Vault.open(vault_dir)
-    result = chat_turn(vault, "What is my wife's name?", ChatOptions(now=T0), pieces.append)
+    turn = memvault.open_vault(vault_dir).chat("What is my wife's name?", now=T0)
+    pieces = list(turn)
+    result = turn.finish()
     assert pieces == ["Your wife", " is called", " Anne."]
     assert result.reply == "Your wife is called Anne."
     system = llm_env.requests[0]["messages"][0]["content"]

@@ -22,7 +22,7 @@ def test_twenty_parallel_adds_all_land(vault_dir):
     assert len([s for s in subjects if s.startswith("memvault add: 1 memory")]) == 20
 
 
-def _add_in_background(*args: str, env: dict | None = None) -> subprocess.Popen:
+def _memvault_in_background(*args: str, env: dict | None = None) -> subprocess.Popen:
     import os
     import shutil
 
@@ -39,7 +39,7 @@ def test_a_writer_behind_a_long_chat_says_whom_it_waits_for_then_lands(vault_dir
     vault = Vault.open(vault_dir)
     vault.create()
     with vault.change("chat"):  # the lock a chat holds while its reply streams
-        proc = _add_in_background("add", "written while a chat was answering")
+        proc = _memvault_in_background("add", "written while a chat was answering")
         line = proc.stderr.readline()  # blocks until the waiting notice (or the end of stderr)
         assert line.strip() == (f"memvault: waiting for another memvault process (pid {os.getpid()}: "
                                 "memvault chat) to finish with the vault")
@@ -58,10 +58,39 @@ def test_a_writer_gives_up_after_lock_timeout_naming_the_holder(vault_dir):
     vault = Vault.open(vault_dir)
     vault.create()
     with vault.change("chat"):
-        proc = _add_in_background("-q", "add", "not written", env={"MEMVAULT_LOCK_TIMEOUT": "2"})
+        proc = _memvault_in_background("-q", "add", "not written", env={"MEMVAULT_LOCK_TIMEOUT": "2"})
         assert proc.wait(timeout=300) == 1
         err = proc.stderr.read()
     assert err.strip() == (f"memvault: error: another memvault process (pid {os.getpid()}: memvault chat) "
                            f"has held {vault_dir / '.memvault' / 'lock'} for over 2s (setting lock_timeout); "
                            "try again")
     assert list(files.walk_entries(vault_dir)) == []
+
+
+def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
+    """The vault lock is never held while the model answers: a cron `add` started during a slow
+    streamed reply finishes before the reply does, and both end up committed."""
+    import time
+
+    llm_env.push({"chunks": ["Let", " me", " think", " about", " that."], "chunk_delay": 1.5})
+    llm_env.default = '{"facts": []}'  # the upkeep's extraction, if it runs
+    chat = _memvault_in_background("chat", "Tell me about my week")
+    try:
+        deadline = time.time() + 120
+        while not llm_env.requests:  # the reply has started streaming
+            assert chat.poll() is None and time.time() < deadline, chat.stderr.read()
+            time.sleep(0.05)
+        add = _memvault_in_background("add", "written while the reply streamed")
+        assert add.wait(timeout=120) == 0, add.stderr.read()
+        assert chat.poll() is None, "the reply should still be streaming"
+        assert chat.wait(timeout=120) == 0, chat.stderr.read()
+    finally:
+        if chat.poll() is None:
+            chat.terminate()
+            chat.wait(timeout=30)
+    assert chat.stdout.read() == "Let me think about that.\n"
+    texts = {files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir)}
+    assert {"written while the reply streamed", "Tell me about my week", "Let me think about that."} <= texts
+    assert git(vault_dir, "status", "--porcelain") == ""
+    subjects = git(vault_dir, "log", "--format=%s").splitlines()
+    assert subjects.index("memvault chat: exchange (global)") < subjects.index("memvault add: 1 memory (global)")

@@ -209,11 +209,13 @@ def test_soft_delete_replace_and_evict(tmp_path):
     assert live[0].extra["replaces"] == old.id
 
     with vault.change("test") as change:
-        for day in range(1, 6):
-            change.add(files.new_memory(f"fact {day}", created_at=datetime(2024, 1, day, tzinfo=timezone.utc)))
+        for day in range(1, 6):  # learned facts: memvault wrote them, so they count and may be evicted
+            change.add(files.new_memory(f"fact {day}", created_at=datetime(2024, 1, day, tzinfo=timezone.utc),
+                                        extra={files.ORIGIN_KEY: "learned"}))
         change.add(files.new_memory("summary", role="summary", extra={"summary_kind": "rolling"}))
         evicted = change.evict("global", max_entries=3)
-    assert sorted(m.text for m in evicted) == ["fact 1", "fact 2", "fact 3"]
+    # The user's own fact (the pizza one) neither counts nor goes; summaries never do.
+    assert sorted(m.text for m in evicted) == ["fact 1", "fact 2"]
     remaining = sorted(m.text for m in vault.iter_memories())
-    assert remaining == ["The user hates pizza", "fact 4", "fact 5", "summary"]
+    assert remaining == ["The user hates pizza", "fact 3", "fact 4", "fact 5", "summary"]
     assert all(m.extra["deleted_reason"] == "evicted" for m in evicted)

@@ -80,10 +80,15 @@ def test_fuse_scores_convex_weights_and_rrf():
 def test_candidate_depth():
     from memvault.retrieval import Query, candidate_depth
 
-    assert candidate_depth(Query("q", top_k=5)) == 15
-    assert candidate_depth(Query("q", top_k=5, candidate_factor=1)) == 5
-    assert candidate_depth(Query("q", top_k=5, min_candidates=40)) == 40
-    assert candidate_depth(Query("q", top_k=25, min_candidates=40)) == 75
+    from memvault.config import Settings
+
+    def query(**options):
+        return Query.from_settings(Settings(), "q", **options)
+
+    assert candidate_depth(query(top_k=5)) == 15
+    assert candidate_depth(query(top_k=5, candidate_factor=1)) == 5
+    assert candidate_depth(query(top_k=5, min_candidates=40)) == 40
+    assert candidate_depth(query(top_k=25, min_candidates=40)) == 75
 
 
 def test_fuse_scores_other_scalings():

@@ -164,8 +164,8 @@ def assert_converges(vault_dir: Path, must_have: set[str]) -> None:
 KILL_POINTS_ADD = [
     "memvault/vault.py:change>c:posix.replace",  # the temp file is written and fsynced, not yet renamed
     "memvault/index.py:save_state",              # file in place, rows in LanceDB, state.json not written
-    # 8 ms into `git commit` (the second process commit_all starts): git dies too, its locks stay
-    "memvault/gitrepo.py:commit_all>c:_posixsubprocess.fork_exec;2;0.008",
+    # 8 ms into `git commit` (the second process commit_paths starts): git dies too, its locks stay
+    "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;2;0.008",
 ]
 
 

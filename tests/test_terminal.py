@@ -167,7 +167,7 @@ def test_colour_only_on_a_terminal_without_no_color(vault_with_memories):
 
 
 def test_progress_bars_only_on_a_terminal_without_no_color_or_quiet(monkeypatch):
-    from memvault.sync import _progress_bar
+    from memvault.term import progress_bar as _progress_bar
 
     class Tty:
         def isatty(self):

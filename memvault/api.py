@@ -1,0 +1,574 @@
+"""The front door: memvault as a Python library (docs/design.md, "The library API").
+
+    import memvault
+
+    vault = memvault.open_vault("~/notes/memory")        # or None: $MEMVAULT_DIR, else the default
+    vault.add("My wife is Anne")
+    outcome = vault.search("what is my wife's name", top_k=3)
+    print(outcome.results[0].text, outcome.results[0].score)
+
+Every face (the CLI, `memvault serve`, `memvault mcp`) is a thin layer over `Memvault`: an
+operation exists once, here or in the module it names. Arguments are plain values, results
+plain dataclasses with `to_json()`, which is what the faces print as JSON. Every failure is a
+`MemvaultError` (an LLM that is down included), whose message is one line.
+
+A `Memvault` is cheap to open: models and the index load on first use and then stay loaded,
+so a long-lived process (a server) pays for them once. `open_vault(watch=True)` also watches
+the folder, so that a warm process sees hand edits and other processes' writes at its next
+read without walking every file before each one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from memvault import files
+from memvault.errors import MemvaultError, UsageError
+from memvault.files import DEFAULT_CONVERSATION, Memory
+
+__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault"]
+
+Notice = Callable[[str], None]
+
+
+def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, watch: bool = False,
+               **overrides: Any) -> "Memvault":
+    """Open the vault at `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`).
+
+    overrides: any setting (`llm_model="openai/gpt-4o-mini"`, `default_top_k=8`), over
+    memvault.toml and the MEMVAULT_* environment. notice: where notices and warnings go
+    (default: stderr). watch: keep the index in step with the folder through file-system
+    events instead of a walk before every read (for long-lived processes). The folder is
+    created by the first write, not here.
+    """
+    from memvault.config import default_vault_path
+    from memvault.vault import Vault
+
+    root = Path(path).expanduser() if path is not None else default_vault_path()
+    vault = Vault.open(root, {k: v for k, v in overrides.items() if v is not None}, notice=notice)
+    return Memvault(vault, watch=watch)
+
+
+@dataclass
+class SessionView:
+    """A conversation's chat session as `chat --context` shows it."""
+
+    conversation: str
+    turns: list[Memory]
+    tokens: int
+    max_tokens: int
+    idle_seconds: int | None
+    fresh_reason: str | None
+    session_summary: str
+    summary: str | None
+    unanswered: list[Memory] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation,
+            "turns": [{"id": t.id, "role": t.role, "created_at": t.created_at.isoformat(), "text": t.text}
+                      for t in self.turns],
+            "unanswered": [{"id": t.id, "created_at": t.created_at.isoformat(), "text": t.text}
+                           for t in self.unanswered],
+            "tokens": self.tokens, "max_session_tokens": self.max_tokens, "idle_seconds": self.idle_seconds,
+            "fresh_session": self.fresh_reason, "session_summary": self.session_summary, "summary": self.summary,
+        }
+
+
+@dataclass
+class ReconcileOutcome:
+    """The clusters `reconcile` found, what it decided for each, and what it changed."""
+
+    plans: list  # consolidate.ClusterPlan
+    dry_run: bool
+    events: list = field(default_factory=list)  # vault.Event, empty for a dry run
+
+    @property
+    def steps(self) -> list:
+        return [step for plan in self.plans for step in plan.steps]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [{"conversation_id": p.conversation, "newest": {"id": p.newest.id, "text": p.newest.text},
+                 "steps": [s.to_json() for s in p.steps]} for p in self.plans]
+
+
+class Memvault:
+    """One vault: its memories, index, models and LLM, behind one method per operation."""
+
+    def __init__(self, vault, watch: bool = False):
+        self._vault = vault
+        self._watcher = _FolderWatch(vault) if watch else None
+        self._read_lock = threading.Lock()  # one index sync at a time in this process
+
+    # -- the vault -------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self._vault.root
+
+    @property
+    def settings(self):
+        return self._vault.settings
+
+    @property
+    def vault(self):
+        """The lower layer (files, lock, changes, git); for tests and tools."""
+        return self._vault
+
+    def exists(self) -> bool:
+        """Whether the vault has been created (by a first write) yet."""
+        return self._vault.exists()
+
+    def close(self) -> None:
+        """Stop watching the folder (a no-op unless opened with watch=True)."""
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    def __enter__(self) -> "Memvault":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def relative(self, path: Path) -> str:
+        """A path inside the vault as the vault-relative posix path the CLI shows."""
+        return self._vault.relative(path)
+
+    def _say(self, message: str) -> None:
+        self._vault.say(message)
+
+    # -- writing ---------------------------------------------------------------------------
+    def add(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION, kind: str = "fact",
+            tags: Iterable[str] = (), source: str | None = None, rationale: str | None = None,
+            alternatives: Iterable[str] = (), meta: Mapping[str, Any] | None = None,
+            created_at: datetime | str | None = None, each_line: bool = False) -> list[Memory]:
+        """Store text verbatim as memories (one per string; with each_line, one per non-empty line,
+        list markers stripped), indexed and committed at once. Returns the stored memories."""
+        from memvault import ingest
+
+        pieces = [text] if isinstance(text, str) else list(text)
+        if each_line:
+            pieces = [line for piece in pieces for line in ingest.split_lines(piece)]
+        pieces = [p for p in pieces if p and p.strip()]
+        if not pieces:
+            raise MemvaultError("nothing to add: the text is empty")
+        memories = ingest.new_memories(pieces, conversation=conversation, kind=kind, tags=tags, source=source,
+                                       rationale=rationale, alternatives=alternatives, meta=meta,
+                                       created_at=_time(created_at, "created_at"))
+        return self.add_memories(memories)
+
+    def add_jsonl(self, text: str, origin: str = "stdin", **defaults: Any) -> list[Memory]:
+        """Store one memory per JSON line ({"text", "conversation_id"?, "created_at"?, "kind"?, "tags"?,
+        "source"?, "rationale"?, "alternatives"?, "meta"?}); every line is checked before anything is
+        written. defaults: the same keys, for lines that leave them out."""
+        from memvault import ingest
+
+        memories = ingest.parse_jsonl(text, origin, defaults)
+        if not memories:
+            raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
+        return self.add_memories(memories)
+
+    def add_memories(self, memories: list[Memory]) -> list[Memory]:
+        """Store memories made with `files.new_memory` in one commit."""
+        from memvault import ingest
+
+        ingest.store(self._vault, memories, "add")
+        return memories
+
+    def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
+                      now: datetime | str | None = None):
+        """Let the LLM extract facts from the user's words and reconcile them with what is known:
+        one commit per text. Returns a `learn.Learned` with every change (ADD, UPDATE, REPLACE,
+        DELETE, EVICT). An LLM that is down raises LLMError; nothing is written for that text."""
+        from memvault import learn
+        from memvault.llm import LLMConfig
+
+        files.check_conversation_id(conversation)
+        texts = [text] if isinstance(text, str) else list(text)
+        texts = [t for t in texts if t and t.strip()]
+        if not texts:
+            raise MemvaultError("nothing to add: the text is empty")
+        for piece in texts:
+            files.check_text(piece, "the text")
+        settings, clock = self.settings, _time(now, "now")
+        cfg = LLMConfig.from_settings(settings)
+        total = learn.Learned()
+        for piece in texts:
+            self._fresh_index()  # facts learned from the previous text are candidates for this one
+            plan = learn.plan(self._vault, cfg, piece, conversation, summarize=settings.enable_summarization,
+                              warn=self._say, reconcile_mode=settings.reconcile_mode)
+            with self._vault.change("add") as change:
+                learned = learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
+            total.facts += learned.facts
+            total.events += learned.events
+            total.summary_updated |= learned.summary_updated
+        return total
+
+    def edit(self, id_or_prefix: str, text: str | None = None, *, editor: list[str] | None = None,
+             retry: Callable[[str], bool] | None = None):
+        """Change a memory: to `text` (the front matter kept), or in an editor (`$VISUAL`/`$EDITOR`
+        unless `editor` is given) on a copy that must still be a valid memory. Indexed and committed.
+        Returns manage.EditResult (memory, changed)."""
+        from memvault import manage
+
+        if text is not None:
+            return manage.set_text(self._vault, id_or_prefix, text)
+        return manage.edit(self._vault, id_or_prefix, editor=editor, retry=retry)
+
+    def remove(self, ids: Iterable[str], now: datetime | None = None) -> list[Memory]:
+        """Soft-delete memories (moved under deleted/, reason user), in one commit; one bad id
+        removes nothing."""
+        from memvault import manage
+
+        return manage.remove(self._vault, list(ids), now=now)
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, id_or_prefix: str) -> Memory:
+        """A memory by id or unique prefix of at least 4 characters; a deleted one too (live ones
+        win over tombstones). NotFound or an ambiguous-prefix UsageError otherwise."""
+        from memvault import manage
+
+        return manage.find(self._vault, id_or_prefix)
+
+    def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
+               all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
+               since: datetime | str | None = None, until: datetime | str | None = None,
+               now: datetime | str | None = None, rerank: bool = True, recency_weight: float | None = None,
+               mmr_lambda: float | None = None, threshold: float | None = None, retriever: str = "hybrid"):
+        """The whole read path: dense + BM25 candidates from the conversation and `global` (or every
+        conversation), cross-encoder rerank where one is available, recency, MMR diversity.
+        Options left None come from the settings. Returns a retrieval.SearchOutcome."""
+        query_obj = self._query(query, top_k=top_k, conversation=conversation, all_conversations=all_conversations,
+                                kinds=kinds, tags=tags, since=since, until=until, now=now, rerank=rerank,
+                                recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
+                                retriever=retriever)
+        return self._run_search(query_obj)
+
+    def search_many(self, requests: Iterable[str | Mapping[str, Any]], *, origin: str = "queries",
+                    **defaults: Any) -> Iterator[tuple[Any, Any]]:
+        """Many searches over one loaded index: each request a mapping (or a JSON line) with
+        "query" and optionally "qid", "conversation_id", "now", "k"; `defaults` are `search`'s
+        options for all. Yields (qid, SearchOutcome) in order. A bad request is a UsageError
+        naming its line."""
+        for number, request in enumerate(requests, 1):
+            where = f"{origin} line {number}"
+            if isinstance(request, str):
+                if not request.strip():
+                    continue
+                try:
+                    request = json.loads(request)
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(request, Mapping) or not isinstance(request.get("query"), str):
+                raise UsageError(f"{where}: expected an object with a 'query' string")
+            options = dict(defaults)
+            try:
+                if request.get("conversation_id"):
+                    options["conversation"] = str(request["conversation_id"])
+                if request.get("now"):
+                    options["now"] = request["now"]
+                if request.get("k"):
+                    options["top_k"] = int(request["k"])
+                query_obj = self._query(request["query"], **options)
+            except (ValueError, TypeError, MemvaultError) as exc:
+                raise UsageError(f"{where}: {exc}") from None
+            yield request.get("qid"), self._run_search(query_obj)
+
+    def prompt_block(self, outcome, conversation: str = DEFAULT_CONVERSATION) -> str:
+        """The block a chat sends the model before the user's message: the conversation's rolling
+        summary and the results, labelled as background context, never instructions."""
+        from memvault.retrieval import injection_block
+
+        summary = self.summary(conversation)
+        return injection_block(outcome.results, summary.text if summary else None)
+
+    def summary(self, conversation: str = DEFAULT_CONVERSATION) -> Memory | None:
+        """The conversation's rolling summary, if it has one."""
+        from memvault.summaries import read_rolling_summary
+
+        files.check_conversation_id(conversation)
+        return read_rolling_summary(self._vault, conversation)
+
+    def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None):
+        """The history of memory changes, newest first, from git (hand commits too); with an id,
+        the story of that memory, through its replacements. Returns history.LogEntry items."""
+        from memvault.history import history
+
+        self._vault.require_existing()
+        return history(self.root, limit=limit, since=since, follow=id_or_prefix)
+
+    def models(self, download: bool = False) -> dict[str, dict[str, Any]]:
+        """The embedding model and the reranker: name, whether they load, and why not.
+        download: fetch them into fastembed's cache (the only network access memvault makes
+        on its own account)."""
+        from memvault.models import ModelError, get_embedder, get_reranker
+
+        settings = self.settings
+        status: dict[str, dict[str, Any]] = {}
+        try:
+            embedder = get_embedder(settings.embedding_model, allow_download=download)
+            status["embedding_model"] = {"name": embedder.name, "dim": embedder.dim,
+                                         "fingerprint": embedder.fingerprint, "available": True}
+        except ModelError as exc:
+            status["embedding_model"] = {"name": settings.embedding_model, "available": False, "error": str(exc)}
+        problems: list[str] = []
+        reranker = get_reranker(settings.reranker_model, warn=problems.append, allow_download=download)
+        status["reranker_model"] = {"name": settings.reranker_model, "available": reranker is not None,
+                                    **({"error": problems[0]} if problems else {})}
+        return status
+
+    # -- chat --------------------------------------------------------------------------------
+    def chat(self, message: str, *, conversation: str = DEFAULT_CONVERSATION, stream: bool = True,
+             learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
+             model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
+             llm_options: Mapping[str, Any] | None = None):
+        """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
+        for the reply's text pieces (both turns are stored and committed when it ends), then call
+        `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
+
+        history: the messages before this one as a client keeps them (OpenAI shape), sent as they
+        are instead of memvault's own session. llm_options: sampling options for the model
+        (max_tokens, top_p, stop, temperature...)."""
+        from memvault import chat
+        from memvault.config import coerce
+        from memvault.llm import LLMConfig
+
+        files.check_conversation_id(conversation)
+        message = (message or "").strip()
+        if not message:
+            raise MemvaultError("nothing to send: the message is empty")
+        files.new_memory(message, "user", conversation)  # refuse what could not be stored before any model runs
+        cfg = LLMConfig.from_settings(self.settings)
+        if model is not None:
+            cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", model, "option --model")})
+        options = chat.ChatOptions(conversation=conversation, learn=learn, use_memory=use_memory, stream=stream,
+                                   now=_time(now, "now"), top_k=top_k, model=model,
+                                   history=list(history) if history is not None else None,
+                                   llm_options=dict(llm_options or {}))
+
+        def memories(text: str, top: int, clock: datetime):
+            if not self.exists():
+                return []  # the first chat of a new vault
+            return self.search(text, top_k=top, conversation=conversation, now=clock).results
+
+        return chat.start(self._vault, cfg, message, options, memories, warn=self._say)
+
+    def ask(self, message: str, **options: Any):
+        """`chat` in one call, without streaming: the reply, stored, and the upkeep done."""
+        return self.chat(message, stream=False, **options).finish()
+
+    def session(self, conversation: str = DEFAULT_CONVERSATION, now: datetime | str | None = None) -> SessionView:
+        """The conversation's current chat session (what the next `chat` will send)."""
+        from memvault import sessions
+
+        files.check_conversation_id(conversation)
+        clock = _time(now, "now") or files.utcnow()
+        settings = self.settings
+        session = sessions.load(self._vault, conversation, clock, settings.hard_decay_minutes)
+        idle = session.idle(clock)
+        summary = self.summary(conversation)
+        return SessionView(conversation, session.turns, session.tokens(), settings.max_session_tokens,
+                           None if idle is None else max(0, round(idle.total_seconds())), session.fresh_reason,
+                           session.summary, summary.text if summary else None, session.unanswered)
+
+    def clear_session(self, conversation: str = DEFAULT_CONVERSATION, now: datetime | str | None = None) -> None:
+        """Start a fresh chat session: later chats do not see the earlier turns (memories still apply)."""
+        from memvault import chat
+
+        files.check_conversation_id(conversation)
+        chat.clear_session(self._vault, conversation, _time(now, "now"))
+
+    # -- upkeep ------------------------------------------------------------------------------
+    def reconcile(self, conversation: str = DEFAULT_CONVERSATION, *, all_conversations: bool = False,
+                  dry_run: bool = False) -> ReconcileOutcome:
+        """Find clusters of near-duplicate or conflicting facts and let the LLM decide which stay.
+        The model is asked without the lock; the plan is applied in one commit, skipping memories
+        that changed meanwhile. An LLM that is down or answers garbage raises LLMError."""
+        from memvault import consolidate
+        from memvault.llm import LLMConfig
+
+        files.check_conversation_id(conversation)
+        self._vault.require_existing()
+        index = self._fresh_index()
+        conversations = [conversation]
+        if all_conversations:
+            conversations = sorted({m.conversation_id for m in self._vault.iter_memories(roles=("memory",))})
+        cfg = LLMConfig.from_settings(self.settings)
+        plans = [p for c in conversations for p in consolidate.plan(index, cfg, c, self.settings.reconcile_mode)]
+        outcome = ReconcileOutcome(plans, dry_run)
+        if not dry_run and any(step.decision != "KEEP" for step in outcome.steps):
+            with self._vault.change("reconcile") as change:
+                consolidate.apply(change, plans)
+            outcome.events = change.events
+        return outcome
+
+    def summarize(self, conversation: str = DEFAULT_CONVERSATION, *, rebuild: bool = False,
+                  style: str = "conversation", now: datetime | str | None = None):
+        """Update the rolling summary with what is new since it was written, or rebuild it from every
+        entry (depth by size). The model is asked without the lock. Returns summaries.SummaryOutcome."""
+        from memvault import summaries
+        from memvault.llm import LLMConfig
+        from memvault.prompts import STYLES
+
+        files.check_conversation_id(conversation)
+        if style not in STYLES:
+            raise UsageError(f"unknown style {style!r} (one of {', '.join(STYLES)})")
+        self._vault.require_existing()
+        cfg = LLMConfig.from_settings(self.settings)
+        if rebuild:
+            outcome = summaries.plan_rebuild(self._vault, cfg, conversation, style)
+        else:
+            outcome = summaries.plan_update(self._vault, cfg, conversation)
+        if outcome.text and outcome.kind not in ("none", "unchanged"):
+            with self._vault.change("summarize") as change:
+                summaries.write(change, outcome, now=_time(now, "now"))
+                change.title = f"{outcome.kind} summary ({conversation})"
+        return outcome
+
+    def reindex(self, full: bool = False, progress: Callable[[int, int], None] | None = None):
+        """Bring the index in line with the files and commit the hand edits it accepted; `full`
+        rebuilds it. progress(done, total) is called while embedding. Returns index.SyncReport."""
+        from memvault import sync
+
+        self._vault.require_existing()
+        with self._read_lock:
+            return sync.reindex(self._vault, full=full, progress=progress)
+
+    def check(self):
+        """Drift between the files and the index, writing nothing (index.SyncReport)."""
+        from memvault import sync
+
+        self._vault.require_existing()
+        return sync.check(self._vault)
+
+    def watch(self, on_report: Callable[[Any], None], stop: threading.Event | None = None,
+              on_start: Callable[[], None] | None = None) -> None:
+        """Reindex whenever files under entries/ change, until `stop` is set (or Ctrl-C)."""
+        from memvault import sync
+
+        self._vault.require_existing()
+        sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
+
+    # -- internals -------------------------------------------------------------------------
+    def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
+               conversation: str = DEFAULT_CONVERSATION, tags: Iterable[str] = (), **options: Any):
+        from memvault.retrieval import Query
+
+        files.check_conversation_id(conversation)
+        if retriever not in ("hybrid", "dense", "bm25"):
+            raise UsageError(f"unknown retriever {retriever!r} (hybrid, dense or bm25)")
+        roles = files.roles_for_kinds(kinds)
+        extra = {"roles": roles} if roles else {}
+        return Query.from_settings(self.settings, text, conversation=conversation, tags=tuple(tags or ()),
+                                   since=_time(since, "since"), until=_time(until, "until"), now=_time(now, "now"),
+                                   use_dense=retriever != "bm25", use_bm25=retriever != "dense", **extra, **options)
+
+    def _run_search(self, query):
+        from memvault.retrieval import load_reranker, search
+
+        self._vault.require_existing()
+        index = self._fresh_index()
+        notes: list[str] = []
+        reranker = load_reranker(self.settings, warn=notes.append) if query.rerank else None
+        for note in notes:
+            self._say(f"memvault: {note}")
+        return search(index, query, reranker, notes[0] if notes else None)
+
+    def _fresh_index(self):
+        """The index, in step with the files before a read (docs/design.md, "Reading while others
+        write"): synced here unless another process is writing right now (then read as it is:
+        that process is syncing it), except when there is no index state yet (a build or rebuild
+        is under way: wait for it). A read-only vault is read as it is. With watch=True, the walk
+        happens only after the folder changed."""
+        import errno
+
+        from memvault.lock import vault_lock
+
+        vault = self._vault
+        index = vault.index
+        if not vault.root.is_dir():
+            return index  # no vault yet: nothing to read, and reading creates nothing
+        if self._watcher is not None and not self._watcher.take_changes():
+            return index
+        with self._read_lock:
+            try:
+                vault.sidecar.mkdir(exist_ok=True)
+                with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
+                    report = index.sync() if got else None
+                if report is None and not index.state_path.exists():
+                    with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
+                                    holder="search (index sync)", on_wait=vault.notice):
+                        report = index.sync()
+            except OSError as exc:
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                self._say(f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
+                return index
+            if self._watcher is not None:
+                index.refresh()  # rows another process added since the table was opened
+        if report is not None:
+            for problem in report.skipped:
+                self._say(f"memvault: skipped {problem}")
+            if report.adopted:
+                self._say(f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
+                          "`memvault reindex` adds their front matter")
+        return index
+
+
+class _FolderWatch:
+    """File-system events under the vault (watchdog) that tell a warm process its index may lag:
+    a hand edit, a `git pull`, another process's write (its state.json)."""
+
+    def __init__(self, vault):
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self._changed = threading.Event()
+        self._changed.set()  # the first read syncs
+        changed = self._changed
+
+        class Entries(FileSystemEventHandler):
+            def on_any_event(self, event):
+                if event.event_type not in ("opened", "closed_no_write"):  # reads are not changes
+                    changed.set()
+
+        class Sidecar(FileSystemEventHandler):  # only state.json: the lock file changes on every read
+            def on_any_event(self, event):
+                names = (getattr(event, "dest_path", "") or "", event.src_path or "")
+                if any(Path(str(name)).name == "state.json" for name in names) \
+                        and event.event_type not in ("opened", "closed_no_write"):
+                    changed.set()
+
+        vault.root.mkdir(parents=True, exist_ok=True)
+        for folder in (vault.entries, vault.sidecar):
+            folder.mkdir(exist_ok=True)
+        self._observer = Observer()
+        self._observer.schedule(Entries(), str(vault.entries), recursive=True)
+        self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False)
+        self._observer.daemon = True
+        self._observer.start()
+
+    def take_changes(self) -> bool:
+        """Whether anything changed since the last call."""
+        if not self._changed.is_set():
+            return False
+        self._changed.clear()
+        return True
+
+    def stop(self) -> None:
+        self._observer.stop()
+        self._observer.join(timeout=5)
+
+
+def _time(value: datetime | str | None, name: str) -> datetime | None:
+    """An ISO 8601 option as an aware datetime (naive: UTC); a bad one is a usage error naming it."""
+    if value is None:
+        return None
+    try:
+        return files.parse_time(value, f"--{name}")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
