@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat edit log models reconcile reindex rm search show summarize' -- "$cur"
+                _memvault_compgen -W 'add chat edit log models reconcile reindex restore rm search show summarize undo' -- "$cur"
             fi
             ;;
         add)
@@ -151,6 +151,13 @@ _memvault() {
                 _memvault_compgen -W '--check --full --help --json --watch -h' -- "$cur"
             fi
             ;;
+        restore)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
+            else
+                _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
         rm)
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json -h' -- "$cur"
@@ -185,6 +192,11 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--conversation --help --json --print --rebuild --style -c -h' -- "$cur"
+            fi
+            ;;
+        undo)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
             fi
             ;;
     esac

@@ -87,10 +87,12 @@ complete -c memvault -n __memvault_needs_command -a log -d 'History of memory ch
 complete -c memvault -n __memvault_needs_command -a models -d 'Show the embedding model and reranker in use; --download fetches them'
 complete -c memvault -n __memvault_needs_command -a reconcile -d 'Consolidate near-duplicate and contradicting facts with the LLM'
 complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index with the files; commit hand edits'
+complete -c memvault -n __memvault_needs_command -a restore -d 'Bring one deleted or replaced memory back live, committed'
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
+complete -c memvault -n __memvault_needs_command -a undo -d 'Take back one memvault change, as a new commit'
 
 complete -c memvault -n '__memvault_using_command add' -s f -l file -r -F -d 'Read the text from a file'
 complete -c memvault -n '__memvault_using_command add' -l each-line -d 'One memory per non-empty line (list markers stripped)'
@@ -135,6 +137,9 @@ complete -c memvault -n '__memvault_using_command reindex' -l check -d 'Write no
 complete -c memvault -n '__memvault_using_command reindex' -l watch -d 'Keep the index in sync until Ctrl-C'
 complete -c memvault -n '__memvault_using_command reindex' -l json -d 'Print the report as JSON'
 
+complete -c memvault -n '__memvault_using_command restore' -l json -d 'Print the restored memory as JSON'
+complete -c memvault -n '__memvault_using_command restore' -a '(__memvault_ids all)'
+
 complete -c memvault -n '__memvault_using_command rm' -l json -d 'Print the removed memories as JSON'
 complete -c memvault -n '__memvault_using_command rm' -a '(__memvault_ids live)'
 
@@ -165,3 +170,5 @@ complete -c memvault -n '__memvault_using_command summarize' -l rebuild -d 'Rebu
 complete -c memvault -n '__memvault_using_command summarize' -l style -x -a 'conversation journal document' -d 'Prompt variant for the kind of content'
 complete -c memvault -n '__memvault_using_command summarize' -l print -d 'Write the summary to stdout'
 complete -c memvault -n '__memvault_using_command summarize' -l json -d 'Print the outcome as JSON'
+
+complete -c memvault -n '__memvault_using_command undo' -l json -d 'Print what was done as JSON'

@@ -226,6 +226,21 @@ class Memvault:
 
         return manage.remove(self._vault, list(ids), now=now)
 
+    def undo(self, commit: str | None = None):
+        """Take back one memvault change as a new commit (default: the newest): what it added is taken
+        out, what it replaced, evicted or deleted is live again; re-indexed. Refuses a commit memvault did
+        not make, and one whose files changed since. Returns undo.UndoResult."""
+        from memvault import undo
+
+        return undo.undo(self._vault, commit)
+
+    def restore(self, id_or_prefix: str):
+        """Bring one deleted or replaced memory back live (committed, re-indexed); returns the RESTORE
+        vault.Event."""
+        from memvault import undo
+
+        return undo.restore(self._vault, id_or_prefix)
+
     # -- reading ---------------------------------------------------------------------------
     def get(self, id_or_prefix: str) -> Memory:
         """A memory by id or unique prefix of at least 4 characters; a deleted one too (live ones

@@ -379,6 +379,45 @@ def rm(
 
 
 
+@app.command()
+def undo(
+    ctx: typer.Context,
+    commit: Optional[str] = typer.Argument(None, metavar="[COMMIT]",
+                                           help="The memvault commit to take back (default: the newest)."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
+) -> None:
+    """Take back one memvault change, as a new commit.
+
+    What it added is taken out, what it replaced, evicted or deleted is live again, and the index
+    follows. Only memvault's own commits, and only when their files have not changed since.
+    """
+    state = _state(ctx)
+    result = state.open().undo(commit)
+    if json_output or state.json:
+        emit_json(result.to_json())
+        return
+    info(ctx, f"memvault: took back {result.commit[:8]} ({result.subject})")
+    for line in change_lines([e.to_json() for e in result.events]):
+        typer.echo(line)
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    memory_id: str = typer.Argument(..., metavar="ID", help="A deleted or replaced memory (id or unique prefix).",
+                                    autocompletion=complete_memory_id),
+    json_output: bool = typer.Option(False, "--json", help="Print the restored memory as JSON."),
+) -> None:
+    """Bring one deleted or replaced memory back live, committed."""
+    state = _state(ctx)
+    vault = state.open()
+    event = vault.restore(memory_id)
+    if json_output or state.json:
+        emit_json(event.memory.to_json(vault.root))
+    else:
+        typer.echo(change_lines([event.to_json()])[0])
+
+
 class SearchKind(str, Enum):
     fact = "fact"
     note = "note"

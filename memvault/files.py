@@ -139,7 +139,11 @@ class Memory:
 
     @property
     def is_deleted(self) -> bool:
-        return self.path is not None and DELETED in self.path.parts
+        """A tombstone: entries/<conversation>/deleted/... (a conversation may be named "deleted")."""
+        if self.path is None:
+            return False
+        parts = self.path.parts
+        return any(parts[i] == ENTRIES and parts[i + 2] == DELETED for i in range(len(parts) - 3))
 
     def front_matter(self) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -507,6 +511,12 @@ def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
             if is_memory_file(candidate):
                 found.append(candidate)
     yield from sorted(found)
+
+
+def is_deleted_path(rel) -> bool:
+    """Whether a vault-relative path (entries/<c>/deleted/...) is a tombstone's."""
+    parts = rel.parts
+    return len(parts) >= 3 and parts[0] == ENTRIES and parts[2] == DELETED
 
 
 def deleted_path_for(root: Path, path: Path) -> Path:

@@ -13,6 +13,8 @@ and `git commit --only` for a change to an existing vault. Before anything is wr
   Memvault-Edited: <id>
   Memvault-Evicted: <id>
   Memvault-Restored: <id>
+  Memvault-Removed: <id>
+  Memvault-Undoes: <commit>   (an undo: the commit it took back)
 """
 
 from __future__ import annotations
@@ -103,6 +105,28 @@ def init_repo(root: Path) -> None:
         first = [".gitignore"] + (["memvault.toml"] if (root / "memvault.toml").exists() else [])
         git_output(root, "add", "--", *first)
         _commit(root, "memvault init: new vault\n")
+
+
+def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
+    """The text of many `<rev>:<path>` objects through one `git cat-file --batch`; None where an
+    object is missing."""
+    if not names:
+        return {}
+    out = _run(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
+    if out.returncode != 0:
+        raise GitError(root, "cat-file", out.stderr.decode("utf-8", "replace"))
+    data, result, pos = out.stdout, {}, 0
+    for name in names:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].decode("utf-8", "replace")
+        pos = end + 1
+        if header.endswith((" missing", " ambiguous")):
+            result[name] = None
+            continue
+        size = int(header.rsplit(" ", 1)[1])
+        result[name] = data[pos:pos + size].decode("utf-8", "replace")
+        pos += size + 1
+    return result
 
 
 def head_sha(root: Path) -> str | None:
@@ -291,6 +315,8 @@ class CommitRecord:
     edited: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    undoes: str | None = None
 
     def message(self) -> str:
         trailers = [f"Memvault-Added: {i}" for i in self.added]
@@ -299,6 +325,8 @@ class CommitRecord:
         trailers += [f"Memvault-Edited: {i}" for i in self.edited]
         trailers += [f"Memvault-Evicted: {i}" for i in self.evicted]
         trailers += [f"Memvault-Restored: {i}" for i in self.restored]
+        trailers += [f"Memvault-Removed: {i}" for i in self.removed]
+        trailers += [f"Memvault-Undoes: {self.undoes}"] if self.undoes else []
         return self.subject + ("\n\n" + "\n".join(trailers) if trailers else "") + "\n"
 
 

@@ -210,7 +210,8 @@ class Vault:
 
 
 # Actions a change can record, as `Event.action`; what `--json` and the change lines show.
-ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE = "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE"
+ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
+    "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE", "REMOVE")
 # At most this many memories are evicted by one command. A chat turn writes at most five entries
 # (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
@@ -225,7 +226,8 @@ class Event:
     ADD: `memory` was stored. UPDATE: `memory` (new id) replaces `other`, refined. REPLACE:
     `memory` was made untrue by `other` (a new fact) and moved under deleted/. DELETE and EVICT:
     `memory` moved under deleted/ (reason: user, contradiction, update, evicted). EDIT: `memory`
-    was rewritten in place. RESTORE: `memory` is live again.
+    was rewritten in place. RESTORE: `memory` is live again (or as it was, after an undo). REMOVE:
+    `undo` took out a memory that the change it undid had added (git history keeps it).
     """
 
     action: str
@@ -257,6 +259,7 @@ class Change:
     accepted_paths: set[Path] = field(default_factory=set)  # hand edits reindex accepted (commit only)
     commit_sha: str | None = None
     title: str | None = None  # a commit subject of the command's own, instead of the generated one
+    undoes: str | None = None  # the commit an undo takes back (its trailer lets the next undo go further back)
 
     @property
     def touched(self) -> bool:
@@ -343,6 +346,37 @@ class Change:
         pool.sort(key=lambda m: (m.created_at, m.id))
         return [self.soft_delete(m, "evicted", now=now) for m in pool[:excess]]
 
+    def restore_file(self, memory: Memory, path: Path, content: str) -> Memory:
+        """Put a file back exactly as it was (undo): its old bytes at its old path."""
+        files.ensure_inside(self.root, path)
+        try:
+            files.atomic_write(path, content)
+        except OSError as exc:
+            raise MemvaultError(f"cannot write {path}: {exc.strerror or exc}") from None
+        memory.path = path
+        self.written_paths.add(path)
+        if not memory.is_deleted:
+            self.events.append(Event(RESTORE, memory))
+        return memory
+
+    def take_out(self, memory: Memory, show: bool = True) -> None:
+        """Remove a file a memvault commit added (undo): git history keeps it."""
+        memory.path.unlink(missing_ok=True)
+        self.written_paths.discard(memory.path)
+        self.removed_paths.add(memory.path)
+        if show:
+            self.events.append(Event("REMOVE", memory))
+
+    def move_back(self, tombstone: Memory, live_path: Path, reason: str | None = None) -> Event:
+        """A deleted memory live again (`restore`): written at its live path, its tombstone gone."""
+        old = tombstone.path
+        self._write(tombstone, live_path)
+        old.unlink(missing_ok=True)
+        self.removed_paths.add(old)
+        event = Event(RESTORE, tombstone, reason=reason)
+        self.events.append(event)
+        return event
+
     def accept(self, paths: Iterable[Path], ids: Iterable[str]) -> None:
         """Hand edits under entries/ that reindex accepted: committed as this change's edits."""
         for path, memory_id in zip(paths, ids):
@@ -364,6 +398,8 @@ class Change:
             edited=[e.memory.id for e in self.of(EDIT)],
             evicted=[e.memory.id for e in self.of(EVICT)],
             restored=[e.memory.id for e in self.of(RESTORE)],
+            removed=[e.memory.id for e in self.of(REMOVE)],
+            undoes=self.undoes,
         )
 
     def subject(self) -> str:
@@ -377,6 +413,7 @@ class Change:
             return f"memvault {self.command}: {n} memor{'y' if n == 1 else 'ies'}{scope}"
         counts = [(len(self.of(ADD)), "added"), (len(self.of(UPDATE, REPLACE)), "replaced"),
                   (len(self.of(DELETE)), "deleted"), (len(self.of(EVICT)), "evicted"),
-                  (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored")]
+                  (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored"),
+                  (len(self.of(REMOVE)), "taken out")]
         parts = [f"{n} {word}" for n, word in counts if n]
         return f"memvault {self.command}: {', '.join(parts) or 'changes'}{scope}"

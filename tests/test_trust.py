@@ -9,6 +9,9 @@ Each test reproduces a case that was seen before the fix:
   reconcile hid an LLM that was down ........... test_reconcile_fails_loudly_when_the_llm_is_down,
                                                  test_reconcile_fails_loudly_on_garbage
   a NUL byte stored an unreadable memory ....... test_nul_bytes_are_refused_at_the_door
+  every change undoable ........................ test_undo_takes_back_what_a_chat_learned,
+                                                 test_undo_of_an_undo_brings_it_back,
+                                                 test_restore_brings_a_replaced_memory_back
   a failed chat left its question in the session test_a_failed_turn_is_kept_unanswered_and_left_out
   eviction removed 2,502 of the user's facts ... test_eviction_never_takes_what_the_user_added,
                                                  test_eviction_is_a_small_batch_and_shown
@@ -237,3 +240,68 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
     tombstones = [m for m in vault.vault.iter_memories(include_deleted=True) if m.is_deleted]
     assert len(tombstones) == 20 and {m.extra["deleted_reason"] for m in tombstones} == {"evicted"}
     assert "Memvault-Evicted: " in git(vault_dir, "log", "-1", "--format=%B")
+
+
+# -- undo and restore ------------------------------------------------------------------------
+
+def test_undo_takes_back_what_a_chat_learned(vault_dir, llm_env):
+    llm_env.push("Noted.", facts("The user lives in Lisbon"), "The user lives in Lisbon.")
+    assert run_cli("chat", "--now", T0.isoformat(), "I live in Lisbon.").exit_code == 0
+    llm_env.push("Porto it is.", facts("The user lives in Porto"), NO, "The user lives in Porto.")
+    assert run_cli("chat", "--now", (T0 + timedelta(minutes=1)).isoformat(), "I moved to Porto.").exit_code == 0
+    assert live_texts(vault_dir, "memory") == ["The user lives in Porto"]
+    result = run_cli("undo")
+    assert result.exit_code == 0, result.stderr
+    assert "RESTORE" in result.stdout and "The user lives in Lisbon" in result.stdout
+    assert "REMOVE" in result.stdout and "The user lives in Porto" in result.stdout
+    assert live_texts(vault_dir, "memory") == ["The user lives in Lisbon"]  # what it learned is taken back
+    assert "I moved to Porto." in live_texts(vault_dir, "user")  # the conversation itself stays
+    found = json.loads(run_cli("search", "--json", "--kind", "fact", "where does the user live").stdout)
+    assert [r["text"] for r in found] == ["The user lives in Lisbon"]  # and the index follows
+    assert git(vault_dir, "status", "--porcelain") == ""
+    # `undo` again goes further back: the exchange, then the first lesson.
+    assert run_cli("undo").exit_code == 0
+    assert "I moved to Porto." not in live_texts(vault_dir, "user")
+    assert run_cli("undo").exit_code == 0
+    assert live_texts(vault_dir, "memory") == []
+
+
+def test_undo_of_an_undo_brings_it_back(vault_dir):
+    [memory] = memvault.open_vault(vault_dir).add("The user keeps bees")
+    assert run_cli("rm", memory.id).exit_code == 0
+    assert run_cli("undo").exit_code == 0
+    assert live_texts(vault_dir) == ["The user keeps bees"]
+    redo = git(vault_dir, "rev-parse", "HEAD").strip()
+    assert run_cli("undo", redo).exit_code == 0
+    assert live_texts(vault_dir) == []
+
+
+def test_undo_refuses_what_is_not_memvault_s_or_changed_since(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    [memory] = vault.add("The user keeps bees")
+    memory.path.write_text(memory.path.read_text().replace("bees", "wasps"))
+    result = run_cli("undo")
+    assert result.exit_code == 1
+    assert "changed since" in result.stderr and "by hand" in result.stderr and "nothing was written" in result.stderr
+    git(vault_dir, "commit", "-qam", "my own edit")
+    result = run_cli("undo", "HEAD")
+    assert result.exit_code == 2 and "not made by a memvault command" in result.stderr
+    result = run_cli("undo", "no-such-commit")
+    assert result.exit_code == 1 and "no commit" in result.stderr
+    assert live_texts(vault_dir) == ["The user keeps wasps"]
+
+
+def test_restore_brings_a_replaced_memory_back(vault_dir, llm_env):
+    llm_env.push(facts("The user lives in Lisbon"), "The user lives in Lisbon.")
+    assert run_cli("add", "--extract", "I live in Lisbon").exit_code == 0
+    llm_env.push(facts("The user lives in Porto"), NO, "The user lives in Porto.")
+    assert run_cli("add", "--extract", "I moved to Porto").exit_code == 0
+    [lisbon] = [m for m in memvault.open_vault(vault_dir).vault.iter_memories(include_deleted=True) if m.is_deleted]
+    result = run_cli("restore", lisbon.id[:8])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("RESTORE") and "The user lives in Lisbon" in result.stdout
+    back = memvault.open_vault(vault_dir).get(lisbon.id)
+    assert not back.is_deleted and "replaced_by" not in back.extra and "restored_at" in back.extra
+    assert live_texts(vault_dir, "memory") == ["The user lives in Lisbon", "The user lives in Porto"]
+    assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault restore:")
+    assert run_cli("restore", lisbon.id).exit_code == 2  # live already: nothing to do

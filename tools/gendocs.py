@@ -50,7 +50,7 @@ SETTING_HELP = {
     "llm_timeout": "Seconds to wait for the LLM.",
     "llm_temperature": "LLM sampling temperature (0 to 2).",
     "default_top_k": "How many results search returns without -k.",
-    "max_entries": "Facts and turns kept per conversation; the oldest beyond this are soft-deleted (evicted).",
+    "max_entries": "Chat turns and learned facts kept per conversation; the oldest beyond are evicted (at most 20 a command); what you add is never evicted.",
     "mmr_lambda": "Relevance versus diversity in the final pick (1 = no diversity).",
     "recency_weight": "Weight of recency in a result's score (0 = ignore age).",
     "score_threshold": "Drop results whose reranker probability is below this (0 to 1); unset keeps all.",
