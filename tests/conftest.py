@@ -71,6 +71,15 @@ def run_memvault(*args: str, input: str | bytes | None = None, env: dict | None 
                           capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout, **kwargs)
 
 
+def seed(*texts: str, vault_dir: Path | None = None, **options):
+    """Memories stored through the library (`Memvault.add`, one commit): the one way tests give a vault
+    its content ($MEMVAULT_DIR unless vault_dir is given; options as `add` takes them). Tests of the
+    `add` command itself drive the CLI instead."""
+    import memvault
+
+    return memvault.open_vault(vault_dir).add(list(texts), **options)
+
+
 def git(vault: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(vault), *args], capture_output=True, text=True, check=True).stdout
 

@@ -4,7 +4,7 @@ import json
 import subprocess
 from datetime import datetime, timezone
 
-from conftest import git, run_cli
+from conftest import git, run_cli, seed
 from memvault import files
 from memvault.vault import Vault
 
@@ -57,8 +57,8 @@ def test_log_follows_one_memory_through_replacements(vault_dir):
 
 
 def test_log_limit_and_since(vault_dir):
-    for text in ["one", "two", "three"]:
-        assert run_cli("add", text).exit_code == 0
+    for text in ["one", "two", "three"]:  # three commits
+        seed(text)
     assert len(json.loads(run_cli("log", "-n", "2", "--json").stdout)) == 2
     assert json.loads(run_cli("log", "--since", "2999-01-01", "--json").stdout) == []
 

@@ -9,13 +9,12 @@ import time
 
 import pytest
 
-from conftest import git, run_cli, run_memvault
+from conftest import git, run_cli, run_memvault, seed
 
 
 def add(*texts):
-    result = run_cli("add", "--each-line", input="\n".join(texts))
-    assert result.exit_code == 0, result.stderr
-    return result.stdout.split()[1::2]  # relative paths
+    """The texts as memories; their paths relative to the vault."""
+    return [m.path.relative_to(os.environ["MEMVAULT_DIR"]).as_posix() for m in seed(*texts)]
 
 
 def top(query):

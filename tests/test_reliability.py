@@ -79,7 +79,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from conftest import git, run_cli, seed
 from memvault import files
 from memvault.index import Index
 from memvault.vault import Vault
@@ -107,9 +107,7 @@ def wait_for_line(proc: subprocess.Popen, marker: str, timeout: float = 180) -> 
 
 
 def add(*texts: str, conversation: str = "global") -> list[str]:
-    result = run_cli("add", "--json", "--each-line", "-c", conversation, input="\n".join(texts))
-    assert result.exit_code == 0, result.stderr
-    return [m["id"] for m in json.loads(result.stdout)]
+    return [m.id for m in seed(*texts, conversation=conversation)]
 
 
 def assert_intact(vault_dir: Path) -> None:

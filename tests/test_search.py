@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, seed
 from crossencoder_fixture import expected_logit
 from memvault import ranking
 
@@ -29,8 +29,7 @@ DISTRACTORS = [
 
 
 def add_lines(*lines, conversation="global"):
-    result = run_cli("add", "--each-line", "-c", conversation, input="\n".join(lines))
-    assert result.exit_code == 0, result.stderr
+    seed(*lines, conversation=conversation)
 
 
 def search_json(*args):

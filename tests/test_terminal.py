@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli, run_memvault
+from conftest import run_cli, run_memvault, seed
 from memvault import term
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
@@ -58,8 +58,7 @@ def loud_again():
 
 @pytest.fixture
 def vault_with_memories(vault_dir):
-    for text in ("My wife is Anne", "Anne likes tea", "The car is blue"):
-        assert run_cli("add", text).exit_code == 0
+    seed("My wife is Anne", "Anne likes tea", "The car is blue")
     return vault_dir
 
 
