@@ -55,7 +55,7 @@ def main() -> int:
            "MEMVAULT_LLM_MODEL": "openai/bench", "MEMVAULT_RERANKER_MODEL": str(vault / "no-reranker")})
     lines = "\n".join(json.dumps({"text": f"The user remembers fact number {i} about the garden"})
                       for i in range(200))
-    subprocess.run([exe, "add", "--jsonl", "-"], input=lines, env=env, capture_output=True, text=True, check=True)
+    subprocess.run([exe, "add", "--allow-duplicate", "--jsonl", "-"], input=lines, env=env, capture_output=True, text=True, check=True)
     commands = {
         "add --extract": [exe, "add", "--extract", "My wife is Anne"],
         "chat (one-shot)": [exe, "chat", "What is my wife's name?"],

@@ -120,7 +120,7 @@ def build_vaults(memories, workdir: Path, mv, env, reuse: bool, full_reindex: bo
                                              "meta": {"memory_id": t["memory_id"]}}) + "\n" for t in turns),
                          encoding="utf-8")
         start = time.perf_counter()
-        done = subprocess.run([*mv, "-q", "--vault", str(vault), "add", "--jsonl", str(jsonl)], env=env,
+        done = subprocess.run([*mv, "-q", "--vault", str(vault), "add", "--allow-duplicate", "--jsonl", str(jsonl)], env=env,
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"add --jsonl failed for {conv}: {done.stderr[-2000:]}")

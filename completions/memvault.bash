@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat edit log models reconcile reindex restore rm search show summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat conversations edit log models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
             fi
             ;;
         add)
@@ -104,7 +104,7 @@ _memvault() {
                 -t|--tag|--source|--rationale|--alternative) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--alternative --conversation --each-line --extract --file --help --json --jsonl --kind --rationale --source --tag -c -f -h -t' -- "$cur"
+                _memvault_compgen -W '--allow-duplicate --alternative --conversation --each-line --extract --file --help --json --jsonl --kind --rationale --source --tag -c -f -h -t' -- "$cur"
             fi
             ;;
         chat)
@@ -114,6 +114,11 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--clear --context --conversation --help --json --model --no-learn --no-memory --no-stream --now -c -h' -- "$cur"
+            fi
+            ;;
+        conversations)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
             fi
             ;;
         edit)
@@ -183,6 +188,11 @@ _memvault() {
                 _memvault_compgen -W '--help --json --raw -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
+        stats)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
             fi
             ;;
         summarize)

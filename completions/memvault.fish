@@ -82,6 +82,7 @@ complete -c memvault -n '__memvault_needs_command' -l version -d 'Print the vers
 complete -c memvault -s h -l help -d 'Show help and exit'
 complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from arguments, stdin, --file or --jsonl'
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
+complete -c memvault -n __memvault_needs_command -a conversations -d 'List the conversations: memories by kind, newest activity, whether there is a summary'
 complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
 complete -c memvault -n __memvault_needs_command -a models -d 'Show the embedding model and reranker in use; --download fetches them'
@@ -91,6 +92,7 @@ complete -c memvault -n __memvault_needs_command -a restore -d 'Bring one delete
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
+complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
 complete -c memvault -n __memvault_needs_command -a undo -d 'Take back one memvault change, as a new commit'
 
@@ -104,6 +106,7 @@ complete -c memvault -n '__memvault_using_command add' -l source -x -d 'Where th
 complete -c memvault -n '__memvault_using_command add' -l rationale -x -d 'Why (for decisions)'
 complete -c memvault -n '__memvault_using_command add' -l alternative -x -d 'An alternative considered (repeatable)'
 complete -c memvault -n '__memvault_using_command add' -l extract -d 'Let the LLM extract and reconcile facts instead of storing the text verbatim'
+complete -c memvault -n '__memvault_using_command add' -l allow-duplicate -d 'Store a text even when a live memory of the conversation already says exactly that'
 complete -c memvault -n '__memvault_using_command add' -l json -d 'Print the stored memories as JSON'
 
 complete -c memvault -n '__memvault_using_command chat' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation id'
@@ -115,6 +118,8 @@ complete -c memvault -n '__memvault_using_command chat' -l context -d 'Show the 
 complete -c memvault -n '__memvault_using_command chat' -l clear -d 'Start a fresh session'
 complete -c memvault -n '__memvault_using_command chat' -l now -x -d 'Clock override (scripts, tests)'
 complete -c memvault -n '__memvault_using_command chat' -l json -d 'One-shot: reply, memories used, facts learned as JSON'
+
+complete -c memvault -n '__memvault_using_command conversations' -l json -d 'Print the list as JSON'
 
 complete -c memvault -n '__memvault_using_command edit' -l json -d 'Print the memory after the edit as JSON'
 complete -c memvault -n '__memvault_using_command edit' -a '(__memvault_ids live)'
@@ -164,6 +169,8 @@ complete -c memvault -n '__memvault_using_command search' -l json -d 'Results as
 complete -c memvault -n '__memvault_using_command show' -l raw -d 'Print the file\'s bytes as they are'
 complete -c memvault -n '__memvault_using_command show' -l json -d 'Print the memory as JSON'
 complete -c memvault -n '__memvault_using_command show' -a '(__memvault_ids all)'
+
+complete -c memvault -n '__memvault_using_command stats' -l json -d 'Print the numbers as JSON'
 
 complete -c memvault -n '__memvault_using_command summarize' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation to summarize'
 complete -c memvault -n '__memvault_using_command summarize' -l rebuild -d 'Rebuild from all entries, depth chosen by size'

@@ -54,6 +54,24 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
     return Memvault(vault, watch=watch)
 
 
+class Added(list):
+    """The memories an add stored (a list of files.Memory), plus what it did not store because a live
+    memory of the same conversation and kind already says exactly that: `duplicates`, as (the text
+    given, the memory that holds it). `commit`: the commit made, if any."""
+
+    def __init__(self, stored=(), duplicates=(), commit: str | None = None):
+        super().__init__(stored)
+        self.duplicates: list[tuple[Memory, Memory]] = list(duplicates)
+        self.commit = commit
+
+    def to_json(self, root: Path) -> list[dict[str, Any]]:
+        """What `add --json` prints: each stored memory, and for each duplicate the memory that held it
+        (`"stored": false`)."""
+        rows = [{**m.to_json(root), "stored": True} for m in self]
+        rows += [{**held.to_json(root), "stored": False} for _, held in self.duplicates]
+        return rows
+
+
 @dataclass
 class SessionView:
     """A conversation's chat session as `chat --context` shows it."""
@@ -145,9 +163,13 @@ class Memvault:
     def add(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION, kind: str = "fact",
             tags: Iterable[str] = (), source: str | None = None, rationale: str | None = None,
             alternatives: Iterable[str] = (), meta: Mapping[str, Any] | None = None,
-            created_at: datetime | str | None = None, each_line: bool = False) -> list[Memory]:
+            created_at: datetime | str | None = None, each_line: bool = False, allow_duplicate: bool = False,
+            progress: Callable[[int, int], None] | None = None) -> "Added":
         """Store text verbatim as memories (one per string; with each_line, one per non-empty line,
-        list markers stripped), indexed and committed at once. Returns the stored memories."""
+        list markers stripped), indexed and committed at once. A text a live memory of the same
+        conversation and kind already holds word for word is not stored again (so a cron job can
+        add the same file every night) unless allow_duplicate. Returns the stored memories (an
+        `Added`, which also lists the duplicates)."""
         from memvault import ingest
 
         pieces = [text] if isinstance(text, str) else list(text)
@@ -159,25 +181,55 @@ class Memvault:
         memories = ingest.new_memories(pieces, conversation=conversation, kind=kind, tags=tags, source=source,
                                        rationale=rationale, alternatives=alternatives, meta=meta,
                                        created_at=_time(created_at, "created_at"))
-        return self.add_memories(memories)
+        return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
 
-    def add_jsonl(self, text: str, origin: str = "stdin", **defaults: Any) -> list[Memory]:
+    def add_jsonl(self, text: str, origin: str = "stdin", *, allow_duplicate: bool = False,
+                  progress: Callable[[int, int], None] | None = None, **defaults: Any) -> "Added":
         """Store one memory per JSON line ({"text", "conversation_id"?, "created_at"?, "kind"?, "tags"?,
         "source"?, "rationale"?, "alternatives"?, "meta"?}); every line is checked before anything is
-        written. defaults: the same keys, for lines that leave them out."""
+        written. defaults: the same keys, for lines that leave them out. Duplicates as for `add`."""
         from memvault import ingest
 
         memories = ingest.parse_jsonl(text, origin, defaults)
         if not memories:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
-        return self.add_memories(memories)
+        return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
 
-    def add_memories(self, memories: list[Memory]) -> list[Memory]:
-        """Store memories made with `files.new_memory` in one commit."""
+    def add_memories(self, memories: list[Memory], *, allow_duplicate: bool = True,
+                     progress: Callable[[int, int], None] | None = None) -> "Added":
+        """Store memories made with `files.new_memory` in one commit; with allow_duplicate=False, not
+        those a live memory already holds word for word (same conversation and kind)."""
         from memvault import ingest
 
-        ingest.store(self._vault, memories, "add")
-        return memories
+        duplicates = [] if allow_duplicate else self._duplicates(memories)
+        taken = {id(new) for new, _ in duplicates}
+        fresh = [m for m in memories if id(m) not in taken]
+        change = ingest.store(self._vault, fresh, "add", progress=progress) if fresh else None
+        return Added(fresh, duplicates, change.commit_sha if change else None)
+
+    def _duplicates(self, memories: list[Memory]) -> list[tuple[Memory, Memory]]:
+        """(new, the live memory that already says it) for each new memory whose exact text is held by
+        a live memory of its conversation and role, or by an earlier one of the same batch."""
+        found: list[tuple[Memory, Memory]] = []
+        groups: dict[tuple[str, str], list[Memory]] = {}
+        for memory in memories:
+            groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
+        # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
+        # checked on the files, so a memory deleted by hand never swallows a new one.
+        index = self._vault.index if self.exists() else None
+        for (conversation, role), group in groups.items():
+            rows = index.same_texts(conversation, role, [m.text for m in group]) if index is not None else {}
+            held: dict[str, Memory] = {}
+            for text, row in rows.items():
+                memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
+                if memory is not None:
+                    held[text] = memory
+            for memory in group:
+                if memory.text in held:
+                    found.append((memory, held[memory.text]))
+                else:
+                    held[memory.text] = memory  # a second copy in the same batch is a duplicate too
+        return found
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
                       now: datetime | str | None = None):
@@ -311,10 +363,32 @@ class Memvault:
     def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None):
         """The history of memory changes, newest first, from git (hand commits too); with an id,
         the story of that memory, through its replacements. Returns history.LogEntry items."""
+        from memvault import gitrepo
         from memvault.history import history
 
         self._vault.require_existing()
+        if since is not None:
+            try:
+                files.parse_time(since)  # an ISO date is compared exactly
+            except ValueError:
+                gitrepo.check_date(self.root, since)
         return history(self.root, limit=limit, since=since, follow=id_or_prefix)
+
+    def conversations(self) -> list:
+        """Every conversation with its live memories counted by kind, its deleted ones, its newest
+        activity and whether it has a summary, newest first (browse.ConversationInfo items)."""
+        from memvault import browse
+
+        self._vault.require_existing()
+        return browse.conversations(self._vault)
+
+    def stats(self) -> dict[str, Any]:
+        """The vault in numbers: memories by kind and conversation, the index's rows and state, the
+        models, the last commit, disk use."""
+        from memvault import browse
+
+        self._vault.require_existing()
+        return browse.stats(self._vault)
 
     def models(self, download: bool = False) -> dict[str, dict[str, Any]]:
         """The embedding model and the reranker: name, whether they load, and why not.
@@ -483,15 +557,25 @@ class Memvault:
                                    use_dense=retriever != "bm25", use_bm25=retriever != "dense", **extra, **options)
 
     def _run_search(self, query):
+        import time
+
         from memvault.retrieval import load_reranker, search
 
         self._vault.require_existing()
+        started = time.perf_counter()
         index = self._fresh_index()
+        synced = time.perf_counter()
         notes: list[str] = []
         reranker = load_reranker(self.settings, warn=notes.append) if query.rerank else None
-        for note in notes:
-            self._say(f"memvault: {note}")
-        return search(index, query, reranker, notes[0] if notes else None)
+        loaded = time.perf_counter()
+        outcome = search(index, query, reranker, notes[0] if notes else None)
+        outcome.timings = {"sync": synced - started, "reranker": loaded - synced, **outcome.timings}
+        # A missing reranker is said once per vault (and again when the reason changes); the outcome
+        # keeps the note for those who ask (`search --explain`, `-v`, `models`).
+        if notes and index.remember_notice("reranker", notes[0]):
+            self._say(f"memvault: {notes[0]}")
+            outcome.note_shown = True
+        return outcome
 
     def _fresh_index(self):
         """The index, in step with the files before a read (docs/design.md, "Reading while others

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -26,8 +27,69 @@ from memvault.completion import complete_conversation, complete_live_memory_id, 
 from memvault.errors import MemvaultError, UsageError
 
 
+# Options of the whole program that are also taken after the command (`memvault search -q ...`),
+# as `--json` is by every command.
+_ANYWHERE = {"-q", "--quiet", "-v", "--verbose"}
+
+
+def _plain_flags(params) -> None:
+    """Flags show as `--each-line`, not `--each-line <bool>`."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
 class MemvaultGroup(TyperGroup):
-    """Turns library errors into one line on stderr and the right exit code."""
+    """Turns library errors into one line on stderr and the right exit code; takes -q and -v
+    after the command as well as before it."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, self._hoist(ctx, list(args)))
+
+    def _hoist(self, ctx, args: list[str]) -> list[str]:
+        """Move -q/-v found among a command's own arguments to before the command. Values of the
+        command's options that take one are left alone (`--tag -v` is a tag), and so is
+        everything after `--`."""
+        takes_value = {"--vault"}
+        position = 0
+        while position < len(args) and args[position].startswith("-"):
+            position += 2 if args[position] in takes_value else 1
+        if position >= len(args):
+            return args
+        command = self.get_command(ctx, args[position])
+        if command is None:
+            return args
+        for param in command.params:
+            if not getattr(param, "is_flag", True) and getattr(param, "param_type_name", "") == "option":
+                takes_value.update(param.opts)
+        moved, rest, skip = [], args[:position + 1], False
+        for index, arg in enumerate(args[position + 1:], position + 1):
+            if arg == "--":
+                rest += args[index:]
+                break
+            if skip:
+                rest.append(arg)
+                skip = False
+            elif arg in _ANYWHERE:
+                moved.append(arg)
+            else:
+                rest.append(arg)
+                skip = arg in takes_value
+        return moved + rest
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None:
+            _plain_flags(command.params)
+            help_option = command.get_help_option(ctx)
+            if help_option is not None:
+                _plain_flags([help_option])
+        return command
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        _plain_flags(params)
+        return params
 
     def invoke(self, ctx):
         try:
@@ -82,6 +144,23 @@ class State:
         if not self.quiet and message:
             sys.stderr.write(message.rstrip("\n") + "\n")
             sys.stderr.flush()
+
+
+def _exclusive(ctx: typer.Context, *names: str) -> None:
+    """A usage error when more than one of these options was given on the command line."""
+    from typer._click.core import ParameterSource
+
+    given = [name for name in names if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if len(given) > 1:
+        flags = {p.name: "/".join(p.opts) for p in ctx.command.params}
+        raise UsageError(f"{flags[given[0]]} and {flags[given[1]]} do not go together")
+
+
+def _mtime(path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _state(ctx: typer.Context) -> State:
@@ -173,9 +252,16 @@ def add(
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
     extract: bool = typer.Option(False, "--extract", help="Let the LLM extract and reconcile facts "
                                                            "instead of storing the text verbatim."),
+    allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
+                                         help="Store a text even when a live memory of the conversation already "
+                                              "says exactly that."),
     json_output: bool = typer.Option(False, "--json", help="Print the stored memories as JSON."),
 ) -> None:
-    """Store memories: from arguments, stdin, --file or --jsonl."""
+    """Store memories: from arguments, stdin, --file or --jsonl.
+
+    A text that a live memory of the same conversation and kind already holds word for word is not
+    stored again (it says which one holds it), so a cron job can add the same file every night.
+    """
     state = _state(ctx)
     as_json = json_output or state.json
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
@@ -184,25 +270,34 @@ def add(
     if extract and kind != Kind.fact:
         raise UsageError("--extract learns facts; it does not go with --kind " + kind.value)
     vault = state.open()
-    if jsonl is not None:
-        raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
-        memories = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, conversation_id=conversation,
-                                   kind=kind.value, tags=tag, source=source, rationale=rationale,
-                                   alternatives=alternative)
-    else:
-        raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"] else _read_stdin(ctx))
-        if extract:
-            from memvault.ingest import split_lines
+    started = time.perf_counter()
+    with term.progress_bar(not state.quiet, label="adding") as bar:
+        if jsonl is not None:
+            raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
+            added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=allow_duplicate,
+                                    progress=bar, conversation_id=conversation, kind=kind.value, tags=tag,
+                                    source=source, rationale=rationale, alternatives=alternative)
+        else:
+            raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
+                                                              else _read_stdin(ctx))
+            if extract:
+                from memvault.ingest import split_lines
 
-            learned = vault.add_extracted(split_lines(raw) if each_line else [raw], conversation=conversation)
-            _print_learned(ctx, learned, as_json, stream=sys.stdout)
-            return
-        memories = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,
-                             rationale=rationale, alternatives=alternative or (), each_line=each_line)
+                learned = vault.add_extracted(split_lines(raw) if each_line else [raw], conversation=conversation)
+                _print_learned(ctx, learned, as_json, stream=sys.stdout)
+                return
+            added = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,
+                              rationale=rationale, alternatives=alternative or (), each_line=each_line,
+                              allow_duplicate=allow_duplicate, progress=bar)
+    for new, held in added.duplicates:
+        info(ctx, f"memvault: already stored as {held.id}: {new.first_line(60)} (--allow-duplicate stores it again)")
+    if state.verbose:
+        info(ctx, f"memvault: stored and indexed {len(added)} in {time.perf_counter() - started:.2f} s"
+                  + (f", commit {added.commit[:8]}" if added.commit else ""))
     if as_json:
-        emit_json([m.to_json(vault.root) for m in memories])
+        emit_json(added.to_json(vault.root))
     else:
-        for memory in memories:
+        for memory in added:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
 
 
@@ -380,6 +475,61 @@ def rm(
 
 
 @app.command()
+def conversations(
+    ctx: typer.Context,
+    json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+) -> None:
+    """List the conversations: memories by kind, newest activity, whether there is a summary."""
+    state = _state(ctx)
+    listing = state.open().conversations()
+    if json_output or state.json:
+        emit_json([c.to_json() for c in listing])
+        return
+    for c in listing:
+        kinds = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(c.counts.items()))
+        newest = f"{c.newest:%Y-%m-%d %H:%M}" if c.newest else "-"
+        typer.echo(f"{c.id:<24} {newest}  {kinds or 'empty'}"
+                   + (f", {c.deleted} deleted" if c.deleted else "") + ("  [summary]" if c.has_summary else ""))
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    json_output: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+) -> None:
+    """The vault in numbers: memories by kind and conversation, index, models, last commit, disk use."""
+    state = _state(ctx)
+    data = state.open().stats()
+    if json_output or state.json:
+        emit_json(data)
+        return
+    kinds = ", ".join(f"{n} {kind}" for kind, n in data["by_kind"].items())
+    typer.echo(f"vault          {data['vault']}")
+    typer.echo(f"memories       {data['memories']} ({kinds or 'none'}), {data['deleted']} deleted, "
+               f"{len(data['conversations'])} conversation(s)")
+    index = data["index"]
+    typer.echo(f"index          {index['rows']} rows, {'in step' if index['in_step'] else 'out of step'}"
+               + (f", built with {index['model']}" if index["model"] else ""))
+    models = data["models"]
+    typer.echo(f"models         {models['embedding_model']}; reranker {models['reranker_model']}; "
+               f"llm {models['llm_model']}")
+    last = data["last_commit"]
+    if last:
+        typer.echo(f"last commit    {last['commit'][:8]} {last['date']}  {last['subject']}")
+    disk = data["disk"]
+    typer.echo(f"disk           entries {_size(disk['entries'])}, index {_size(disk['index'])}, "
+               f"git {_size(disk['git'])}")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
+
+
+@app.command()
 def undo(
     ctx: typer.Context,
     commit: Optional[str] = typer.Argument(None, metavar="[COMMIT]",
@@ -467,6 +617,7 @@ def search(
     json_output: bool = typer.Option(False, "--json", help="Results as JSON."),
 ) -> None:
     """Search memories: hybrid retrieval, rerank, recency, diversity."""
+    _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     if query is None and queries is None:
         raise UsageError("give a QUERY or --queries FILE")
@@ -482,6 +633,11 @@ def search(
             sys.stdout.write(json.dumps({"qid": qid, "results": outcome.to_json()}, ensure_ascii=False) + "\n")
         return
     outcome = vault.search(query, **options)
+    if outcome.rerank_note and not outcome.note_shown and (explain or state.verbose) and not outcome.reranked:
+        info(ctx, f"memvault: {outcome.rerank_note}")
+    if state.verbose:
+        stages = ", ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in outcome.timings.items())
+        info(ctx, f"memvault: {len(outcome.results)} results; {stages}")
     if json_output or state.json or output_format == OutputFormat.json:
         emit_json(outcome.to_json())
     elif output_format == OutputFormat.prompt:
@@ -526,6 +682,7 @@ def reindex(
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
+    _exclusive(ctx, "check", "full", "watch")
     state = _state(ctx)
     as_json = json_output or state.json
     vault = state.open()
@@ -543,9 +700,15 @@ def reindex(
                 typer.echo(f"rebuild  {report.rebuilt}")
         raise typer.Exit(1 if report.drift or report.skipped else 0)
     if watch:
+        told: dict[str, tuple] = {}  # a skipped file is reported once, until it changes
+
         def on_report(report) -> None:
-            for problem in report.skipped:
-                info(ctx, f"memvault: skipped {problem}")
+            now_skipped = {str(problem.path): (problem.reason, _mtime(problem.path)) for problem in report.skipped}
+            for path, seen in now_skipped.items():
+                if told.get(path) != seen:
+                    info(ctx, f"memvault: skipped {path}: {seen[0]}")
+            told.clear()
+            told.update(now_skipped)
             if report.drift and not state.quiet:
                 print(report.summary(), flush=True)
 
@@ -587,6 +750,9 @@ def models(
                 info(ctx, f"  {value['error']}")
     if not status["embedding_model"]["available"]:
         _error(status["embedding_model"]["error"])  # an error: shown even with -q
+        raise typer.Exit(1)
+    if download and not status["reranker_model"]["available"]:
+        _error(f"could not download {status['reranker_model']['name']}: {status['reranker_model'].get('error')}")
         raise typer.Exit(1)
 
 
@@ -663,7 +829,8 @@ def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool)
 
 
 def _interactive(ctx, vault, options: dict, stream: bool) -> None:
-    info(ctx, f"memvault chat ({options['conversation']}); an empty line or Ctrl-D ends it")
+    conversation = options["conversation"]
+    info(ctx, f"memvault chat ({conversation}); /help lists the commands, an empty line or Ctrl-D ends it")
     while True:
         try:
             line = input("> ")
@@ -673,9 +840,47 @@ def _interactive(ctx, vault, options: dict, stream: bool) -> None:
         if not line.strip():
             return
         try:
+            if line.startswith("/"):
+                if _slash_command(ctx, vault, line.strip(), options) == "quit":
+                    return
+                continue
             _one_turn(ctx, vault, line, options, stream=stream, as_json=False)
         except MemvaultError as exc:
             _error(str(exc))
+
+
+CHAT_COMMANDS = {
+    "/help": "this list",
+    "/context": "the session: turns, tokens, idle time, summary",
+    "/clear": "start a fresh session (memories still apply)",
+    "/search QUERY": "search the memories (the conversation plus global)",
+    "/quit": "end the chat (so does an empty line or Ctrl-D)",
+}
+
+
+def _slash_command(ctx, vault, line: str, options: dict) -> str | None:
+    """The interactive chat's own commands: never sent to the model."""
+    name, _, argument = line.partition(" ")
+    conversation = options["conversation"]
+    if name in ("/quit", "/exit", "/q"):
+        return "quit"
+    if name == "/help":
+        width = max(map(len, CHAT_COMMANDS))
+        for command, what in CHAT_COMMANDS.items():
+            sys.stderr.write(f"  {command:<{width}}  {what}\n")
+    elif name == "/context":
+        _show_context(ctx, vault.session(conversation, options.get("now")), as_json=False)
+    elif name == "/clear":
+        vault.clear_session(conversation, options.get("now"))
+        info(ctx, f"memvault: new session for {conversation}")
+    elif name == "/search":
+        if not argument.strip():
+            raise UsageError("/search needs a QUERY")
+        for r in vault.search(argument, conversation=conversation, now=options.get("now")).results:
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}")
+    else:
+        raise UsageError(f"unknown command {name} (/help lists them; start a message with a space to send it as is)")
+    return None
 
 
 def _show_context(ctx, view, as_json: bool) -> None:
@@ -707,6 +912,7 @@ def reconcile(
     json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Consolidate near-duplicate and contradicting facts with the LLM."""
+    _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     outcome = state.open().reconcile(conversation, all_conversations=all_conversations, dry_run=dry_run)
     if json_output or state.json:
@@ -737,18 +943,24 @@ def summarize(
 ) -> None:
     """Update the rolling summary, or --rebuild it from every entry."""
     state = _state(ctx)
-    outcome = state.open().summarize(conversation, rebuild=rebuild, style=style.value)
+    vault = state.open()
+    outcome = vault.summarize(conversation, rebuild=rebuild, style=style.value)
     if json_output or state.json:
         emit_json(outcome.to_json())
         return
-    if outcome.kind == "none":
-        info(ctx, f"memvault: {outcome.input_tokens} tokens in {conversation}: too little to summarize")
-    elif outcome.kind != "unchanged":
+    text = outcome.text
+    if outcome.kind in ("none", "unchanged"):
+        why = (f"{outcome.input_tokens} tokens in {conversation}: too little to summarize" if outcome.kind == "none"
+               else f"nothing new in {conversation} since the summary was written")
+        current = vault.summary(conversation)
+        text = current.text if current else ""
+        info(ctx, f"memvault: {why}" + ("; the summary is as it was" if text and print_summary else ""))
+    else:
         levels = ", ".join(f"{k}: {v}" for k, v in outcome.levels.items())
         info(ctx, f"memvault: {outcome.kind} summary, {outcome.input_tokens} -> {outcome.output_tokens} tokens"
                   + (f" ({levels})" if levels else ""))
-    if print_summary and outcome.text:
-        typer.echo(outcome.text)
+    if print_summary and text:
+        typer.echo(text)
 
 
 def main() -> None:

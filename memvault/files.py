@@ -361,7 +361,9 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
     """Parse file content into a Memory. Returns (memory, adopted).
 
     A file without front matter is adopted as a note whose id is derived from its
-    path (stable across processes) and whose created_at is the file's mtime.
+    path (stable across processes) and whose created_at is the file's mtime. So is a file
+    whose front matter has no `id` (written by hand or by another tool): its keys are kept,
+    its role too when it is one memvault knows.
     """
     import yaml
 
@@ -385,20 +387,35 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
             raise MemoryFileError(path, f"front matter is not valid YAML{where}: {problem}") from None
         if not isinstance(meta, dict):
             raise MemoryFileError(path, f"front matter is a {type(meta).__name__}, not a mapping of keys")
+        if meta.get("id") in (None, ""):
+            if not body:
+                raise MemoryFileError(path, "front matter has no 'id' and there is no text to adopt")
+            return _adopt(path, root, mtime, body, meta), True
         return _memory_from_meta(meta, body, path), False
-    # No front matter: adopt as a note.
+    return _adopt(path, root, mtime, text.strip(), {}), True
+
+
+def _adopt(path: Path, root: Path | None, mtime: float | None, body: str, meta: dict[str, Any]) -> Memory:
+    """A file memvault did not write, as a memory: an id from its path (the same in every process),
+    a note unless its front matter names a known role, created when it was last written unless
+    its front matter says when; any other keys it has are kept."""
     rel = path.relative_to(root).as_posix() if root is not None else path.as_posix()
-    created = datetime.fromtimestamp(mtime, timezone.utc) if mtime is not None else utcnow()
-    conversation = _conversation_from_path(path, root)
-    memory = Memory(
+    role = str(meta.get("role") or "").strip()
+    try:
+        created = parse_time(meta["created_at"], "created_at") if meta.get("created_at") else None
+    except ValueError:
+        created = None
+    if created is None:
+        created = datetime.fromtimestamp(mtime, timezone.utc) if mtime is not None else utcnow()
+    return Memory(
         id=str(uuid.uuid5(ADOPT_NAMESPACE, rel)),
-        role="note",
-        conversation_id=conversation,
+        role=role if role in ROLE_FOLDERS and role != "summary" else "note",
+        conversation_id=str(meta.get("conversation_id") or _conversation_from_path(path, root)),
         created_at=created,
-        text=text.strip(),
+        text=body,
+        extra={k: v for k, v in meta.items() if k not in CORE_KEYS},
         path=path,
     )
-    return memory, True
 
 
 def _conversation_from_path(path: Path, root: Path | None) -> str:

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memvault.errors import MemvaultError, VaultStateError
+from memvault.errors import MemvaultError, UsageError, VaultStateError
 
 GITIGNORE = """\
 # memvault: the index is rebuilt from the files and is never committed
@@ -127,6 +127,16 @@ def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
         result[name] = data[pos:pos + size].decode("utf-8", "replace")
         pos += size + 1
     return result
+
+
+def check_date(root: Path, text: str, option: str = "--since") -> None:
+    """Refuse a date git would not understand. git reads anything (`--since garbage` silently means
+    "now"), so a text that comes back as the present moment without saying so is not a date."""
+    done = _run(root, "rev-parse", f"--since={text}")
+    value = done.stdout.decode("ascii", "replace").strip().rpartition("=")[2]
+    if done.returncode != 0 or not value.isdigit() or (
+            abs(int(value) - time.time()) <= 2 and text.strip().lower() not in ("now", "today")):
+        raise UsageError(f"{option} {text!r} is not a date (try 2026-01-31, \"2 weeks ago\" or yesterday)")
 
 
 def head_sha(root: Path) -> str | None:

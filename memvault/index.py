@@ -345,9 +345,40 @@ class Index:
             self.save_state(state)
         return report
 
-    def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
+    def sync_paths(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
-        return self.sync(paths=paths)
+        return self.sync(paths=paths, progress=progress)
+
+    def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, dict[str, Any]]:
+        """{text: row} for the live rows of this conversation and role whose text is one of `texts`."""
+        table = self.table()
+        found: dict[str, dict[str, Any]] = {}
+        if table is None:
+            return found
+        for chunk in _chunks(sorted(set(texts)), 200):
+            where = (where_clause((role,), conversation) + " AND text IN ("
+                     + ", ".join(_sql_str(t) for t in chunk) + ")")
+            for row in table.search().where(where).select(["id", "path", "text"]).limit(None).to_list():
+                found.setdefault(row["text"], row)
+        return found
+
+    def remember_notice(self, key: str, message: str) -> bool:
+        """Whether `message` is news for this vault (not what was said last time under `key`); news
+        is remembered in state.json, under the lock when it is free (else it is said again later)."""
+        from memvault.lock import vault_lock
+
+        state = self.load_state() if self.state_path.exists() else None
+        if state is None or state.get("notices", {}).get(key) == message:
+            return state is None
+        try:
+            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
+                if got:
+                    state = self.load_state()
+                    state.setdefault("notices", {})[key] = message
+                    self.save_state(state)
+        except OSError:
+            pass  # a read-only vault: say it every time
+        return True
 
     def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
                 conversation: str | None = None) -> list[dict[str, Any]]:

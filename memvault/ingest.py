@@ -110,8 +110,9 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
     return [files.new_memory(text, role, conversation, created_at=created_at, extra=dict(extra)) for text in texts]
 
 
-def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
-    """Write memories, index them and commit, all under the vault lock."""
+def store(vault: Vault, memories: list[Memory], command: str = "add", progress=None) -> Change:
+    """Write memories, index them and commit, all under the vault lock; progress(done, total) while
+    they are embedded."""
     if not memories:
         raise UsageError("nothing to add: the input is empty")
     if vault.auto_index:
@@ -120,7 +121,7 @@ def store(vault: Vault, memories: list[Memory], command: str = "add") -> Change:
         from memvault.models import get_embedder
 
         get_embedder(vault.settings.embedding_model)
-    with vault.change(command) as change:
+    with vault.change(command, progress=progress) as change:
         for memory in memories:
             change.add(memory)
     return change

@@ -187,7 +187,9 @@ def _validate(work: Path, before: Memory) -> Memory:
     except MemoryFileError as exc:
         raise EditRejected(exc.reason) from None
     if adopted:
-        raise EditRejected("the front matter is gone (the file must start with a '---' block)")
+        has_header = work.read_text(encoding="utf-8", errors="replace").lstrip("\ufeff").startswith("---")
+        raise EditRejected("the id is gone (ids cannot be edited)" if has_header
+                           else "the front matter is gone (the file must start with a '---' block)")
     if new.id != before.id:
         raise EditRejected(f"the id changed (from {before.id} to {new.id}); ids cannot be edited")
     if new.role != before.role:
@@ -208,7 +210,8 @@ def _reject(vault: Vault, rel: str, work: Path, reason: str) -> EditRejected:
     """Keep the rejected text in .memvault/rejected/ and describe what happened, in one line."""
     target_dir = vault.sidecar / REJECTED_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / work.name
+    # Each rejected edit under its own name: <time>__<the file's name>, never overwriting an earlier one.
+    target = target_dir / f"{files.file_stamp(files.utcnow())}__{work.name}"
     try:
         os.replace(work, target)
     except OSError:

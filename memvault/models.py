@@ -36,6 +36,7 @@ _HUB_PROBE_TIMEOUT_S = 1.5
 _lock = threading.Lock()
 _embedders: dict[str, Embedder] = {}
 _rerankers: dict[str, Reranker | None] = {}
+_reranker_failures: dict[str, str] = {}  # why a cached None could not load
 # fastembed's add_custom_model raises when a name is registered twice in one process.
 _registered: set[str] = set()
 
@@ -126,24 +127,26 @@ def get_reranker(
 ) -> Reranker | None:
     """The reranker for ``model`` (a fastembed name or a local folder), loaded once per process.
 
-    Returns None when it cannot be loaded, after calling ``warn`` with one line, once per
-    model and process (the None is cached too).
+    Returns None when it cannot be loaded, after calling ``warn`` with one line saying why. The
+    outcome is cached, the failure too (the lookup is not repeated; a download is retried); the
+    reason is given to every caller, and the library says it once per vault.
     """
     model = model or DEFAULT_RERANKER_MODEL
     folder = _as_folder(model)
     key = str(folder) if folder else model
-    failure = None
     with _lock:
-        if key not in _rerankers:
+        if key not in _rerankers or (_rerankers[key] is None and allow_download):
             try:
                 if folder:
                     _rerankers[key] = _load_folder_reranker(folder)
                 else:
                     _rerankers[key] = Reranker(model, _load_named("reranker", model, allow_download))
+                _reranker_failures.pop(key, None)
             except ModelError as e:
                 _rerankers[key] = None
-                failure = f"{e}; continuing without rerank"
+                _reranker_failures[key] = f"{e}; continuing without rerank"
         reranker = _rerankers[key]
+        failure = _reranker_failures.get(key) if reranker is None else None
     if failure:  # outside the lock: warn may do anything, even load a model
         (warn or _warn_stderr)(failure)
     return reranker

@@ -90,6 +90,8 @@ class SearchOutcome:
     results: list[Result]
     reranked: bool
     rerank_note: str | None = None  # why the rerank stage did not run
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for -v
+    note_shown: bool = False  # the rerank note was just said on the notice channel
 
     def to_json(self) -> list[dict[str, Any]]:
         """The results as `search --json` prints them."""
@@ -240,15 +242,29 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[lis
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
     """The whole read path over an already-synced index."""
+    import time
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal started
+        now_ = time.perf_counter()
+        timings[stage] = now_ - started
+        started = now_
+
     table = index.table()
     if table is None or not query.text.strip():
         return SearchOutcome([], False, rerank_note)
     vector = index.embedder.embed_query(query.text)
+    lap("embed")
     pool = list(candidates(table, query, vector).values())
+    lap("candidates")
     now = query.now or files.utcnow()
     picked, reranked = rank(pool, query, reranker if query.rerank else None, now)
+    lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
-    return SearchOutcome(picked, reranked, note)
+    return SearchOutcome(picked, reranked, note, timings)
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):

@@ -101,6 +101,8 @@ def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event):
+            if event.event_type in ("opened", "closed_no_write"):
+                return  # a read (this very sync's, an editor's, a backup's) is not a change
             for name in (getattr(event, "src_path", ""), getattr(event, "dest_path", "")):
                 if name and (str(name).endswith(".md") or getattr(event, "is_directory", False)) \
                         and not Path(str(name)).name.startswith("."):

@@ -10,7 +10,9 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
     ``{"raw": "not json"}``          HTTP 200 with this exact body (garbage for the client);
     ``{"content": "..."}``           the assistant's content, as for a plain string;
     ``{"chunks": ["a", "b"]}``       stream exactly these pieces;
-    ``{"chunk_delay": 0.5}``         with a stream, wait this long before each piece (a slow reply).
+    ``{"chunk_delay": 0.5}``         with a stream, wait this long before each piece (a slow reply);
+    ``{"hold": threading.Event()}``  with a stream, send the pieces, then end the reply only once the
+                                     test sets the event (a reply that is still streaming).
 
 Empty queue: by default the server fails loudly. It answers HTTP 500 with a body saying
 "fake_llm: no scripted reply left", and the fixture's teardown fails the test. That way an
@@ -140,7 +142,7 @@ class FakeLLM:
                     self._send(200, item["raw"])
                 elif body.get("stream"):
                     self._stream(body, item.get("chunks") or _split(item.get("content", "ok")),
-                                 item.get("chunk_delay", 0))
+                                 item.get("chunk_delay", 0), item.get("hold"))
                 else:
                     content = item.get("content", "".join(item.get("chunks", [])) or "ok")
                     self._send(200, _completion(body, content))
@@ -154,7 +156,7 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(encoded)
 
-            def _stream(self, body: dict, pieces: list[str], delay: float = 0) -> None:
+            def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -166,6 +168,10 @@ class FakeLLM:
                 for number, c in enumerate(chunks):
                     if delay and 0 < number < len(chunks) - 1 and fake._closing.wait(delay):
                         return
+                    if hold is not None and number == len(chunks) - 1:
+                        while not hold.wait(0.05):
+                            if fake._closing.is_set():
+                                return
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")

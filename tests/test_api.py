@@ -91,9 +91,10 @@ def test_errors_are_memvault_errors(vault_dir, monkeypatch):
 
 def test_json_shapes_are_the_cli_s(vault_dir):
     vault = memvault.open_vault(vault_dir)
-    [added] = vault.add("The user keeps bees", tags=["hobby"])
+    added = vault.add("The user keeps bees", tags=["hobby"])
     cli_added = json.loads(run_cli("add", "--json", "--tag", "garden", "The user grows leeks").stdout)[0]
-    assert set(cli_added) == set(added.to_json(vault.root))
+    assert set(cli_added) == set(added.to_json(vault.root)[0])
+    [added] = added
     search = json.loads(run_cli("search", "--json", "--now", NOW, "bees").stdout)
     assert search == vault.search("bees", now=NOW).to_json()
     show = json.loads(run_cli("show", "--json", added.id[:8]).stdout)

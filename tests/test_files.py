@@ -75,7 +75,7 @@ def test_traversal_and_control_characters_are_refused(bad):
 @pytest.mark.parametrize("content, reason", [
     ("---\nid: [unclosed\nrole: memory\n---\nx\n", "not valid YAML"),
     ("---\n- a\n- b\n---\nx\n", "not a mapping"),
-    ("---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\nx\n", "no 'id'"),
+    ("---\nrole: memory\ntitle: x\n---\n", "no 'id' and there is no text"),
     ("---\nid: a\nrole: memory\ncreated_at: last tuesday\n---\nx\n", "not an ISO 8601"),
     ("---\nid: a\nrole: wizard\ncreated_at: 2024-01-01\n---\nx\n", "unknown role"),
     ("---\nid: a\nrole: memory\n", "no closing"),

@@ -313,7 +313,7 @@ def test_add_racing_watch_and_search_loses_nothing(vault_dir):
 BROKEN = {
     "yaml.md": ("---\nid: [unclosed\nrole: memory\n---\nx\n", "front matter is not valid YAML"),
     "list.md": ("---\n- a\n- b\n---\nx\n", "not a mapping"),
-    "noid.md": ("---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\nx\n", "front matter has no 'id'"),
+    "noid.md": ("---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\n", "front matter has no 'id'"),
     "date.md": ("---\nid: d1\nrole: memory\ncreated_at: last tuesday\n---\nx\n", "is not an ISO 8601 date-time"),
     "binary.md": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
     "latin1.md": ("caf\xe9 au lait\n".encode("latin-1"), "not UTF-8"),

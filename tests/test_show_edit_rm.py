@@ -224,7 +224,7 @@ def test_broken_edit_is_one_line_exit_1_and_changes_nothing(vault_dir, tmp_path,
     assert memory["path"] in result.stderr and reason in result.stderr
     assert path.read_bytes() == original  # the memory is untouched...
     assert head(vault_dir) == before and git(vault_dir, "status", "--porcelain") == ""  # ...and nothing committed
-    saved = vault_dir / ".memvault" / "rejected" / path.name
+    [saved] = (vault_dir / ".memvault" / "rejected").glob(f"*__{path.name}")
     assert str(saved) in result.stderr and saved.is_file()  # the user's text is kept, outside git
     assert git(vault_dir, "show", f"HEAD:{memory['path']}").encode() == original  # and git has the old version
 
