@@ -345,9 +345,9 @@ class Index:
             self.save_state(state)
         return report
 
-    def sync_paths(self, paths: Iterable[Path]) -> SyncReport:
+    def sync_paths(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
-        return self.sync(paths=paths)
+        return self.sync(paths=paths, progress=progress)
 
     def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
                 conversation: str | None = None) -> list[dict[str, Any]]:
