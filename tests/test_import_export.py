@@ -126,6 +126,17 @@ def test_bad_conversations_are_one_line_each_and_the_rest_is_imported(vault_dir,
     assert entries_status(vault_dir) == ""
 
 
+def test_an_import_is_taken_back_by_undo_and_comes_back_when_run_again(vault_dir, tmp_path):
+    export = write_json(tmp_path / "conversations.json", [chatgpt_conversation("c-trip", "Trip to Lisbon", TRIP)])
+    assert run_cli("import", "chatgpt", str(export)).exit_code == 0
+    imported = tree(vault_dir)
+    undone = run_cli("undo")
+    assert undone.exit_code == 0, undone.stderr
+    assert tree(vault_dir) == {} and turns_of(vault_dir) == []
+    assert run_cli("import", "chatgpt", str(export)).exit_code == 0
+    assert tree(vault_dir) == imported
+
+
 @pytest.mark.parametrize("content, message", [
     (json.dumps([claude_conversation("u-1", "Trip", TRIP)]),
      "conversations.json is not a ChatGPT export: its first conversation has no 'mapping' (it looks like a Claude "
