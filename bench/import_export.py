@@ -2,7 +2,7 @@
 """Import and export at scale: a synthetic ChatGPT export of N conversations x M messages.
 
     python bench/import_export.py                       # 2,000 conversations x 50 messages = 100,000
-    python bench/import_export.py --quick               # 40 x 10, for the smoke test
+    python bench/import_export.py --quick               # 20 x 6, for the smoke test
     python bench/import_export.py --table bench/out/import_export.json
 
 Each step is a fresh process (wall time, CPU time and its own peak RSS from wait4):
@@ -168,7 +168,7 @@ def measure(args) -> dict:
         """Record a step and save the report so far: a long run cut short still has its numbers."""
         steps[name] = {**figures, "loadavg": round(os.getloadavg()[0], 1)}
         report["meta"]["loadavg_at_end"] = os.getloadavg()
-        save(report, args.quick)
+        save(report, args)
         print(f"{name}: {steps[name]}", file=sys.stderr, flush=True)
 
     for mode in ("stream", "json.load"):
@@ -196,10 +196,10 @@ def measure(args) -> dict:
     return report
 
 
-def save(report: dict, quick: bool) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    name = "import_export-quick.json" if quick else "import_export.json"
-    (OUT / name).write_text(json.dumps(report, indent=2))
+def save(report: dict, args) -> None:
+    path = Path(args.out) if args.out else OUT / ("import_export-quick.json" if args.quick else "import_export.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
 
 
 def table(report: dict) -> str:
@@ -221,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=2000)
     parser.add_argument("--messages", type=int, default=50, help="messages per conversation")
-    parser.add_argument("--quick", action="store_true", help="40 conversations x 10 messages")
+    parser.add_argument("--quick", action="store_true", help="20 conversations x 6 messages")
+    parser.add_argument("--out", metavar="JSON", help="where the report goes (default: bench/out/import_export"
+                                                      "[-quick].json)")
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "memvault-bench-import"))
     parser.add_argument("--table", metavar="JSON", help="print the table of an earlier run")
     args = parser.parse_args(argv)
@@ -229,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         print(table(json.loads(Path(args.table).read_text())))
         return 0
     if args.quick:
-        args.conversations, args.messages = 40, 10
+        args.conversations, args.messages = 20, 6
     report = measure(args)
-    save(report, args.quick)
+    save(report, args)
     print(table(report))
     return 0 if report["round_trip_identical"] else 1
 

@@ -472,6 +472,8 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
             turn = files.read_memory(root / relative, root)[0]
         except MemvaultError:
             continue  # gone or broken since: nothing to learn from
+        if turn.is_deleted:
+            continue  # the user deleted it: not something to learn from
         if not fresh and turn.extra.get(EXTRACTED):
             extraction.before += 1
             continue
