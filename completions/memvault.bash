@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat conversations edit log models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat conversations edit export import log models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
             fi
             ;;
         add)
@@ -126,6 +126,25 @@ _memvault() {
                 _memvault_compgen -W '--help --json -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids live)" -- "$cur"
+            fi
+            ;;
+        export)
+            case $prev in
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                --since) :; return ;;
+                --format) _memvault_compgen -W 'jsonl markdown' -- "$cur"; return ;;
+                -o|--output) _memvault_files; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--all --conversation --format --help --include-deleted --json --output --since -c -h -o' -- "$cur"
+            fi
+            ;;
+        import)
+            case $prev in
+                --conversation-prefix|--since) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--conversation-prefix --dry-run --extract --help --json --since -h' -- "$cur"
             fi
             ;;
         log)

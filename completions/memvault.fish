@@ -84,6 +84,8 @@ complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
 complete -c memvault -n __memvault_needs_command -a conversations -d 'List the conversations: memories by kind, newest activity, whether there is a summary'
 complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit'
+complete -c memvault -n __memvault_needs_command -a export -d 'Take memories out: JSON lines for another vault or tool, or a markdown digest to read'
+complete -c memvault -n __memvault_needs_command -a import -d 'Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
 complete -c memvault -n __memvault_needs_command -a models -d 'Show the embedding model and reranker in use; --download fetches them'
 complete -c memvault -n __memvault_needs_command -a reconcile -d 'Consolidate near-duplicate and contradicting facts with the LLM'
@@ -123,6 +125,20 @@ complete -c memvault -n '__memvault_using_command conversations' -l json -d 'Pri
 
 complete -c memvault -n '__memvault_using_command edit' -l json -d 'Print the memory after the edit as JSON'
 complete -c memvault -n '__memvault_using_command edit' -a '(__memvault_ids live)'
+
+complete -c memvault -n '__memvault_using_command export' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation to export'
+complete -c memvault -n '__memvault_using_command export' -l all -d 'Every conversation'
+complete -c memvault -n '__memvault_using_command export' -l include-deleted -d 'Deleted and replaced memories too'
+complete -c memvault -n '__memvault_using_command export' -l since -x -d 'Only memories created at or after'
+complete -c memvault -n '__memvault_using_command export' -l format -x -a 'jsonl markdown' -d 'jsonl (every front-matter key and the text; what import jsonl reads) or markdown (a digest per conversation)'
+complete -c memvault -n '__memvault_using_command export' -s o -l output -r -F -d 'Write to this file (whole or not at all) instead of stdout'
+complete -c memvault -n '__memvault_using_command export' -l json -d 'With --output: print what was written as JSON'
+
+complete -c memvault -n '__memvault_using_command import' -l conversation-prefix -x -d 'Put P before every imported conversation id (e.g'
+complete -c memvault -n '__memvault_using_command import' -l extract -d 'Then learn facts from the user turns with the LLM (resumable: run it again to go on)'
+complete -c memvault -n '__memvault_using_command import' -l since -x -d 'Only what was said or written at or after this date'
+complete -c memvault -n '__memvault_using_command import' -l dry-run -d 'Say what would be imported; write nothing'
+complete -c memvault -n '__memvault_using_command import' -l json -d 'Print the outcome as JSON'
 
 complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d 'Show at most N commits'
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'

@@ -293,6 +293,43 @@ class Memvault:
 
         return undo.restore(self._vault, id_or_prefix)
 
+    # -- moving in and out -------------------------------------------------------------------
+    def import_from(self, source: str, path: str | Path, *, conversation_prefix: str = "", extract: bool = False,
+                    since: datetime | str | None = None, dry_run: bool = False,
+                    progress: Callable[[str, int, int], None] | None = None):
+        """Bring in a history: source "chatgpt" or "claude" (the conversations.json of a data export),
+        "markdown" (a folder of .md notes) or "jsonl" (a `memvault export`). Each conversation becomes
+        a conversation of turns with their original times, each note a note; what is already there
+        (by original id) is skipped, so running it again adds only what is new. One commit. With
+        extract, facts are then learned from the user turns (the LLM; one commit per turn that
+        taught something; resumable). since: only what was said at or after. progress(stage, done,
+        total) with stages "reading", "indexing", "learning". Returns importing.ImportResult: what
+        was added per conversation, what was there, what was left out and why (`problems`)."""
+        from memvault import importing
+
+        options = importing.ImportOptions(source, Path(path).expanduser(), conversation_prefix, extract,
+                                          _time(since, "since"), dry_run).check()
+        importer = importing.Importer(self._vault, options, progress)
+        result = importer.write()
+        if extract:
+            if not dry_run and importer.user_turns:
+                self._fresh_index()  # the facts already known are what new ones are checked against
+            result.extraction = importing.learn_from_turns(self._vault, importer, self.settings, progress,
+                                                           self._say, dry_run=dry_run)
+        return result
+
+    def export(self, output, *, conversation: str = DEFAULT_CONVERSATION, all_conversations: bool = False,
+               include_deleted: bool = False, since: datetime | str | None = None, format: str = "jsonl"):
+        """Write memories out: `format` "jsonl" (every front-matter key and the text, one memory per
+        line: what `import_from("jsonl", ...)` reads back into the same files) or "markdown" (a digest
+        per conversation: summary, facts, notes, decisions, newest first). output: a path (written
+        whole or not at all) or an open text stream. Returns exporting.ExportResult."""
+        from memvault import exporting
+
+        files.check_conversation_id(conversation)
+        return exporting.export(self._vault, output, conversations=None if all_conversations else [conversation],
+                                include_deleted=include_deleted, since=_time(since, "since"), fmt=format)
+
     # -- reading ---------------------------------------------------------------------------
     def get(self, id_or_prefix: str) -> Memory:
         """A memory by id or unique prefix of at least 4 characters; a deleted one too (live ones

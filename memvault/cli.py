@@ -963,6 +963,123 @@ def summarize(
         typer.echo(text)
 
 
+class ImportSource(str, Enum):
+    chatgpt = "chatgpt"
+    claude = "claude"
+    markdown = "markdown"
+    jsonl = "jsonl"
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: ImportSource = typer.Argument(..., metavar="SOURCE",
+                                          help="chatgpt or claude (the conversations.json of a data export), "
+                                               "markdown (a folder of .md notes) or jsonl (a memvault export)."),
+    path: Path = typer.Argument(..., metavar="PATH", help="The file to read (a folder for markdown)."),
+    conversation_prefix: str = typer.Option("", "--conversation-prefix", metavar="P",
+                                            help="Put P before every imported conversation id (e.g. chatgpt-)."),
+    extract: bool = typer.Option(False, "--extract", help="Then learn facts from the user turns with the LLM "
+                                                          "(resumable: run it again to go on)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only what was said or written at or "
+                                                                              "after this date."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; write nothing."),
+    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+) -> None:
+    """Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export.
+
+    What is there already (by original id) is skipped, so running the same import again adds only what is new. One commit. Anything left out is one line on stderr, and the exit code is 1.
+    """
+    state = _state(ctx)
+    try:
+        with term.stage_progress(not state.quiet) as progress:
+            result = state.open().import_from(source.value, path, conversation_prefix=conversation_prefix,
+                                              extract=extract, since=since, dry_run=dry_run, progress=progress)
+    except KeyboardInterrupt:
+        _error("interrupted; what was done is committed: run the same command again to go on")
+        raise typer.Exit(130) from None
+    for problem in result.problems:
+        _error(str(problem) if problem.fatal else f"skipped {problem}")
+    if json_output or state.json:
+        emit_json(result.to_json())
+    else:
+        _print_import(ctx, result)
+    if result.extraction and result.extraction.error:
+        _error(f"learning stopped: {result.extraction.error}")
+    if not result.complete:
+        raise typer.Exit(1)
+
+
+def _print_import(ctx, result) -> None:
+    would = "would add" if result.dry_run else "added"
+    for row in result.conversations:
+        if row.added:
+            there = f" ({row.already} there already)" if row.already else ""
+            typer.echo(f"+{row.added:<5} {row.conversation_id}  {row.title}{there}")
+    left = f", {len(result.problems)} left out" if result.problems else ""
+    older = f", {result.older} older than --since" if result.older else ""
+    if result.added:
+        conversations = sum(1 for row in result.conversations if row.added)
+        commit = f" (commit {result.commit[:8]})" if result.commit else ""
+        typer.echo(f"{would} {result.added} memories in {conversations} conversation"
+                   f"{'' if conversations == 1 else 's'}{commit}; {result.already} there already{older}{left}")
+    elif result.already or result.older:
+        typer.echo(f"nothing new: {result.already} memories there already{older}{left}")
+    else:
+        typer.echo(f"nothing imported{left}")
+    extraction = result.extraction
+    if extraction is not None:
+        if result.dry_run:
+            typer.echo(f"would learn from {extraction.turns - extraction.before} user turns "
+                       f"({extraction.before} learned from before)")
+            return
+        for line in change_lines(extraction.learned.to_json() if extraction.learned else []):
+            typer.echo(line)
+        typer.echo(f"learned from {extraction.done} of {extraction.turns - extraction.before} user turns "
+                   f"({extraction.before} before)")
+
+
+class ExportFormat(str, Enum):
+    jsonl = "jsonl"
+    markdown = "markdown"
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to export.",
+                                     autocompletion=complete_conversation),
+    all_conversations: bool = typer.Option(False, "--all", help="Every conversation."),
+    include_deleted: bool = typer.Option(False, "--include-deleted", help="Deleted and replaced memories too."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
+    output_format: ExportFormat = typer.Option(ExportFormat.jsonl, "--format",
+                                               help="jsonl (every front-matter key and the text; what import "
+                                                    "jsonl reads) or markdown (a digest per conversation)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH",
+                                          help="Write to this file (whole or not at all) instead of stdout."),
+    json_output: bool = typer.Option(False, "--json", help="With --output: print what was written as JSON."),
+) -> None:
+    """Take memories out: JSON lines for another vault or tool, or a markdown digest to read."""
+    state = _state(ctx)
+    as_json = json_output or state.json
+    if as_json and output is None and output_format == ExportFormat.markdown:
+        raise UsageError("--json with --format markdown needs --output (stdout would not be JSON)")
+    vault = state.open()
+    result = vault.export(output if output is not None else sys.stdout, conversation=conversation,
+                          all_conversations=all_conversations, include_deleted=include_deleted, since=since,
+                          format=output_format.value)
+    for problem in result.skipped:
+        _error(f"skipped {problem}")
+    if output is not None:
+        if as_json:
+            emit_json(result.to_json())
+        else:
+            info(ctx, f"memvault: {result.memories} memories of {result.conversations} conversation"
+                      f"{'' if result.conversations == 1 else 's'} written to {result.output}")
+    if result.skipped:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app(prog_name="memvault")
 

@@ -15,6 +15,7 @@ and `git commit --only` for a change to an existing vault. Before anything is wr
   Memvault-Restored: <id>
   Memvault-Removed: <id>
   Memvault-Undoes: <commit>   (an undo: the commit it took back)
+  Memvault-Conversation: <conversation> (<n> added)   (a bulk change, an import: instead of every id)
 """
 
 from __future__ import annotations
@@ -327,9 +328,11 @@ class CommitRecord:
     restored: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     undoes: str | None = None
+    conversations: list[tuple[str, int]] = field(default_factory=list)  # (conversation, memories added)
 
     def message(self) -> str:
         trailers = [f"Memvault-Added: {i}" for i in self.added]
+        trailers += [f"Memvault-Conversation: {c} ({n} added)" for c, n in self.conversations]
         trailers += [f"Memvault-Deleted: {i}" for i in self.deleted]
         trailers += [f"Memvault-Replaced: {old} -> {new}" for old, new in self.replaced]
         trailers += [f"Memvault-Edited: {i}" for i in self.edited]

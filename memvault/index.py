@@ -430,7 +430,8 @@ class Index:
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
         if table is not None and to_index:
             # Redoing an interrupted sync: rows for these paths may already be there.
-            new_paths = [rel for rel, *_ in to_index if rel in report.added]
+            added = set(report.added)  # a list: `in` on it made a 100,000-file sync quadratic
+            new_paths = [rel for rel, *_ in to_index if rel in added]
             for chunk in _chunks(new_paths, 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
         done = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from memvault import files
 from memvault.errors import MemvaultError, UsageError
@@ -110,10 +110,15 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
     return [files.new_memory(text, role, conversation, created_at=created_at, extra=dict(extra)) for text in texts]
 
 
-def store(vault: Vault, memories: list[Memory], command: str = "add", progress=None) -> Change:
-    """Write memories, index them and commit, all under the vault lock; progress(done, total) while
-    they are embedded."""
-    if not memories:
+def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_conversation: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> Change:
+    """Write memories, index them and commit, all under the vault lock.
+
+    memories: a list, or an iterator that makes them while they are written (an import). A memory
+    that carries a path (an exported one, imported back) is written there. by_conversation: the
+    commit message counts the memories per conversation instead of naming every id. progress:
+    (done, total) while they are indexed."""
+    if isinstance(memories, (list, tuple)) and not memories:
         raise UsageError("nothing to add: the input is empty")
     if vault.auto_index:
         # Load the model before taking the vault lock: the lock then covers only the write,
@@ -122,6 +127,7 @@ def store(vault: Vault, memories: list[Memory], command: str = "add", progress=N
 
         get_embedder(vault.settings.embedding_model)
     with vault.change(command, progress=progress) as change:
+        change.by_conversation = by_conversation
         for memory in memories:
-            change.add(memory)
+            change.add(memory, memory.path)
     return change

@@ -97,3 +97,33 @@ class progress_bar:
         if self.progress is not None:
             self.progress.stop()
         return False
+
+
+class stage_progress:
+    """Progress bars for a command that works in stages (an import reads, indexes, then learns): one
+    rich bar per stage, with its ETA, only on a terminal. `with stage_progress() as progress:` gives
+    a `progress(stage, done, total)` callback, or None where no bar may be shown."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled and progress_allowed()
+        self.progress = None
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        return self if self.enabled else None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.progress is None:
+            from rich.progress import Progress
+
+            self.progress = Progress(transient=True)  # description, bar, percentage, time remaining
+            self.progress.start()
+        task = self.tasks.get(stage)
+        if task is None:
+            task = self.tasks[stage] = self.progress.add_task(stage, total=total)
+        self.progress.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.stop()
+        return False

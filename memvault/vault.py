@@ -262,6 +262,9 @@ class Change:
     commit_sha: str | None = None
     title: str | None = None  # a commit subject of the command's own, instead of the generated one
     undoes: str | None = None  # the commit an undo takes back (its trailer lets the next undo go further back)
+    # A bulk change (an import of 100,000 turns) names the conversations it added to in its commit
+    # message, with a count each, instead of every memory id.
+    by_conversation: bool = False
 
     @property
     def touched(self) -> bool:
@@ -284,8 +287,10 @@ class Change:
         self.written_paths.add(written)
         return written
 
-    def add(self, memory: Memory) -> Memory:
-        self._write(memory)
+    def add(self, memory: Memory, path: Path | None = None) -> Memory:
+        """Write a new memory at its usual place, or at `path` (an exported memory imported back
+        where it was)."""
+        self._write(memory, path)
         self.events.append(Event(ADD, memory))
         return memory
 
@@ -391,9 +396,16 @@ class Change:
     def commit_record(self):
         from memvault.gitrepo import CommitRecord
 
+        added = self.of(ADD)
+        per_conversation: dict[str, int] = {}
+        if self.by_conversation:
+            for event in added:
+                per_conversation[event.memory.conversation_id] = per_conversation.get(event.memory.conversation_id, 0) + 1
+            added = []
         return CommitRecord(
             subject=self.subject(),
-            added=[e.memory.id for e in self.of(ADD)],
+            added=[e.memory.id for e in added],
+            conversations=sorted(per_conversation.items()),
             deleted=[e.memory.id for e in self.of(DELETE)],
             replaced=[(e.other.id, e.memory.id) for e in self.of(UPDATE)]
             + [(e.memory.id, e.other.id) for e in self.of(REPLACE)],
@@ -412,7 +424,9 @@ class Change:
         added = self.of(ADD)
         if added and len(added) == len(self.events):
             n = len(added)
-            return f"memvault {self.command}: {n} memor{'y' if n == 1 else 'ies'}{scope}"
+            within = f" in {len(conversations)} conversation{'' if len(conversations) == 1 else 's'}" \
+                if self.by_conversation else ""
+            return f"memvault {self.command}: {n} memor{'y' if n == 1 else 'ies'}{within}{scope}"
         counts = [(len(self.of(ADD)), "added"), (len(self.of(UPDATE, REPLACE)), "replaced"),
                   (len(self.of(DELETE)), "deleted"), (len(self.of(EVICT)), "evicted"),
                   (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored"),

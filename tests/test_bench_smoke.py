@@ -61,3 +61,15 @@ def test_locomo_quick(tmp_path):
         assert config["cat1_4"]["recall@5"] <= config["cat1_4"]["recall@10"] + 1e-9
     # the evidence is findable at all: on 150 turns, BM25 puts some of it in the top 10
     assert report["configs"]["bm25"]["cat1_4"]["recall@10"] > 0.2
+
+
+def test_import_export_quick(tmp_path):
+    out = tmp_path / "import_export.json"
+    done = run_script("import_export.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "export -> import jsonl -> export byte-identical: True" in done.stdout
+    report = json.loads(out.read_text())
+    steps = report["steps"]
+    assert steps["import chatgpt"]["added"] == report["meta"]["messages"] == 120
+    assert steps["import chatgpt again (all there)"]["already"] == 120
+    assert all(0 < step["wall_s"] < 300 and 0 < step["peak_rss_mb"] < 8000 for step in steps.values())
