@@ -219,12 +219,14 @@ class Memvault:
             return manage.set_text(self._vault, id_or_prefix, text)
         return manage.edit(self._vault, id_or_prefix, editor=editor, retry=retry)
 
-    def remove(self, ids: Iterable[str], now: datetime | None = None) -> list[Memory]:
+    def remove(self, ids: str | Iterable[str], now: datetime | None = None, *, reason: str | None = None
+               ) -> list[Memory]:
         """Soft-delete memories (moved under deleted/, reason user), in one commit; one bad id
-        removes nothing."""
+        removes nothing. reason: why, in the user's words, kept in the tombstone's front matter
+        as `deleted_note` (and shown by `log`)."""
         from memvault import manage
 
-        return manage.remove(self._vault, list(ids), now=now)
+        return manage.remove(self._vault, [ids] if isinstance(ids, str) else list(ids), now=now, reason=reason)
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, id_or_prefix: str) -> Memory:
@@ -233,6 +235,18 @@ class Memvault:
         from memvault import manage
 
         return manage.find(self._vault, id_or_prefix)
+
+    def recent(self, conversation: str | None = None, *, limit: int = 10,
+               kinds: Iterable[str] | None = None) -> list[Memory]:
+        """The newest live memories, newest first: of one conversation (None: every conversation),
+        of some kinds (fact, note, decision, turn; None: all of them), at most `limit`. Found by
+        file name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read;
+        no index, no model."""
+        from memvault import listing
+
+        roles = files.roles_for_kinds(kinds)
+        return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
+                              on_error=lambda exc: self._say(f"memvault: skipped {exc}"))
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
@@ -452,6 +466,19 @@ class Memvault:
 
         self._vault.require_existing()
         sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
+
+    def warm(self) -> None:
+        """Load now what the first search would load (the embedding model, the reranker, the index,
+        in step with the files), so that a server's first call does not wait for it. Optional:
+        every operation loads what it needs on first use."""
+        from memvault.retrieval import load_reranker
+
+        index = self._fresh_index() if self._vault.exists() else self._vault.index
+        index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
+        if self.settings.reranker_model:
+            load_reranker(self.settings, warn=lambda note: self._say(f"memvault: {note}"))  # said once per process
+        if self._vault.exists():
+            index.table()
 
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",

@@ -27,6 +27,7 @@ class MemoryChange:
     reason: str | None = None
     replaced_by: str | None = None
     replaces: str | None = None
+    note: str | None = None  # a removal's reason in the user's words (deleted_note)
 
 
 @dataclass
@@ -40,6 +41,9 @@ class LogEntry:
     def to_json(self) -> dict:
         data = asdict(self)
         data["date"] = self.date.isoformat()
+        for change in data["changes"]:
+            if change["note"] is None:
+                del change["note"]  # only removals with a reason have one
         return data
 
 
@@ -184,8 +188,9 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
         action = "added"
     else:
         action = "edited"
+    note = meta.get(files.DELETED_NOTE) if action == "deleted" else None
     return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
-                        replaces=meta.get("replaces"))
+                        replaces=meta.get("replaces"), note=str(note) if note else None)
 
 
 def _follow_ids(entries: list[LogEntry], wanted: str) -> set[str]:

@@ -238,6 +238,8 @@ class Event:
                                 "conversation_id": self.memory.conversation_id, "text": self.memory.text}
         if self.reason:
             data["reason"] = self.reason
+        if self.memory.extra.get(files.DELETED_NOTE) and self.action == DELETE:
+            data["note"] = self.memory.extra[files.DELETED_NOTE]
         if self.action == UPDATE and self.other is not None:
             data.update(replaces=self.other.id, old_text=self.other.text)
         elif self.action == REPLACE and self.other is not None:
@@ -291,17 +293,19 @@ class Change:
         return memory
 
     def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
-                    now: datetime | None = None) -> Memory:
+                    now: datetime | None = None, note: str | None = None) -> Memory:
         """Move the file under deleted/ with deleted_at and deleted_reason: never unlink.
 
         replaced_by: the memory that made this one untrue (recorded as `replaced_by` and as a
-        REPLACE); else a DELETE, or an EVICT for reason 'evicted'."""
-        self._move_to_deleted(memory, reason, replaced_by.id if replaced_by else None, now)
+        REPLACE); else a DELETE, or an EVICT for reason 'evicted'. note: why, in the user's
+        own words (recorded as `deleted_note`)."""
+        self._move_to_deleted(memory, reason, replaced_by.id if replaced_by else None, now, note)
         action = REPLACE if replaced_by else (EVICT if reason == "evicted" else DELETE)
         self.events.append(Event(action, memory, replaced_by, reason))
         return memory
 
-    def _move_to_deleted(self, memory: Memory, reason: str, replaced_by: str | None, now: datetime | None) -> None:
+    def _move_to_deleted(self, memory: Memory, reason: str, replaced_by: str | None, now: datetime | None,
+                         note: str | None = None) -> None:
         if reason not in files.DELETE_REASONS:
             raise UsageError(f"unknown delete reason {reason!r}")
         if memory.path is None or memory.is_deleted:
@@ -309,6 +313,8 @@ class Change:
         old_path = memory.path
         memory.extra["deleted_at"] = files.format_time(now or files.utcnow())
         memory.extra["deleted_reason"] = reason
+        if note:
+            memory.extra[files.DELETED_NOTE] = note
         if replaced_by:
             memory.extra["replaced_by"] = replaced_by
         target = files.deleted_path_for(self.root, old_path)
