@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat edit log models reconcile reindex rm search show summarize' -- "$cur"
+                _memvault_compgen -W 'add chat edit log mcp models reconcile reindex rm search show summarize' -- "$cur"
             fi
             ;;
         add)
@@ -131,6 +131,11 @@ _memvault() {
                 _memvault_compgen -W '--help --json --max-count --since -h -n' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
+        mcp)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help -h' -- "$cur"
             fi
             ;;
         models)

@@ -84,6 +84,7 @@ complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
 complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
+complete -c memvault -n __memvault_needs_command -a mcp -d 'Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary'
 complete -c memvault -n __memvault_needs_command -a models -d 'Show the embedding model and reranker in use; --download fetches them'
 complete -c memvault -n __memvault_needs_command -a reconcile -d 'Consolidate near-duplicate and contradicting facts with the LLM'
 complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index with the files; commit hand edits'
@@ -121,6 +122,7 @@ complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d '
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'
 complete -c memvault -n '__memvault_using_command log' -l json -d 'Print the history as JSON'
 complete -c memvault -n '__memvault_using_command log' -a '(__memvault_ids all)'
+
 
 complete -c memvault -n '__memvault_using_command models' -l download -d 'Fetch the configured models into fastembed\'s cache (the only command that downloads)'
 complete -c memvault -n '__memvault_using_command models' -l json -d 'Print the status as JSON'
