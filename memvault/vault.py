@@ -181,6 +181,13 @@ class Vault:
             paths = files.walk_entries_under(base_dir, include_deleted) if base_dir.is_dir() else iter(())
         else:
             paths = files.walk_entries(base, include_deleted)
+        for memory in self._read_all(paths, on_error):
+            if role_set and memory.role not in role_set:
+                continue
+            yield memory
+
+    def _read_all(self, paths: Iterable[Path], on_error: Callable[[MemoryFileError], None] | None = None
+                  ) -> Iterator[Memory]:
         for path in paths:
             try:
                 memory, _adopted = files.read_memory(path, self.root)
@@ -188,16 +195,33 @@ class Vault:
                 if on_error:
                     on_error(exc)
                 continue
-            if role_set and memory.role not in role_set:
-                continue
             yield memory
 
     def find(self, id_or_prefix: str, include_deleted: bool = True) -> Memory:
-        """A memory by id or unique id prefix (like git), live ones preferred over tombstones."""
+        """A memory by id or unique id prefix (like git), live ones preferred over tombstones.
+
+        A file the index has read and that has not changed since (same size and mtime as in
+        state.json) has the id the index recorded: only the files with a matching id are read,
+        plus those the index has not read as they are (tombstones, hand edits, new files)."""
         needle = id_or_prefix.strip().lower()
         if len(needle) < 4:
             raise UsageError(f"id prefix {id_or_prefix!r} is too short (at least 4 characters)")
-        matches = [m for m in self.iter_memories(include_deleted=include_deleted) if m.id.lower().startswith(needle)]
+        known = self.index.known_files()
+        cut = len(str(self.root)) + 1
+        candidates = []
+        for path in files.walk_entries(self.root, include_deleted):
+            entry = known.get(str(path)[cut:].replace(os.sep, "/"))
+            if entry is not None:
+                try:
+                    stat = path.lstat()
+                except OSError:
+                    continue  # gone meanwhile
+                if entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
+                    if str(entry.get("id", "")).lower().startswith(needle):
+                        candidates.append(path)
+                    continue
+            candidates.append(path)
+        matches = [m for m in self._read_all(candidates) if m.id.lower().startswith(needle)]
         live = [m for m in matches if not m.is_deleted]
         pool = live or matches
         ids = {m.id for m in pool}
