@@ -36,6 +36,8 @@ Kind = Literal["fact", "note", "decision"]
 SearchKind = Literal["fact", "note", "decision", "turn"]
 # What recent_memories lists when no kind is asked for: what a user or an agent stored, not chat turns.
 RECENT_KINDS = ("fact", "note", "decision")
+# memory_history lists at most this many changes of one commit: an import commits thousands at once.
+MAX_HISTORY_CHANGES = 100
 
 INSTRUCTIONS = (
     "memvault is the user's long-term memory: markdown files in a git repository that the user owns. "
@@ -117,7 +119,8 @@ class HistoryEntry(BaseModel):
     date: str
     command: str = Field(description="The memvault command that made the commit, or 'hand edit'.")
     subject: str
-    changes: list[HistoryChange]
+    changes: list[HistoryChange] = Field(description=f"At most {MAX_HISTORY_CHANGES} per commit.")
+    changes_total: int = Field(description="How many memories the commit changed (an import: thousands).")
 
 
 class History(BaseModel):
@@ -319,7 +322,9 @@ def build_server(vault, ready: threading.Event | None = None) -> MCPServer:
             entries = vault.log(id, limit=limit)
         except (MemvaultError, OSError) as exc:
             raise _failure(exc) from None
-        return History(entries=[HistoryEntry(**e.to_json()) for e in entries])
+        rows = [e.to_json() for e in entries]
+        return History(entries=[HistoryEntry(**{**row, "changes": row["changes"][:MAX_HISTORY_CHANGES]},
+                                             changes_total=len(row["changes"])) for row in rows])
 
     def conversation_summary(
         conversation: Annotated[str, Field(description="The conversation id, such as 'global' or 'work'.")],

@@ -262,6 +262,20 @@ def test_bad_arguments_give_one_line_error_results_and_the_server_keeps_serving(
     assert git(vault_dir, "status", "--porcelain") == ""
 
 
+def test_memory_history_of_an_import_lists_a_hundred_changes_and_says_how_many(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    vault.add_jsonl("".join(json.dumps({"text": f"Imported memory {n}"}) + "\n" for n in range(130)))
+    vault.add("The user keeps bees")
+
+    async def body(client):
+        return await call(client, "memory_history", limit=5)
+
+    latest, imported = with_client(vault_dir, body)["entries"]
+    assert latest["changes_total"] == 1 and latest["changes"][0]["text"] == "The user keeps bees"
+    assert imported["changes_total"] == 130 and len(imported["changes"]) == 100
+    assert {c["action"] for c in imported["changes"]} == {"added"}
+
+
 def test_recent_memories_and_the_conversation_summary(vault_dir):
     vault = memvault.open_vault(vault_dir)
     vault.add("The user keeps bees", created_at="2026-01-01T00:00:00Z")
