@@ -61,3 +61,18 @@ def test_locomo_quick(tmp_path):
         assert config["cat1_4"]["recall@5"] <= config["cat1_4"]["recall@10"] + 1e-9
     # the evidence is findable at all: on 150 turns, BM25 puts some of it in the top 10
     assert report["configs"]["bm25"]["cat1_4"]["recall@10"] > 0.2
+
+
+def test_mcp_quick(tmp_path):
+    out = tmp_path / "mcp.json"
+    done = run_script("mcp.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "search_memory, SDK client over stdio" in done.stdout and "goal p50" in done.stdout
+    report = json.loads(out.read_text())
+    for key in ("sdk_latency", "pipe_latency"):
+        figures = report[key]
+        assert figures["calls"] == 20 and 0 < figures["min"] <= figures["p50"] <= figures["p99"] <= figures["max"]
+    assert report["sdk_latency"]["with_results"] == 20
+    (start,) = report["start_up"]
+    assert 0 < start["initialize_s"] <= start["tools_list_s"] <= start["first_search_s"] < 300
+    assert report["meta"]["memories"] >= 60 and report["meta"]["versions"]["mcp"].startswith("2.")
