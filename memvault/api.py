@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from memvault import files
-from memvault.errors import MemvaultError, UsageError
+from memvault.errors import MemvaultError, NotFound, UsageError
 from memvault.files import DEFAULT_CONVERSATION, Memory
 
 __all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault"]
@@ -313,6 +313,10 @@ class Memvault:
         from memvault.history import history
 
         self._vault.require_existing()
+        if self.settings.enable_git_versioning and not (self.root / ".git").exists():
+            if id_or_prefix is not None:
+                raise NotFound(f"no memory with id {id_or_prefix!r} in the history")
+            return []  # nothing committed yet (a watching server made the folders, or files came by hand)
         return history(self.root, limit=limit, since=since, follow=id_or_prefix)
 
     def models(self, download: bool = False) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,7 +112,9 @@ class Vault:
             self.root.mkdir(parents=True, exist_ok=True)
             self.sidecar.mkdir(exist_ok=True)
             self.entries.mkdir(exist_ok=True)
-            probe = self.sidecar / f".write-probe-{os.getpid()}"
+            # One name per thread: the threads of a server write at once, and a shared probe name
+            # let one thread unlink another's probe ("not writable: No such file or directory").
+            probe = self.sidecar / f".write-probe-{os.getpid()}-{threading.get_ident()}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:

@@ -113,6 +113,45 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
         "id", "text", "kind", "conversation", "created_at", "score"}
 
 
+def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):
+    async def body(client):
+        empty = [await call(client, "search_memory", query="anything"), await call(client, "recent_memories"),
+                 await call(client, "memory_history"), await call(client, "conversation_summary", conversation="global")]
+        missing = await refused(client, "get_memory", id="abcd1234")
+        added = await call(client, "add_memory", text="The user keeps bees")
+        return empty, missing, added, await call(client, "search_memory", query="bees")
+
+    empty, missing, added, found = with_client(vault_dir, body)
+    assert empty == [{"results": []}, {"memories": []}, {"entries": []},
+                     {"conversation": "global", "summary": None, "updated_at": None}]
+    assert "no memory with id 'abcd1234'" in missing
+    assert search_texts(found) == ["The user keeps bees"] and added["changes"][0]["event"] == "ADD"
+    assert git(vault_dir, "log", "--format=%s") == "memvault add: 1 memory (global)\nmemvault init: new vault\n"
+
+
+def test_parallel_calls_all_land(vault_dir):
+    """The SDK runs each call on a worker thread: adds and searches at once, from the first write on."""
+    async def body(client):
+        outcomes = {}
+
+        async def one(i: int):
+            if i % 3 == 0:
+                outcomes[i] = await client.call_tool("add_memory", {"text": f"parallel memory {i}"})
+            else:
+                outcomes[i] = await client.call_tool("search_memory", {"query": f"memory {i}"})
+
+        async with anyio.create_task_group() as group:
+            for i in range(12):
+                group.start_soon(one, i)
+        return outcomes, await call(client, "recent_memories", limit=20)
+
+    outcomes, recent = with_client(vault_dir, body)
+    assert [i for i, result in outcomes.items() if result.is_error] == []
+    assert sorted(m["text"] for m in recent["memories"]) == sorted(f"parallel memory {i}" for i in range(0, 12, 3))
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert git(vault_dir, "log", "--format=%s").count("memvault add: 1 memory") == 4
+
+
 def test_add_then_search_finds_it_with_files_and_commits_as_the_cli_makes_them(vault_dir):
     assert run_cli("add", "-c", "work", "--kind", "note", "-t", "infra", "Read the Postgres 16 notes").exit_code == 0
 
