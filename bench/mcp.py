@@ -8,6 +8,8 @@
   do not (every conversation, one scope); different questions throughout. The same calls are then
   made over a bare pipe (JSON lines in and out, no SDK on the client side) to a second server,
   alternating with the first, which is the server's own share.
+  The server's CPU time per call (from /proc) is given too: on a shared machine it is the figure
+  that other processes' load does not stretch.
 - **start-up**: --starts fresh `memvault mcp` processes; for each, the time from spawning it to its
   answer to `initialize` (its first answer), to `tools/list`, and to the result of a first
   `search_memory` (which waits for the models the server loads meanwhile).
@@ -121,6 +123,12 @@ class Pipe:
                     raise SystemExit(f"{method} failed: {line[:500]!r}")
                 return answer["result"]
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used so far (all its threads)."""
+        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def notify(self, method: str) -> None:
         self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
         self.proc.stdin.flush()
@@ -177,7 +185,7 @@ async def latency(mv, env, vault: Path, calls: list[tuple[str | None, str]]) -> 
                     await client.call_tool("search_memory", arguments(conversation, question))
                     pipe.request("tools/call", {"name": "search_memory",
                                                 "arguments": arguments(conversation, question)})
-                before = load()
+                before, cpu_before = load(), pipe.cpu_seconds()
                 sdk, raw, by_scope, found = [], [], {"conversation": [], "all": []}, 0
                 for conversation, question in calls:
                     start = time.perf_counter()
@@ -191,12 +199,13 @@ async def latency(mv, env, vault: Path, calls: list[tuple[str | None, str]]) -> 
                     start = time.perf_counter()
                     pipe.request("tools/call", {"name": "search_memory", "arguments": arguments(conversation, question)})
                     raw.append((time.perf_counter() - start) * 1000)
-                after = load()
+                after, cpu = load(), pipe.cpu_seconds() - cpu_before
     finally:
         pipe.close()
     return ({**percentiles(sdk), "load_before": before, "load_after": after, "with_results": found,
              "by_scope": {k: percentiles(v) for k, v in by_scope.items()}},
-            {**percentiles(raw), "load_before": before, "load_after": after})
+            {**percentiles(raw), "load_before": before, "load_after": after,
+             "server_cpu_ms_per_call": round(cpu * 1000 / len(calls), 2)})
 
 
 def table(report: dict) -> str:
@@ -216,6 +225,8 @@ def table(report: dict) -> str:
     for scope, label in (("conversation", "  with a conversation (2 scopes)"), ("all", "  every conversation (1 scope)")):
         row(label, lat["by_scope"][scope], "")
     row(f"search_memory, bare JSON-RPC pipe ({raw['calls']} calls)", raw, f"{raw['load_before']} -> {raw['load_after']}")
+    lines += ["", f"server CPU time per call (user + system, all threads; what load does not stretch): "
+                  f"{raw['server_cpu_ms_per_call']:.1f} ms"]
     verdict = "yes" if lat["p50"] <= GOAL_P50_MS else "no"
     lines += ["", f"goal p50 <= {GOAL_P50_MS:.0f} ms (SDK client): {verdict} ({lat['p50']:.1f} ms)", ""]
     lines.append("| start-up (fresh process) | median | min-max | load (1 min) at each start |")
