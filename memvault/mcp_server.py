@@ -3,8 +3,9 @@
 A face, like the CLI: each tool checks and adapts its arguments, makes one `Memvault` call and
 returns plain JSON (a pydantic model, so the tool also publishes an output schema). Failures are
 MemvaultErrors with one line; each becomes an MCP error result with that line, and the server goes
-on serving. The vault is opened once with watch=True: models and the index stay loaded, and the
-next call sees hand edits and other processes' writes.
+on serving. The vault is opened once with watch=True: models and the index stay loaded (a thread
+loads them once the client has listed the tools), and the next call sees hand edits and other
+processes' writes.
 
 The SDK is the official `mcp` package, 2.x (pyproject pins `mcp>=2.3,<3`; its high-level server is
 `MCPServer`, which 1.x called `FastMCP`). 2.x rather than 1.x because its stdio transport points
@@ -20,7 +21,7 @@ import inspect
 import json
 import sys
 import threading
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import anyio
 from pydantic import BaseModel, Field, ValidationError
@@ -139,14 +140,36 @@ class _Server(MCPServer):
     """MCPServer that says in one sentence what is wrong with a call's arguments, and refuses
     arguments a tool does not take (the SDK drops them, so a misspelt `k` would go unnoticed)."""
 
-    def __init__(self, *args: Any, ready: threading.Event | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, warm_up: Callable[[], None] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.parameters: dict[str, list[str]] = {}
-        self.ready = ready  # set once the warm-up has loaded the models (or failed)
+        self._warm_up = warm_up
+        self._ready = threading.Event()  # set once the warm-up is over (or failed)
+        self._started = threading.Lock()
+        if warm_up is None:
+            self._ready.set()
 
     def tool_of(self, fn, **options: Any) -> None:
         self.add_tool(fn, **options)
         self.parameters[fn.__name__] = list(inspect.signature(fn).parameters)
+
+    def start_warm_up(self) -> None:
+        """Load the models in a thread, once. Not before the client has its answer to `initialize`:
+        both are mostly imports, which take turns on one interpreter lock."""
+        if self._warm_up is None or not self._started.acquire(blocking=False):
+            return
+
+        def run() -> None:
+            try:
+                self._warm_up()
+            finally:
+                self._ready.set()
+
+        threading.Thread(target=run, name="memvault-warm-up", daemon=True).start()
+
+    async def list_tools(self):
+        self.start_warm_up()  # a client lists the tools right after the handshake
+        return await super().list_tools()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         known = self.parameters.get(name)
@@ -154,11 +177,12 @@ class _Server(MCPServer):
         if unknown:
             raise ToolError(f"Error executing tool {name}: unknown argument {', '.join(map(repr, unknown))} "
                             f"({name} takes {', '.join(known)})")
-        if self.ready is not None and not self.ready.is_set():
+        if not self._ready.is_set():
             # Two threads importing numpy, lancedb and onnxruntime at once can leave a module half
-            # initialised for good (seen here: numpy's "partially initialized module"); calls wait
+            # initialised for good (seen here: numpy's "partially initialized module"): a call waits
             # for the warm-up thread to have imported them.
-            await anyio.to_thread.run_sync(self.ready.wait)
+            self.start_warm_up()
+            await anyio.to_thread.run_sync(self._ready.wait)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -214,11 +238,12 @@ def _tags(meta: dict[str, Any]) -> list[str]:
     return [str(t) for t in tags] if isinstance(tags, list) else [str(tags)]
 
 
-def build_server(vault, ready: threading.Event | None = None) -> MCPServer:
-    """The MCP server of one open vault (a `Memvault`, ideally opened with watch=True). ready: when
-    given, tool calls wait until it is set (run_stdio sets it once the models are loaded)."""
+def build_server(vault, warm_up: bool = False) -> MCPServer:
+    """The MCP server of one open vault (a `Memvault`, ideally opened with watch=True). warm_up: load
+    the models in a thread once the client has listed the tools (or made a first call, which waits
+    for them), so that the first search does not pay for them."""
     server = _Server("memvault", title="memvault", version=__version__, instructions=INSTRUCTIONS,
-                     log_level="WARNING", ready=ready)
+                     log_level="WARNING", warm_up=(lambda: _warm(vault)) if warm_up else None)
     read_only = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
     def search_memory(
@@ -357,18 +382,13 @@ def build_server(vault, ready: threading.Event | None = None) -> MCPServer:
 
 
 def run_stdio(vault) -> None:
-    """Serve the vault over stdin/stdout until the client closes stdin. The models and the index load
-    in a thread while the client connects and lists the tools; tool calls wait for them."""
-    ready = threading.Event()
-    server = build_server(vault, ready)
-    threading.Thread(target=_warm, args=(vault, ready), name="memvault-warm-up", daemon=True).start()
-    server.run("stdio")
+    """Serve the vault over stdin/stdout until the client closes stdin; the models load in a thread
+    once the client has listed the tools."""
+    build_server(vault, warm_up=True).run("stdio")
 
 
-def _warm(vault, ready: threading.Event) -> None:
+def _warm(vault) -> None:
     try:
         vault.warm()
     except Exception as exc:  # the first call that needs it says what is wrong, as its error result
         sys.stderr.write(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}\n")
-    finally:
-        ready.set()

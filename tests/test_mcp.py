@@ -129,6 +129,30 @@ def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):
     assert git(vault_dir, "log", "--format=%s") == "memvault add: 1 memory (global)\nmemvault init: new vault\n"
 
 
+def test_a_warm_up_that_fails_leaves_calls_an_error_to_report_not_a_wait(vault_dir, capfd):
+    """The server loads the models in a thread after tools/list; when they cannot load, the calls
+    that need them say why, one line each, and the others work."""
+    assert run_cli("add", "The user keeps bees").exit_code == 0
+    vault = memvault.open_vault(vault_dir, watch=True, embedding_model="nowhere/no-such-model")
+
+    async def body(client):
+        await client.list_tools()
+        return (await refused(client, "search_memory", query="bees"),
+                await call(client, "recent_memories"))
+
+    async def main():
+        async with Client(build_server(vault, warm_up=True)) as client:
+            return await body(client)
+
+    try:
+        failed, recent = anyio.run(main)
+    finally:
+        vault.close()
+    assert "nowhere/no-such-model" in failed
+    assert [m["text"] for m in recent["memories"]] == ["The user keeps bees"]
+    assert "memvault: warm-up failed:" in capfd.readouterr().err
+
+
 def test_parallel_calls_all_land(vault_dir):
     """The SDK runs each call on a worker thread: adds and searches at once, from the first write on."""
     async def body(client):
