@@ -12,7 +12,9 @@
   that other processes' load does not stretch.
 - **start-up**: --starts fresh `memvault mcp` processes; for each, the time from spawning it to its
   answer to `initialize` (its first answer), to `tools/list`, and to the result of a first
-  `search_memory` (which waits for the models the server loads meanwhile).
+  `search_memory` made at once (which waits for the models the server starts loading after
+  `tools/list`); and, in another fresh process, the latency of a first `search_memory` made --idle
+  seconds after `tools/list`, as when a person types a first request after the agent started.
 
 The load average (1 min) is recorded beside every figure: the machine is shared.
 
@@ -149,7 +151,9 @@ class Pipe:
                     self.proc.wait()
 
 
-def start_up(mv, env, vault: Path) -> dict:
+def start_up(mv, env, vault: Path, idle: float) -> dict:
+    """One fresh server: its first answers, then (in a second one) the first search made `idle`
+    seconds after tools/list, as when a person types their first request after the agent started."""
     pipe = Pipe(mv, env, vault)
     try:
         at = {"load": load()}
@@ -163,9 +167,22 @@ def start_up(mv, env, vault: Path) -> dict:
         at["first_search_s"] = time.perf_counter() - pipe.started
         if not result["structuredContent"]["results"]:
             raise SystemExit(f"the first search found nothing: {result}")
-        return at
     finally:
         pipe.close()
+    pipe = Pipe(mv, env, vault)
+    try:
+        pipe.request("initialize", Pipe.INIT)
+        pipe.notify("notifications/initialized")
+        pipe.request("tools/list")
+        time.sleep(idle)
+        at["load_after_idle"] = load()
+        start = time.perf_counter()
+        pipe.request("tools/call", {"name": "search_memory", "arguments": arguments(*synth.QUERIES[1])})
+        at["first_search_after_idle_ms"] = (time.perf_counter() - start) * 1000
+        at["idle_s"] = idle
+    finally:
+        pipe.close()
+    return at
 
 
 async def latency(mv, env, vault: Path, calls: list[tuple[str | None, str]]) -> tuple[dict, dict]:
@@ -237,6 +254,10 @@ def table(report: dict) -> str:
         values = [s[key] for s in starts]
         lines.append(f"| {label} | {statistics.median(values):.2f} s | {min(values):.2f}-{max(values):.2f} s | "
                      f"{loads} |")
+    values = [s["first_search_after_idle_ms"] for s in starts]
+    lines.append(f"| a first search_memory made {starts[0]['idle_s']:g} s after tools/list (the call alone) | "
+                 f"{statistics.median(values):.0f} ms | {min(values):.0f}-{max(values):.0f} ms | "
+                 f"{', '.join(str(s['load_after_idle']) for s in starts)} |")
     return "\n".join(lines)
 
 
@@ -246,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=10000, help="memories in the vault (default 10,000)")
     ap.add_argument("--calls", type=int, default=300, help="search_memory calls measured (default 300)")
     ap.add_argument("--starts", type=int, default=5, help="fresh processes for the start-up figures (default 5)")
-    ap.add_argument("--quick", action="store_true", help="smoke mode: 60 memories, 20 calls, 1 start")
+    ap.add_argument("--idle", type=float, default=15.0,
+                    help="seconds between tools/list and the first search, for the warm first call (default 15)")
+    ap.add_argument("--quick", action="store_true", help="smoke mode: 60 memories, 20 calls, 1 start, idle 3 s")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "memvault-mcp-bench")
     ap.add_argument("--reuse", action="store_true", help="use the vault an earlier run left in --workdir")
     ap.add_argument("--keep", action="store_true", help="keep the vault afterwards (for --reuse)")
@@ -257,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(json.loads(args.table.read_text(encoding="utf-8"))))
         return 0
     if args.quick:
-        args.size, args.calls, args.starts = 60, 20, 1
+        args.size, args.calls, args.starts, args.idle = 60, 20, 1, 3.0
     out = args.out or HERE / "out" / ("mcp-quick.json" if args.quick else "mcp.json")
     mv, env = memvault_exe(), child_env(keep_bytecode_env=False)
     vault = args.workdir / f"vault-{args.size}"
@@ -285,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     report["start_up"] = []
     for i in range(args.starts):
-        report["start_up"].append(start_up(mv, env, vault))
+        report["start_up"].append(start_up(mv, env, vault, args.idle))
         s = report["start_up"][-1]
         log(f"start {i + 1}: initialize {s['initialize_s']:.2f} s, first search {s['first_search_s']:.2f} s "
             f"(load {s['load']})")

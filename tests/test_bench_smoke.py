@@ -75,4 +75,5 @@ def test_mcp_quick(tmp_path):
     assert report["sdk_latency"]["with_results"] == 20
     (start,) = report["start_up"]
     assert 0 < start["initialize_s"] <= start["tools_list_s"] <= start["first_search_s"] < 300
+    assert 0 < start["first_search_after_idle_ms"] < 300_000 and start["idle_s"] == 3
     assert report["meta"]["memories"] >= 60 and report["meta"]["versions"]["mcp"].startswith("2.")
