@@ -472,17 +472,15 @@ class Memvault:
         sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
 
     def warm(self) -> None:
-        """Load now what the first search would load (the embedding model, the reranker, the index,
-        in step with the files), so that a server's first call does not wait for it. Optional:
-        every operation loads what it needs on first use."""
-        from memvault.retrieval import load_reranker
-
-        index = self._fresh_index() if self._vault.exists() else self._vault.index
+        """Load now what the first search would load (the embedding model, the reranker, the index
+        in step with the files, its full-text index and LanceDB's caches), so that a server's first
+        call does not wait for it. Optional: every operation loads what it needs on first use."""
+        index = self._vault.index
         index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
-        if self.settings.reranker_model:
-            load_reranker(self.settings, warn=lambda note: self._say(f"memvault: {note}"))  # said once per process
         if self._vault.exists():
-            index.table()
+            # One search of every conversation: it loads the reranker (saying so once if it cannot),
+            # opens the table and reads what a first query reads.
+            self._run_search(self._query("warm up", all_conversations=True, top_k=1))
 
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
