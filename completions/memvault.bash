@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat conversations edit export import log models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat conversations edit export import log mcp models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
             fi
             ;;
         add)
@@ -155,6 +155,11 @@ _memvault() {
                 _memvault_compgen -W '--help --json --max-count --since -h -n' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
+        mcp)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help -h' -- "$cur"
             fi
             ;;
         models)

@@ -87,6 +87,7 @@ complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $V
 complete -c memvault -n __memvault_needs_command -a export -d 'Take memories out: JSON lines for another vault or tool, or a markdown digest to read'
 complete -c memvault -n __memvault_needs_command -a import -d 'Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
+complete -c memvault -n __memvault_needs_command -a mcp -d 'Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary'
 complete -c memvault -n __memvault_needs_command -a models -d 'Show the embedding model and reranker in use; --download fetches them'
 complete -c memvault -n __memvault_needs_command -a reconcile -d 'Consolidate near-duplicate and contradicting facts with the LLM'
 complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index with the files; commit hand edits'
@@ -144,6 +145,7 @@ complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d '
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'
 complete -c memvault -n '__memvault_using_command log' -l json -d 'Print the history as JSON'
 complete -c memvault -n '__memvault_using_command log' -a '(__memvault_ids all)'
+
 
 complete -c memvault -n '__memvault_using_command models' -l download -d 'Fetch the configured models into fastembed\'s cache (the only command that downloads)'
 complete -c memvault -n '__memvault_using_command models' -l json -d 'Print the status as JSON'

@@ -9,7 +9,7 @@
 
 `open_vault` returns a `Memvault` (memvault/api.py), with one method per operation: add,
 add_jsonl, add_extracted, search, search_many, chat, ask, session, clear_session, reconcile,
-summarize, reindex, check, watch, log, get, edit, remove, models. Errors are `MemvaultError`s.
+summarize, reindex, check, watch, log, get, recent, edit, remove, models, warm. Errors are `MemvaultError`s.
 Importing this package is cheap; models, the index and the LLM client load on first use.
 """
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from memvault import files
-from memvault.errors import MemvaultError, UsageError
+from memvault.errors import MemvaultError, NotFound, UsageError
 from memvault.files import DEFAULT_CONVERSATION, Memory
 
 __all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault"]
@@ -271,12 +271,14 @@ class Memvault:
             return manage.set_text(self._vault, id_or_prefix, text)
         return manage.edit(self._vault, id_or_prefix, editor=editor, retry=retry)
 
-    def remove(self, ids: Iterable[str], now: datetime | None = None) -> list[Memory]:
+    def remove(self, ids: str | Iterable[str], now: datetime | None = None, *, reason: str | None = None
+               ) -> list[Memory]:
         """Soft-delete memories (moved under deleted/, reason user), in one commit; one bad id
-        removes nothing."""
+        removes nothing. reason: why, in the user's words, kept in the tombstone's front matter
+        as `deleted_note` (and shown by `log`)."""
         from memvault import manage
 
-        return manage.remove(self._vault, list(ids), now=now)
+        return manage.remove(self._vault, [ids] if isinstance(ids, str) else list(ids), now=now, reason=reason)
 
     def undo(self, commit: str | None = None):
         """Take back one memvault change as a new commit (default: the newest): what it added is taken
@@ -337,6 +339,18 @@ class Memvault:
         from memvault import manage
 
         return manage.find(self._vault, id_or_prefix)
+
+    def recent(self, conversation: str | None = None, *, limit: int = 10,
+               kinds: Iterable[str] | None = None) -> list[Memory]:
+        """The newest live memories, newest first: of one conversation (None: every conversation),
+        of some kinds (fact, note, decision, turn; None: all of them), at most `limit`. Found by
+        file name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read;
+        no index, no model."""
+        from memvault import listing
+
+        roles = files.roles_for_kinds(kinds)
+        return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
+                              on_error=lambda exc: self._say(f"memvault: skipped {exc}"))
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
@@ -404,6 +418,10 @@ class Memvault:
         from memvault.history import history
 
         self._vault.require_existing()
+        if self.settings.enable_git_versioning and not (self.root / ".git").exists():
+            if id_or_prefix is not None:
+                raise NotFound(f"no memory with id {id_or_prefix!r} in the history")
+            return []  # nothing committed yet (a watching server made the folders, or files came by hand)
         if since is not None:
             try:
                 files.parse_time(since)  # an ISO date is compared exactly
@@ -578,6 +596,17 @@ class Memvault:
 
         self._vault.require_existing()
         sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
+
+    def warm(self) -> None:
+        """Load now what the first search would load (the embedding model, the reranker, the index
+        in step with the files, its full-text index and LanceDB's caches), so that a server's first
+        call does not wait for it. Optional: every operation loads what it needs on first use."""
+        index = self._vault.index
+        index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
+        if self._vault.exists():
+            # One search of every conversation: it loads the reranker (saying so once if it cannot),
+            # opens the table and reads what a first query reads.
+            self._run_search(self._query("warm up", all_conversations=True, top_k=1))
 
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",

@@ -1080,6 +1080,30 @@ def export(
         raise typer.Exit(1)
 
 
+@app.command()
+def mcp(ctx: typer.Context) -> None:
+    """Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary.
+
+    Speaks the Model Context Protocol on stdin and stdout until the client closes stdin; notices go
+    to stderr. Register it with an agent, e.g. `claude mcp add memvault -- memvault mcp`.
+    """
+    state = _state(ctx)
+    vault = state.open(watch=True)
+    try:
+        from memvault.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
+
+        run_stdio(vault)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C in a terminal: stop quietly
+    finally:
+        vault.close()
+    # The client has left and every call has finished (the server waits for them). A client kills a
+    # server that is not gone 2 s after it closed stdin, and the native libraries' teardown (ONNX
+    # Runtime, LanceDB) alone can take that long on a busy machine: leave at once.
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main() -> None:
     app(prog_name="memvault")
 

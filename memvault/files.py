@@ -39,6 +39,11 @@ ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 SEARCH_KINDS = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant")}
 
 
+def kind_of_role(role: str) -> str:
+    """The user's word for a role: fact, note, decision, turn (user, assistant), summary."""
+    return ROLE_TO_KIND.get(role) or ("turn" if role in ("user", "assistant") else role)
+
+
 def roles_for_kinds(kinds) -> tuple[str, ...] | None:
     """The roles of some kinds (None for none given); an unknown kind is a usage error."""
     roles: list[str] = []
@@ -48,6 +53,11 @@ def roles_for_kinds(kinds) -> tuple[str, ...] | None:
         roles += [r for r in SEARCH_KINDS[kind] if r not in roles]
     return tuple(roles) or None
 DELETE_REASONS = ("update", "contradiction", "evicted", "user")
+# Front-matter key of a tombstone: why the user removed it, in their own words (`deleted_reason`
+# stays one of DELETE_REASONS, which code reads; this is for people).
+DELETED_NOTE = "deleted_note"
+# A deleted_note longer than this is refused: it is a reason, not a memory.
+MAX_NOTE_CHARS = 2000
 # Front-matter keys the product itself manages; anything else is the user's and is kept as is.
 CORE_KEYS = ("id", "role", "conversation_id", "created_at")
 
@@ -160,7 +170,7 @@ class Memory:
     @property
     def kind(self) -> str:
         """The user's word for the role: fact, note, decision, turn, summary."""
-        return ROLE_TO_KIND.get(self.role) or ("turn" if self.role in ("user", "assistant") else self.role)
+        return kind_of_role(self.role)
 
     def to_json(self, root: Path | None = None) -> dict[str, Any]:
         """The memory as `--json` prints it: core keys, text, the other front matter under meta."""

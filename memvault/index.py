@@ -136,6 +136,17 @@ class Index:
         return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
 
     # -- state -----------------------------------------------------------------
+    def known_files(self) -> dict[str, dict[str, Any]]:
+        """state.json's record of the files the index has read: {relative path: {"id", "size",
+        "mtime_ns", "sha256"}}. Empty, silently, when there is none or it cannot be read: a caller
+        then reads the files themselves."""
+        try:
+            state = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        known = state.get("files") if isinstance(state, dict) and state.get("version") == STATE_VERSION else None
+        return known if isinstance(known, dict) else {}
+
     def load_state(self) -> dict[str, Any]:
         try:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))

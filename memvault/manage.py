@@ -55,11 +55,13 @@ def find_live(vault: Vault, id_or_prefix: str) -> Memory:
 
 # -- rm --------------------------------------------------------------------------------------
 
-def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None) -> list[Memory]:
+def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None, reason: str | None = None) -> list[Memory]:
     """Soft-delete memories (reason `user`) in one commit. Every id is resolved before anything
-    is moved, so one bad id removes nothing."""
+    is moved, so one bad id removes nothing. reason: the user's words, kept in each tombstone's
+    front matter as `deleted_note`."""
     if not ids:
         raise UsageError("give at least one ID")
+    note = check_note(reason)
     vault.require_existing()
     with vault.change("rm") as change:
         memories: dict[str, Memory] = {}
@@ -67,8 +69,20 @@ def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None) -> lis
             memory = find_live(vault, id_or_prefix)
             memories.setdefault(memory.id, memory)
         for memory in memories.values():
-            change.soft_delete(memory, "user", now=now)
+            change.soft_delete(memory, "user", now=now, note=note)
     return list(memories.values())
+
+
+def check_note(reason: str | None) -> str | None:
+    """A removal's reason as it will be stored: stripped, None when blank; refused when it could
+    not be stored as text or is longer than a reason."""
+    if reason is None or not str(reason).strip():
+        return None
+    note = str(reason).strip()
+    files.check_text(note, "the reason")
+    if len(note) > files.MAX_NOTE_CHARS:
+        raise UsageError(f"the reason is {len(note)} characters; at most {files.MAX_NOTE_CHARS}")
+    return note
 
 
 # -- edit ------------------------------------------------------------------------------------

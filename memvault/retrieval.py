@@ -118,13 +118,13 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
         where = _where(query, scope)
         dense_rows = []
         if query.use_dense:
-            dense_rows = (table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine")
-                          .where(where, prefilter=True).limit(depth).to_list())
+            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                   .metric("cosine"), where).limit(depth).to_list()
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = (table.search(query.text, query_type="fts", fts_columns="text")
-                             .where(where, prefilter=True).limit(depth).to_list())
+                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns="text"),
+                                      where).limit(depth).to_list()
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
@@ -144,6 +144,12 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     for result in pool.values():
         result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
     return pool
+
+
+def _filtered(search, where: str):
+    """The search with its filter; none for "true" (every conversation, no other filter): a
+    prefilter that keeps every row still costs a pass over the table (10,000 rows: ~5 ms of CPU)."""
+    return search if where == "true" else search.where(where, prefilter=True)
 
 
 def candidate_depth(query: Query) -> int:

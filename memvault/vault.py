@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,7 +112,9 @@ class Vault:
             self.root.mkdir(parents=True, exist_ok=True)
             self.sidecar.mkdir(exist_ok=True)
             self.entries.mkdir(exist_ok=True)
-            probe = self.sidecar / f".write-probe-{os.getpid()}"
+            # One name per thread: the threads of a server write at once, and a shared probe name
+            # let one thread unlink another's probe ("not writable: No such file or directory").
+            probe = self.sidecar / f".write-probe-{os.getpid()}-{threading.get_ident()}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
@@ -183,6 +186,13 @@ class Vault:
             paths = files.walk_entries_under(base_dir, include_deleted) if base_dir.is_dir() else iter(())
         else:
             paths = files.walk_entries(base, include_deleted)
+        for memory in self._read_all(paths, on_error):
+            if role_set and memory.role not in role_set:
+                continue
+            yield memory
+
+    def _read_all(self, paths: Iterable[Path], on_error: Callable[[MemoryFileError], None] | None = None
+                  ) -> Iterator[Memory]:
         for path in paths:
             try:
                 memory, _adopted = files.read_memory(path, self.root)
@@ -190,16 +200,33 @@ class Vault:
                 if on_error:
                     on_error(exc)
                 continue
-            if role_set and memory.role not in role_set:
-                continue
             yield memory
 
     def find(self, id_or_prefix: str, include_deleted: bool = True) -> Memory:
-        """A memory by id or unique id prefix (like git), live ones preferred over tombstones."""
+        """A memory by id or unique id prefix (like git), live ones preferred over tombstones.
+
+        A file the index has read and that has not changed since (same size and mtime as in
+        state.json) has the id the index recorded: only the files with a matching id are read,
+        plus those the index has not read as they are (tombstones, hand edits, new files)."""
         needle = id_or_prefix.strip().lower()
         if len(needle) < 4:
             raise UsageError(f"id prefix {id_or_prefix!r} is too short (at least 4 characters)")
-        matches = [m for m in self.iter_memories(include_deleted=include_deleted) if m.id.lower().startswith(needle)]
+        known = self.index.known_files()
+        cut = len(str(self.root)) + 1
+        candidates = []
+        for path in files.walk_entries(self.root, include_deleted):
+            entry = known.get(str(path)[cut:].replace(os.sep, "/"))
+            if entry is not None:
+                try:
+                    stat = path.lstat()
+                except OSError:
+                    continue  # gone meanwhile
+                if entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
+                    if str(entry.get("id", "")).lower().startswith(needle):
+                        candidates.append(path)
+                    continue
+            candidates.append(path)
+        matches = [m for m in self._read_all(candidates) if m.id.lower().startswith(needle)]
         live = [m for m in matches if not m.is_deleted]
         pool = live or matches
         ids = {m.id for m in pool}
@@ -242,6 +269,8 @@ class Event:
                                 "conversation_id": self.memory.conversation_id, "text": self.memory.text}
         if self.reason:
             data["reason"] = self.reason
+        if self.memory.extra.get(files.DELETED_NOTE) and self.action == DELETE:
+            data["note"] = self.memory.extra[files.DELETED_NOTE]
         if self.action == UPDATE and self.other is not None:
             data.update(replaces=self.other.id, old_text=self.other.text)
         elif self.action == REPLACE and self.other is not None:
@@ -301,17 +330,19 @@ class Change:
         return memory
 
     def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
-                    now: datetime | None = None) -> Memory:
+                    now: datetime | None = None, note: str | None = None) -> Memory:
         """Move the file under deleted/ with deleted_at and deleted_reason: never unlink.
 
         replaced_by: the memory that made this one untrue (recorded as `replaced_by` and as a
-        REPLACE); else a DELETE, or an EVICT for reason 'evicted'."""
-        self._move_to_deleted(memory, reason, replaced_by.id if replaced_by else None, now)
+        REPLACE); else a DELETE, or an EVICT for reason 'evicted'. note: why, in the user's
+        own words (recorded as `deleted_note`)."""
+        self._move_to_deleted(memory, reason, replaced_by.id if replaced_by else None, now, note)
         action = REPLACE if replaced_by else (EVICT if reason == "evicted" else DELETE)
         self.events.append(Event(action, memory, replaced_by, reason))
         return memory
 
-    def _move_to_deleted(self, memory: Memory, reason: str, replaced_by: str | None, now: datetime | None) -> None:
+    def _move_to_deleted(self, memory: Memory, reason: str, replaced_by: str | None, now: datetime | None,
+                         note: str | None = None) -> None:
         if reason not in files.DELETE_REASONS:
             raise UsageError(f"unknown delete reason {reason!r}")
         if memory.path is None or memory.is_deleted:
@@ -319,6 +350,8 @@ class Change:
         old_path = memory.path
         memory.extra["deleted_at"] = files.format_time(now or files.utcnow())
         memory.extra["deleted_reason"] = reason
+        if note:
+            memory.extra[files.DELETED_NOTE] = note
         if replaced_by:
             memory.extra["replaced_by"] = replaced_by
         target = files.deleted_path_for(self.root, old_path)

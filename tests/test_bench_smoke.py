@@ -73,3 +73,19 @@ def test_import_export_quick(tmp_path):
     assert steps["import chatgpt"]["added"] == report["meta"]["messages"] == 120
     assert steps["import chatgpt again (all there)"]["already"] == 120
     assert all(0 < step["wall_s"] < 300 and 0 < step["peak_rss_mb"] < 8000 for step in steps.values())
+
+
+def test_mcp_quick(tmp_path):
+    out = tmp_path / "mcp.json"
+    done = run_script("mcp.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "search_memory, SDK client over stdio" in done.stdout and "goal p50" in done.stdout
+    report = json.loads(out.read_text())
+    for key in ("sdk_latency", "pipe_latency"):
+        figures = report[key]
+        assert figures["calls"] == 20 and 0 < figures["min"] <= figures["p50"] <= figures["p99"] <= figures["max"]
+    assert report["sdk_latency"]["with_results"] == 20
+    (start,) = report["start_up"]
+    assert 0 < start["initialize_s"] <= start["tools_list_s"] <= start["first_search_s"] < 300
+    assert 0 < start["first_search_after_idle_ms"] < 300_000 and start["idle_s"] == 3
+    assert report["meta"]["memories"] >= 60 and report["meta"]["versions"]["mcp"].startswith("2.")

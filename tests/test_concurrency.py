@@ -99,3 +99,37 @@ def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
     assert {"written while the reply streamed", "Tell me about my week", "Let me think."} <= texts
     assert git(vault_dir, "status", "--porcelain") == ""
     assert "memvault chat: exchange (global)" in git(vault_dir, "log", "--format=%s").splitlines()
+
+
+def test_threads_of_one_process_write_and_read_at_once(vault_dir):
+    """A server (`memvault mcp`, `serve`) runs calls on worker threads: writes from several threads
+    of one process land, one commit each, while other threads search, from the very first write."""
+    import threading
+
+    import memvault
+
+    vault = memvault.open_vault(vault_dir, watch=True)
+    failures: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            if i % 3 == 0:
+                vault.add(f"threaded memory {i}")
+            else:
+                vault.search(f"memory {i}")
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            failures.append(exc)
+
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=600)
+    finally:
+        vault.close()
+    assert not failures, failures
+    assert sorted(m.text for m in vault.recent(limit=20)) == sorted(f"threaded memory {i}" for i in range(0, 12, 3))
+    assert git(vault_dir, "status", "--porcelain") == ""
+    subjects = git(vault_dir, "log", "--format=%s").splitlines()
+    assert len([s for s in subjects if s.startswith("memvault add: 1 memory")]) == 4

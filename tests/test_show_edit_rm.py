@@ -300,3 +300,27 @@ def test_default_vault_is_used_without_memvault_dir(tmp_path, monkeypatch):
     memory = next(Vault.open(default_vault_path()).iter_memories())
     assert run_cli("show", memory.id[:8]).stdout.endswith("in the default vault\n")
     assert os.environ.get("MEMVAULT_DIR") is None
+
+
+def test_an_id_is_found_reading_only_its_file_and_hand_made_files_still_are(vault_dir, monkeypatch):
+    import memvault
+
+    vault = memvault.open_vault(vault_dir)
+    memories = vault.add([f"memory number {n}" for n in range(20)])
+    read = []
+    real = files.read_memory
+    monkeypatch.setattr(files, "read_memory", lambda path, root=None: read.append(path) or real(path, root))
+    assert vault.get(memories[3].id[:8]).text == "memory number 3"
+    assert read == [memories[3].path]  # not the 19 others: the index knows their ids
+    # A file dropped in by hand: its id is in its front matter only.
+    dropped = vault_dir / "entries" / "global" / "notes" / "mine.md"
+    dropped.parent.mkdir(parents=True)
+    dropped.write_text("---\nid: feedface-0000-4000-8000-000000000001\nrole: note\n"
+                       "created_at: 2026-01-01T00:00:00+00:00\n---\nA note of mine\n")
+    assert vault.get("feedface").text == "A note of mine"
+    # A front matter id changed by hand (the name still carries the old one): found by its new id.
+    path = memories[5].path
+    path.write_text(path.read_text().replace(memories[5].id, "0badc0de-0000-4000-8000-000000000005"))
+    assert vault.get("0badc0de").text == "memory number 5"
+    with pytest.raises(memvault.NotFound):
+        vault.get(memories[5].id)

@@ -1,0 +1,116 @@
+"""`Memvault.recent` (the newest live memories, found by file name) and a removal's reason
+(`remove(..., reason=)`, kept as `deleted_note`): the library operations under the MCP tools
+recent_memories and delete_memory (and, later, `memvault ls`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import memvault
+from conftest import git, run_cli
+from memvault import files
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def texts(memories) -> list[str]:
+    return [m.text for m in memories]
+
+
+def test_recent_lists_the_newest_live_memories_newest_first(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    for day, (text, conversation, kind) in enumerate([
+            ("The user keeps bees", "global", "fact"), ("Standup moved to 9:15", "work", "fact"),
+            ("Chose Postgres for billing", "work", "decision"), ("Read about error budgets", "work", "note"),
+            ("The user moved to Lisbon", "global", "fact")]):
+        vault.add(text, conversation=conversation, kind=kind, created_at=T0 + timedelta(days=day))
+    assert texts(vault.recent()) == ["The user moved to Lisbon", "Read about error budgets",
+                                     "Chose Postgres for billing", "Standup moved to 9:15", "The user keeps bees"]
+    assert texts(vault.recent(limit=2)) == ["The user moved to Lisbon", "Read about error budgets"]
+    assert texts(vault.recent("work")) == ["Read about error budgets", "Chose Postgres for billing",
+                                           "Standup moved to 9:15"]
+    assert texts(vault.recent(kinds=["fact"], limit=2)) == ["The user moved to Lisbon", "Standup moved to 9:15"]
+    assert texts(vault.recent("work", kinds=["decision", "note"])) == ["Read about error budgets",
+                                                                       "Chose Postgres for billing"]
+    assert vault.recent("nobody") == []
+    # A removed memory is no longer listed.
+    lisbon = vault.recent(limit=1)[0]
+    vault.remove(lisbon.id)
+    assert texts(vault.recent(limit=1)) == ["Read about error budgets"]
+
+
+def test_recent_reads_only_the_files_it_returns(vault_dir, monkeypatch):
+    vault = memvault.open_vault(vault_dir)
+    vault.add([f"Memory number {n}" for n in range(30)])
+    read = []
+    real = files.read_memory
+    monkeypatch.setattr(files, "read_memory", lambda path, root=None: read.append(path) or real(path, root))
+    assert len(vault.recent(limit=3)) == 3
+    assert len(read) == 3
+
+
+def test_recent_orders_hand_dropped_files_and_edited_times_by_their_time(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    [old] = vault.add("An old fact", created_at=T0)
+    vault.add("A newer fact", created_at=T0 + timedelta(days=10))
+    # A file dropped in by hand has no time in its name (nor front matter): its mtime is its time.
+    dropped = vault_dir / "entries" / "global" / "notes" / "groceries.md"
+    dropped.parent.mkdir(parents=True)
+    dropped.write_text("Buy leeks and honey\n")
+    stamp = (T0 + timedelta(days=5)).timestamp()
+    os.utime(dropped, (stamp, stamp))
+    assert texts(vault.recent()) == ["A newer fact", "Buy leeks and honey", "An old fact"]
+    # Chat turns are listed when their kind is asked for (or no kind is); summaries never are.
+    turn = files.new_memory("hello there", "user", created_at=T0 + timedelta(days=20))
+    summary = files.new_memory("The user keeps bees.", "summary", created_at=T0 + timedelta(days=30),
+                               extra={"summary_kind": "rolling"})
+    vault.add_memories([turn, summary])
+    assert texts(vault.recent(limit=2)) == ["hello there", "A newer fact"]
+    assert texts(vault.recent(kinds=["turn"])) == ["hello there"]
+    assert texts(vault.recent(kinds=["fact", "note"], limit=1)) == ["A newer fact"]
+    # An unreadable file is passed over with a notice; the rest are listed.
+    notices = []
+    broken = vault_dir / "entries" / "global" / "facts" / "20991231T000000000000Z__broken.md"
+    broken.write_text("---\nid: [unclosed\n---\ntext\n")
+    noisy = memvault.open_vault(vault_dir, notice=notices.append)
+    assert texts(noisy.recent(limit=2)) == ["hello there", "A newer fact"]
+    assert any("broken.md" in n and "not valid YAML" in n for n in notices)
+    assert old.id in [m.id for m in noisy.recent(limit=10)]
+
+
+def test_recent_refuses_a_bad_limit_conversation_or_kind(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    vault.add("The user keeps bees")
+    with pytest.raises(memvault.UsageError, match="limit"):
+        vault.recent(limit=0)
+    with pytest.raises(memvault.UsageError, match="path component"):
+        vault.recent("../../etc")
+    with pytest.raises(memvault.UsageError, match="unknown kind"):
+        vault.recent(kinds=["memo"])
+
+
+def test_remove_keeps_the_users_reason_in_the_tombstone_and_the_log(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    [bees] = vault.add("The user keeps bees")
+    [removed] = vault.remove(bees.id[:8], reason="  sold the hives  ")
+    tomb = vault.get(bees.id)
+    assert tomb.is_deleted and tomb.extra["deleted_reason"] == "user"
+    assert tomb.extra["deleted_note"] == "sold the hives" == removed.extra["deleted_note"]
+    assert "deleted_note: sold the hives" in tomb.path.read_text()
+    change = vault.log(limit=1)[0].to_json()["changes"][0]
+    assert change["action"] == "deleted" and change["note"] == "sold the hives"
+    # The CLI's log --json shows it too; changes without a reason have no "note" key.
+    cli_log = json.loads(run_cli("log", "--json").stdout)
+    assert cli_log[0]["changes"][0]["note"] == "sold the hives" and "note" not in cli_log[1]["changes"][0]
+    assert git(vault_dir, "status", "--porcelain") == ""
+    # No reason: no deleted_note; a reason that could not be stored as text: nothing removed.
+    [goats] = vault.add("The user keeps goats")
+    with pytest.raises(memvault.UsageError, match="NUL"):
+        vault.remove(goats.id, reason="bad\x00reason")
+    assert not vault.get(goats.id).is_deleted
+    vault.remove([goats.id])
+    assert "deleted_note" not in vault.get(goats.id).extra
