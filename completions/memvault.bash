@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat conversations edit export import log mcp models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat conversations edit export import log ls mcp models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
             fi
             ;;
         add)
@@ -155,6 +155,16 @@ _memvault() {
                 _memvault_compgen -W '--help --json --max-count --since -h -n' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
+        ls)
+            case $prev in
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                --kind) _memvault_compgen -W 'fact note decision turn' -- "$cur"; return ;;
+                -t|--tag|--since|--until|-n|--max-count) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--all-conversations --conversation --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
             fi
             ;;
         mcp)

@@ -340,17 +340,22 @@ class Memvault:
 
         return manage.find(self._vault, id_or_prefix)
 
-    def recent(self, conversation: str | None = None, *, limit: int = 10,
-               kinds: Iterable[str] | None = None) -> list[Memory]:
+    def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
+               tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
+               deleted: bool = False) -> list[Memory]:
         """The newest live memories, newest first: of one conversation (None: every conversation),
-        of some kinds (fact, note, decision, turn; None: all of them), at most `limit`. Found by
-        file name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read;
-        no index, no model."""
+        of some kinds (fact, note, decision, turn; None: all of them), with all these tags, created
+        within since..until, at most `limit`; with deleted, the deleted ones instead. Found by file
+        name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read (and
+        those a tag filter must look into); no index, no model. `memvault ls` prints it."""
         from memvault import listing
 
+        if conversation is not None:
+            files.check_conversation_id(conversation)
         roles = files.roles_for_kinds(kinds)
         return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
-                              on_error=lambda exc: self._say(f"memvault: skipped {exc}"))
+                              on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
+                              since=_time(since, "since"), until=_time(until, "until"), deleted=deleted)
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),

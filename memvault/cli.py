@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -472,6 +473,39 @@ def rm(
         for memory in removed:
             typer.echo(f"removed {memory.id}  [{memory.role}] {memory.first_line(60)}")
 
+
+
+@app.command(name="ls")
+def list_memories(
+    ctx: typer.Context,
+    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", help="Only this conversation.",
+                                               autocompletion=complete_conversation),
+    all_conversations: bool = typer.Option(False, "--all-conversations", "-a",
+                                           help="Every conversation (the default without -c)."),
+    kind: Optional[list[SearchKind]] = typer.Option(None, "--kind", help="Only these kinds (repeatable)."),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
+    max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
+    deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
+    json_output: bool = typer.Option(False, "--json", help="Print the memories as JSON."),
+) -> None:
+    """List memories without a query, newest first: id, date, kind, conversation, text."""
+    _exclusive(ctx, "all_conversations", "conversation")
+    state = _state(ctx)
+    vault = state.open()
+    memories = vault.recent(conversation, limit=max_count, kinds=[k.value for k in kind or []], tags=tag or (),
+                            since=since, until=until, deleted=deleted)
+    if json_output or state.json:
+        emit_json([m.to_json(vault.root) for m in memories])
+        return
+    width = shutil.get_terminal_size((100, 24)).columns if term.is_terminal(sys.stdout) else 200
+    for m in memories:
+        head = f"{m.id[:8]}  {m.created_at:%Y-%m-%d %H:%M}  {m.kind:<8} {m.conversation_id:<12} "
+        reason = f"[{m.extra.get('deleted_reason')}] " if deleted else ""
+        text = reason + " ".join(m.text.split())
+        room = max(width - len(head), 10)
+        typer.echo(head + (text if len(text) <= room else text[:room - 1] + "…"))
 
 
 @app.command()

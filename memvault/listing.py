@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -23,10 +24,13 @@ LISTED_ROLES = tuple(_FOLDER_ROLES.values())
 
 
 def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
-           roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None
-           ) -> list[Memory]:
+           roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
+           tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
+           deleted: bool = False) -> list[Memory]:
     """At most `limit` live memories, newest first: of one conversation (None: all), of these
-    roles (None: every role but summary). Unreadable files go to on_error and are passed over."""
+    roles (None: every role but summary), with all these tags, created within since..until; or,
+    with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
+    and are passed over. The time in a name prunes before any file is read; tags are read."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
     wanted = set(roles or LISTED_ROLES) - {"summary"}
@@ -37,15 +41,24 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
             folders = [entries / name for name in os.listdir(entries) if not name.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):
             return []
+    wanted_tags = set(tags)
+    low = files.file_stamp(since) if since else None
+    high = files.file_stamp(until) if until else None
+
+    def keep(memory: Memory) -> bool:
+        return (memory.role in wanted and wanted_tags <= set(memory.tags)
+                and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until))
+
     stamped: list[tuple[str, Path]] = []
     read: dict[Path, Memory] = {}  # files read already (no time in their name)
     for folder in folders:
-        for path, folder_role in _candidates(folder):
+        for path, folder_role in _candidates(folder, deleted):
             if folder_role is not None and folder_role not in wanted:
                 continue
             match = _STAMPED.match(path.name)
             if match:
-                stamped.append((match.group(1), path))
+                if (low is None or match.group(1) >= low) and (high is None or match.group(1) <= high):
+                    stamped.append((match.group(1), path))
                 continue
             memory = _read(path, entries.parent, on_error)
             if memory is not None and memory.role in wanted:
@@ -55,7 +68,7 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
     found: list[Memory] = []
     for _stamp, path in stamped:
         memory = read.get(path) or _read(path, entries.parent, on_error)
-        if memory is None or memory.role not in wanted:
+        if memory is None or not keep(memory):
             continue
         found.append(memory)
         if len(found) == limit:
@@ -64,9 +77,12 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
     return found
 
 
-def _candidates(conversation_dir: Path) -> Iterable[tuple[Path, str | None]]:
-    """Memory files of one conversation folder outside deleted/ and summaries/, with the role their
-    folder stands for (None for a folder memvault does not write)."""
+def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
+    """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
+    under deleted/, summaries still left out), with the role their folder stands for (None for a
+    folder memvault does not write)."""
+    if deleted:
+        conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
         return
     for folder, dirs, names in os.walk(conversation_dir, followlinks=False):

@@ -274,3 +274,22 @@ def test_a_file_with_front_matter_but_no_id_is_adopted(vault_dir):
     assert memory.text == "Plant leeks in March." and memory.meta["title"] == "Garden plan"
     assert memory.meta["tags"] == ["garden"] and "id: " in note.read_text()
     assert git(vault_dir, "status", "--porcelain") == ""
+
+
+def test_ls_lists_without_a_query_newest_first(vault_dir):
+    seed("Plant leeks in March", tags=["garden"], created_at="2026-03-01T10:00:00+00:00")
+    seed("Ship on Friday", conversation="work", kind="decision", created_at="2026-03-02T10:00:00+00:00")
+    [gone] = seed("a temporary fact", created_at="2026-03-03T10:00:00+00:00")
+    memvault.open_vault(vault_dir).remove([gone.id])
+    lines = run_cli("ls").stdout.splitlines()
+    assert [line.split()[3] for line in lines] == ["decision", "fact"]  # newest first, deleted ones left out
+    assert " work " in lines[0] and lines[0].endswith("Ship on Friday")
+    assert [m["text"] for m in json.loads(run_cli("ls", "--json", "-t", "garden").stdout)] == ["Plant leeks in March"]
+    assert [m["text"] for m in json.loads(run_cli("ls", "--json", "-c", "work").stdout)] == ["Ship on Friday"]
+    assert json.loads(run_cli("ls", "--json", "--kind", "note").stdout) == []
+    assert [m["text"] for m in json.loads(run_cli("ls", "--json", "--until", "2026-03-01T23:00:00Z").stdout)] == [
+        "Plant leeks in March"]
+    deleted = json.loads(run_cli("ls", "--json", "--deleted").stdout)
+    assert [(m["text"], m["deleted"]) for m in deleted] == [("a temporary fact", True)]
+    assert len(json.loads(run_cli("ls", "--json", "-n", "1").stdout)) == 1
+    assert run_cli("ls", "-a", "-c", "work").exit_code == 2
