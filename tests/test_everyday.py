@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -81,20 +82,29 @@ def test_watch_reports_a_skipped_file_once_until_it_changes(vault_dir):
     proc = subprocess.Popen([shutil.which("memvault"), "reindex", "--watch"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     folder = vault_dir / "entries" / "global" / "facts"
+    said: list[str] = []  # stderr, read as it comes: a sync reports after it has adopted the files
+    reader = threading.Thread(target=lambda: said.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+
+    def skipped() -> list[str]:
+        return [line for line in list(said) if line.startswith("memvault: skipped")]
+
     try:
         deadline = time.time() + 120
-        while "watching" not in (line := proc.stderr.readline()):
-            assert time.time() < deadline and line, "watcher did not start"
+        _wait_for(lambda: any("watching" in line for line in list(said)), proc, deadline)
         broken = folder / "broken.md"
         broken.write_text("---\nid: [oops\n---\nx\n")
         for number in range(3):  # three more syncs, each triggered by a good hand-written note
             good = folder / f"good-{number}.md"
             good.write_text(f"note number {number} written by hand\n")
             _wait_for(lambda: good.read_text().startswith("---"), proc, deadline)  # adopted by a sync
+        # the syncs for good-0 and good-1 have finished and reported: a file said again would show here
+        assert len(skipped()) <= 1, skipped()
         broken.write_text("---\nid: [still broken\n---\ny\n")  # it changed: said again
         good = folder / "good-last.md"
         good.write_text("the last note written by hand\n")
         _wait_for(lambda: good.read_text().startswith("---"), proc, deadline)
+        _wait_for(lambda: len(skipped()) >= 2, proc, deadline)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -102,9 +112,9 @@ def test_watch_reports_a_skipped_file_once_until_it_changes(vault_dir):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
-    skipped = [line for line in proc.stderr.read().splitlines() if line.startswith("memvault: skipped")]
-    assert len(skipped) == 2, skipped  # once for the first version, once more after it changed
-    assert all(str(broken) in line for line in skipped)
+    reader.join(timeout=10)
+    assert len(skipped()) == 2, skipped()  # once for the first version, once more after it changed
+    assert all(str(broken) in line for line in skipped())
 
 
 def _wait_for(condition, proc, deadline) -> None:
