@@ -427,7 +427,10 @@ class Run:
 
         broken("broken-yaml", b"---\nid: [oops\nrole: memory\n---\nx\n", "front matter is not valid YAML")
         broken("not-a-mapping", b"---\n- a\n- b\n---\nx\n", "not a mapping")
-        broken("no-id", b"---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\nx\n", "front matter has no 'id'")
+        vault = fresh()  # front matter without an id is a hand-written note: adopted (given an id), not skipped
+        (vault / "entries/global/facts/no-id.md").write_bytes(b"---\nrole: memory\ncreated_at: 2024-01-01T00:00:00Z\n---\nx\n")
+        case("file: no-id (adopted)", cli(vault, "reindex"), 0, "adopted entries/global/facts/no-id.md as a note",
+             vault, lines=0)
         broken("bad-date", b"---\nid: a\nrole: memory\ncreated_at: last tuesday\n---\nx\n", "not an ISO 8601")
         broken("unknown-role", b"---\nid: a\nrole: wizard\ncreated_at: 2024-01-01\n---\nx\n", "unknown role")
         broken("unclosed", b"---\nid: a\nrole: memory\n", "no closing")
