@@ -65,7 +65,7 @@ class FakeLLM:
         self._script: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.requests: list[dict] = []
-        self.headers: list[dict[str, str]] = []  # the HTTP headers of each recorded request
+        self.headers: list = []  # the HTTP headers of each recorded request (email.message.Message: any case)
         self.unscripted = 0  # requests answered while the queue was empty and no default was set
         self.default: Any = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -124,7 +124,7 @@ class FakeLLM:
                     return
                 body = json.loads(raw or b"{}")
                 fake.requests.append(body)
-                fake.headers.append(dict(self.headers))
+                fake.headers.append(self.headers)  # case-insensitive: HTTP/2-era clients send lowercase names
                 try:
                     self._answer(body, fake._next_item())
                 except (BrokenPipeError, ConnectionResetError):
