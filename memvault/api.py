@@ -416,9 +416,12 @@ class Memvault:
         files.check_conversation_id(conversation)
         return read_rolling_summary(self._vault, conversation)
 
-    def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None):
+    def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None,
+            max_changes: int | None = None):
         """The history of memory changes, newest first, from git (hand commits too); with an id,
-        the story of that memory, through its replacements. Returns history.LogEntry items."""
+        the story of that memory, through its replacements. Returns history.LogEntry items.
+        max_changes: list at most this many changes of one commit (`changes_total` counts them
+        all): an import is one commit of thousands of files, each read to be listed."""
         from memvault import gitrepo
         from memvault.history import history
 
@@ -432,7 +435,14 @@ class Memvault:
                 files.parse_time(since)  # an ISO date is compared exactly
             except ValueError:
                 gitrepo.check_date(self.root, since)
-        return history(self.root, limit=limit, since=since, follow=id_or_prefix)
+        follow_paths: tuple[str, ...] = ()
+        if id_or_prefix is not None:
+            try:  # the file that holds it now: found by its front matter id, whatever its name says
+                follow_paths = (self.relative(self._vault.find(id_or_prefix).path),)
+            except MemvaultError:
+                pass  # gone from the folder, or ambiguous there: the history decides
+        return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
+                       follow_paths=follow_paths)
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest

@@ -333,6 +333,10 @@ _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "
                  "removed": "!", "restored": "^", "purged": "!"}
 
 
+# `log` lists this many changes of one commit unless -v or --json (an import is one commit of thousands).
+LOG_CHANGES_SHOWN = 20
+
+
 @app.command()
 def log(
     ctx: typer.Context,
@@ -344,7 +348,9 @@ def log(
 ) -> None:
     """History of memory changes, from git."""
     state = _state(ctx)
-    entries = state.open().log(memory_id, limit=max_count, since=since)
+    every = json_output or state.json or state.verbose
+    entries = state.open().log(memory_id, limit=max_count, since=since,
+                               max_changes=None if every else LOG_CHANGES_SHOWN)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
         return
@@ -355,6 +361,8 @@ def log(
             tail = f"  -> {change.replaced_by[:8]}" if change.replaced_by else ""
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
             typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
+        if entry.changes_total > len(entry.changes):
+            typer.echo(f"  … and {entry.changes_total - len(entry.changes):,} more (-v or --json lists them all)")
 
 
 @app.command()

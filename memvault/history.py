@@ -37,6 +37,7 @@ class LogEntry:
     subject: str
     command: str
     changes: list[MemoryChange] = field(default_factory=list)
+    changes_total: int = 0  # every memory the commit changed; `changes` may list fewer (max_changes)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -107,25 +108,53 @@ def _in_deleted(path: str) -> bool:
     return len(parts) >= 3 and parts[2] == files.DELETED
 
 
-def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None) -> list[LogEntry]:
-    """Newest first. `follow` is an id or unique prefix, traced through replacements."""
+def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None,
+            max_changes: int | None = None, follow_paths: tuple[str, ...] = ()) -> list[LogEntry]:
+    """Newest first. `follow` is an id or unique prefix, traced through replacements.
+
+    max_changes: read and list at most this many changes of one commit (an import is one commit
+    of 100,000 files); `changes_total` still counts them all. follow_paths: the files (relative
+    to the vault) that hold the followed memory now, when its front matter id is not the one in
+    its file name (changed by hand)."""
     if not (root / ".git").exists():
         raise MemvaultError(f"{root} has no git history (is enable_git_versioning off?)")
-    # --raw names each file's blob, which cat-file reads directly; `<commit>:<path>` names made it
-    # walk the commit's trees for every file, which took minutes for an import of 10,000 memories.
-    args = ["-c", "core.quotePath=false", "log", "-M", "--raw", "--no-abbrev",
-            f"--format={RS}%H{US}%aI{US}%s{US}"]
-    since_time = None
+    since_args, since_time = [], None
     if since:
         try:  # ISO dates are compared exactly; git's own parser takes the rest ("2 weeks ago")
             since_time = files.parse_time(since, "--since")
         except ValueError:
-            args.append(f"--since={since}")
-    if limit and not follow and since_time is None:
-        args.append(f"-n{limit}")
-    args += ["--", files.ENTRIES]
+            since_args.append(f"--since={since}")
+    if follow:
+        entries = _follow(root, follow, since_args, follow_paths)
+        entries = [e for e in entries if since_time is None or e.date >= since_time]
+        return entries[:limit] if limit else entries
+    limit_args = [f"-n{limit}"] if limit and since_time is None else []
+    commits = [c for c in _raw_log(root, *since_args, *limit_args, "--", files.ENTRIES)
+               if since_time is None or c[1] >= since_time]
+    if limit:
+        commits = commits[:limit]
+    shown = {sha: _memory_rows(rows)[:max_changes] if max_changes is not None else _memory_rows(rows)
+             for sha, _, _, rows in commits}
+    # Read each shown file as it was after the commit (or before it, when removed), by blob id.
+    blobs = _read_blobs(root, sorted({row[3] for rows in shown.values() for row in rows if row[3].strip("0")}))
+    entries = []
+    for sha, date, subject, rows in commits:
+        entry = LogEntry(sha, date, subject, _command_of(subject))
+        entry.changes = _changes(shown[sha], blobs, root)
+        every = _memory_rows(rows)
+        entry.changes_total = len(entry.changes) if len(shown[sha]) == len(every) else _count_memories(every)
+        entries.append(entry)
+    return entries
+
+
+def _raw_log(root: Path, *args: str) -> list[tuple[str, datetime, str, list[tuple[str, str, str | None, str]]]]:
+    """(sha, date, subject, changed files) per commit of `git log --raw` with these arguments.
+
+    --raw names each file's blob, which cat-file reads directly; `<commit>:<path>` names made it
+    walk the commit's trees for every file, which took minutes for an import of 10,000 memories."""
     try:
-        raw = _git(root, *args).decode("utf-8", "replace")
+        raw = _git(root, "-c", "core.quotePath=false", "log", "-M", "--raw", "--no-abbrev",
+                   f"--format={RS}%H{US}%aI{US}%s{US}", *args).decode("utf-8", "replace")
     except MemvaultError as exc:
         if "does not have any commits" in str(exc):
             return []
@@ -133,36 +162,123 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
     commits = []
     for chunk in raw.split(RS)[1:]:
         sha, date, subject, status = chunk.split(US, 3)
-        when = datetime.fromisoformat(date)
-        if since_time is None or when >= since_time:
-            commits.append((sha, when, subject, _parse_status(status)))
-    if limit and not follow:
-        commits = commits[:limit]
+        commits.append((sha, datetime.fromisoformat(date), subject, _parse_status(status)))
+    return commits
 
-    # Read each touched file as it was after the commit (or before it, when removed).
-    blobs = _read_blobs(root, sorted({blob for _, _, _, rows in commits for *_, blob in rows if blob.strip("0")}))
 
+def _memory_rows(rows):
+    return [row for row in rows if row[1].endswith(".md")]
+
+
+def _count_memories(rows) -> int:
+    """How many memories these changed files are, without reading them: a file and its tombstone
+    share a name (<ts>__<id>.md), so a move that git saw as a delete plus an add counts once."""
+    named = {PurePosixPath(path).name for _, path, _, _ in rows if "__" in PurePosixPath(path).name}
+    return len(named) + sum(1 for _, path, _, _ in rows if "__" not in PurePosixPath(path).name)
+
+
+def _changes(rows, blobs: dict[str, str | None], root: Path) -> list[MemoryChange]:
+    by_id: dict[str, MemoryChange] = {}
+    for letter, path, old, blob in rows:
+        change = _describe(letter, path, old, blobs.get(blob), root)
+        if change is None:
+            continue
+        # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
+        if change.id not in by_id or by_id[change.id].action == "removed":
+            by_id[change.id] = change
+    return list(by_id.values())
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _follow(root: Path, wanted: str, since_args: list[str], follow_paths: tuple[str, ...]) -> list[LogEntry]:
+    """The commits that changed one memory or the memories it replaced or was replaced by.
+
+    Reads only what may be that story, not every file ever committed: the files whose name carries
+    an id starting with `wanted` (memvault names every file <ts>__<id>.md, and a tombstone keeps
+    its name), the files whose name carries no id (dropped in by hand: their id is inside), the
+    `follow_paths`, and, to find the memories it is linked to, the files named after those, and
+    the tombstones written by the same commits (a replaced fact names its successor only there)."""
+    needle = wanted.strip().lower()
+    if len(needle) < 4:
+        raise UsageError(f"id prefix {wanted!r} is too short (at least 4 characters)")
+    commits: dict[str, tuple[datetime, str, set]] = {}
+
+    def collect(*pathspecs: str, walk: tuple[str, ...] = ()) -> None:
+        specs = list(pathspecs)
+        if not specs:
+            return
+        for sha, date, subject, rows in _raw_log(root, *since_args, *walk, "--", *specs):
+            commits.setdefault(sha, (date, subject, set()))[2].update(_memory_rows(rows))
+
+    def named(ids) -> list[str]:
+        return [f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(ids)]
+
+    follow_names = {PurePosixPath(p).stem.rpartition("__")[2] for p in follow_paths if "__" in p}
+    collect(*named({needle} | follow_names), *(f":(literal){p}" for p in follow_paths))
+    # Files without an id in their name, but for the summaries (rewritten by every chat; one that
+    # exists now comes in through follow_paths).
+    collect(files.ENTRIES, ":(exclude,glob)entries/**/*__*.md", ":(exclude,glob)entries/*/summaries/**")
+    parsed: dict[tuple, MemoryChange | None] = {}
+
+    def changes() -> dict[str, list[tuple[str, MemoryChange]]]:
+        todo = sorted({row[3] for _, _, rows in commits.values() for row in rows
+                       if row[3].strip("0") and row not in parsed})
+        blobs = _read_blobs(root, todo)
+        out: dict[str, list[tuple[str, MemoryChange]]] = {}
+        for sha, (_, _, rows) in commits.items():
+            for row in rows:
+                if row not in parsed:
+                    parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
+                if parsed[row] is not None:
+                    out.setdefault(sha, []).append((row[1], parsed[row]))
+        return out
+
+    by_commit = changes()
+    matches = {c.id for found in by_commit.values() for _, c in found if c.id.lower().startswith(needle)}
+    if not matches:
+        raise NotFound(f"no memory with id {wanted!r} in the history")
+    if len(matches) > 1:
+        raise UsageError(f"id prefix {wanted!r} is ambiguous: {', '.join(sorted(m[:12] for m in matches)[:5])}")
+    ids, searched, shown_commits = set(matches), {needle} | follow_names, set()
+    while True:
+        # Replacement links in both directions: old -> new (replaced_by) and new -> old (replaces).
+        linked = {other for found in by_commit.values() for _, c in found if c.id in ids
+                  for other in (c.replaced_by, c.replaces) if other}
+        for _, c in (pair for found in by_commit.values() for pair in found):
+            if c.replaced_by in ids or c.replaces in ids:
+                linked.add(c.id)
+        new_ids = linked - ids
+        touching = {sha for sha, found in by_commit.items() if any(c.id in ids for _, c in found)} - shown_commits
+        if not new_ids and not touching:
+            break
+        ids |= new_ids
+        shown_commits |= touching
+        # The tombstones those commits wrote (a replaced fact names its successor only there).
+        if touching:
+            collect(":(glob)entries/*/deleted/**", walk=("--no-walk=unsorted", *sorted(touching)))
+        fresh = {i.lower() for i in new_ids} - searched
+        searched |= fresh
+        collect(*named(fresh))
+        by_commit = changes()
+
+    order = {sha: n for n, sha in enumerate(_git(root, "rev-list", "HEAD").decode().split())}
     entries = []
-    for sha, date, subject, rows in commits:
+    for sha in sorted(commits, key=lambda s: (order.get(s, len(order)), s)):
+        date, subject, _ = commits[sha]
+        mine = [c for _, c in by_commit.get(sha, []) if c.id in ids]
+        if not mine:
+            continue
         entry = LogEntry(sha, date, subject, _command_of(subject))
         by_id: dict[str, MemoryChange] = {}
-        for letter, path, old, blob in rows:
-            change = _describe(letter, path, old, blobs.get(blob), root)
-            if change is None:
-                continue
-            # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
-            if change.id not in by_id or by_id[change.id].action == "removed":
-                by_id[change.id] = change
+        for c in mine:
+            if c.id not in by_id or by_id[c.id].action == "removed":
+                by_id[c.id] = c
         entry.changes = list(by_id.values())
+        entry.changes_total = len(entry.changes)
         entries.append(entry)
-
-    if follow:
-        ids = _follow_ids(entries, follow)
-        entries = [e for e in entries if any(c.id in ids for c in e.changes)]
-        for e in entries:
-            e.changes = [c for c in e.changes if c.id in ids]
-        if limit:
-            entries = entries[:limit]
     return entries
 
 
@@ -191,30 +307,3 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
     note = meta.get(files.DELETED_NOTE) if action == "deleted" else None
     return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
                         replaces=meta.get("replaces"), note=str(note) if note else None)
-
-
-def _follow_ids(entries: list[LogEntry], wanted: str) -> set[str]:
-    needle = wanted.strip().lower()
-    if len(needle) < 4:
-        raise UsageError(f"id prefix {wanted!r} is too short (at least 4 characters)")
-    known = {c.id for e in entries for c in e.changes}
-    matches = {i for i in known if i.lower().startswith(needle)}
-    if not matches:
-        raise NotFound(f"no memory with id {wanted!r} in the history")
-    if len(matches) > 1:
-        raise UsageError(f"id prefix {wanted!r} is ambiguous: {', '.join(sorted(m[:12] for m in matches)[:5])}")
-    # Replacement links in both directions: old -> new (replaced_by) and new -> old (replaces).
-    links: dict[str, set[str]] = {}
-    for e in entries:
-        for c in e.changes:
-            for other in (c.replaced_by, c.replaces):
-                if other:
-                    links.setdefault(c.id, set()).add(other)
-                    links.setdefault(other, set()).add(c.id)
-    ids, todo = set(), list(matches)
-    while todo:
-        current = todo.pop()
-        if current not in ids:
-            ids.add(current)
-            todo.extend(links.get(current, ()))
-    return ids
