@@ -187,29 +187,49 @@ class Memvault:
                   progress: Callable[[int, int], None] | None = None, **defaults: Any) -> "Added":
         """Store one memory per JSON line ({"text", "conversation_id"?, "created_at"?, "kind"?, "tags"?,
         "source"?, "rationale"?, "alternatives"?, "meta"?}); every line is checked before anything is
-        written. defaults: the same keys, for lines that leave them out. Duplicates as for `add`."""
+        written. defaults: the same keys, for lines that leave them out. Duplicates as for `add`.
+        The memories are made, written and indexed a batch at a time (one commit)."""
         from memvault import ingest
 
-        memories = ingest.parse_jsonl(text, origin, defaults)
-        if not memories:
+        count = ingest.check_jsonl(text, origin, defaults)
+        if not count:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
-        return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
+        return self.add_memories(ingest.iter_jsonl(text, origin, defaults), allow_duplicate=allow_duplicate,
+                                 progress=progress, expected=count)
 
-    def add_memories(self, memories: list[Memory], *, allow_duplicate: bool = True,
-                     progress: Callable[[int, int], None] | None = None) -> "Added":
-        """Store memories made with `files.new_memory` in one commit; with allow_duplicate=False, not
-        those a live memory already holds word for word (same conversation and kind)."""
+    def add_memories(self, memories: Iterable[Memory], *, allow_duplicate: bool = True,
+                     progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> "Added":
+        """Store memories made with `files.new_memory` (a list, or an iterator that makes them as they are
+        written) in one commit; with allow_duplicate=False, not those a live memory already holds word
+        for word (same conversation and kind), nor a second copy within them."""
         from memvault import ingest
+        from memvault.vault import ADD
 
-        duplicates = [] if allow_duplicate else self._duplicates(memories)
-        taken = {id(new) for new, _ in duplicates}
-        fresh = [m for m in memories if id(m) not in taken]
-        change = ingest.store(self._vault, fresh, "add", progress=progress) if fresh else None
-        return Added(fresh, duplicates, change.commit_sha if change else None)
+        duplicates: list[tuple[Memory, Memory]] = []
+        source = memories if allow_duplicate else self._without_duplicates(memories, duplicates)
+        change = ingest.store(self._vault, source, "add", progress=progress, expected=expected)
+        stored = [event.memory for event in change.of(ADD)]
+        return Added(stored, duplicates, change.commit_sha if stored else None)
 
-    def _duplicates(self, memories: list[Memory]) -> list[tuple[Memory, Memory]]:
+    def _without_duplicates(self, memories: Iterable[Memory], duplicates: list) -> Iterator[Memory]:
+        """The memories whose exact text no live memory of their conversation and role holds (nor an
+        earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
+        from itertools import islice
+
+        from memvault.vault import INDEX_BATCH
+
+        held: dict[tuple[str, str], dict[str, Memory]] = {}
+        source = iter(memories)
+        while chunk := list(islice(source, INDEX_BATCH)):
+            found = self._duplicates(chunk, held)
+            taken = {id(new) for new, _ in found}
+            duplicates.extend(found)
+            yield from (m for m in chunk if id(m) not in taken)
+
+    def _duplicates(self, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
         """(new, the live memory that already says it) for each new memory whose exact text is held by
-        a live memory of its conversation and role, or by an earlier one of the same batch."""
+        a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
+        what earlier batches held or added, kept across calls)."""
         found: list[tuple[Memory, Memory]] = []
         groups: dict[tuple[str, str], list[Memory]] = {}
         for memory in memories:
@@ -218,8 +238,9 @@ class Memvault:
         # checked on the files, so a memory deleted by hand never swallows a new one.
         index = self._vault.index if self.exists() else None
         for (conversation, role), group in groups.items():
-            rows = index.same_texts(conversation, role, [m.text for m in group]) if index is not None else {}
-            held: dict[str, Memory] = {}
+            held = held_by_group.setdefault((conversation, role), {})
+            fresh = [m.text for m in group if m.text not in held]
+            rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
             for text, row in rows.items():
                 memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
                 if memory is not None:
@@ -228,7 +249,7 @@ class Memvault:
                 if memory.text in held:
                     found.append((memory, held[memory.text]))
                 else:
-                    held[memory.text] = memory  # a second copy in the same batch is a duplicate too
+                    held[memory.text] = memory  # a second copy in the same add is a duplicate too
         return found
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
@@ -701,7 +722,7 @@ class Memvault:
 
 class _FolderWatch:
     """File-system events under the vault (watchdog) that tell a warm process its index may lag:
-    a hand edit, a `git pull`, another process's write (its state.json)."""
+    a hand edit, a `git pull`, another process's write (its state.db)."""
 
     def __init__(self, vault):
         from watchdog.events import FileSystemEventHandler
@@ -716,10 +737,10 @@ class _FolderWatch:
                 if event.event_type not in ("opened", "closed_no_write"):  # reads are not changes
                     changed.set()
 
-        class Sidecar(FileSystemEventHandler):  # only state.json: the lock file changes on every read
+        class Sidecar(FileSystemEventHandler):  # only state.db: the lock file changes on every read
             def on_any_event(self, event):
                 names = (getattr(event, "dest_path", "") or "", event.src_path or "")
-                if any(Path(str(name)).name == "state.json" for name in names) \
+                if any(Path(str(name)).name == "state.db" for name in names) \
                         and event.event_type not in ("opened", "closed_no_write"):
                     changed.set()
 

@@ -14,7 +14,9 @@ import importlib.util
 import json
 import os
 import shutil
+import stat as stat_module
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -26,9 +28,17 @@ from memvault.files import Memory
 TABLE = "memories"
 STATE_VERSION = 1
 EMBED_BATCH = 256
+ADD_ROWS = 8 * EMBED_BATCH  # rows per table.add: each add makes a fragment and a table version
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
 COMPACT_FRAGMENTS = 16
+# When git names more files than this as possibly changed that are not (touched, copied: its stat
+# data is stale), the sync has git renew its stat data, so that the next sync is not told again.
+GIT_REFRESH_AFTER = 200
+RACY_NS = 1_000_000_000  # see _stat_fields
+# Bitmap indexes on the filter columns, from this many rows on (Index.ensure_filter_indexes).
+FILTER_INDEX_ROWS = 5000
+FILTER_INDEX_COLUMNS = ("role", "conversation_id")
 # The BM25 index on text: words lower-cased, accents folded, English stop words dropped, stemmed.
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
@@ -83,6 +93,9 @@ class SyncReport:
     adopted: list[Memory] = field(default_factory=list)
     rebuilt: str | None = None  # why the whole index was rebuilt, if it was
     ids: dict[str, str] = field(default_factory=dict)  # relative path -> memory id, for what changed
+    # Synced by git: the files whose indexed content is not HEAD's, with their blob at HEAD ("" for
+    # none): what reindex commits as hand edits. None when git was not asked.
+    unlike_head: dict[str, str] | None = None
 
     @property
     def drift(self) -> bool:
@@ -108,8 +121,13 @@ class Index:
         self.vault = vault
         self.root: Path = vault.root
         self.dir = vault.sidecar / "index"
-        self.state_path = vault.sidecar / "state.json"
+        self.state_path = vault.sidecar / "state.db"
+        self.legacy_state_path = vault.sidecar / "state.json"  # before state.db (carried over once)
         self.notice = notice or (lambda message: None)
+        self._state = None
+        self._object_format = "sha1"
+        self._unmaintained, self._touched, self._rebuilding = 0, False, False  # see maintain()
+        self._filter_indexes_checked = False
         self._db = None
         self._table = None
         self._embedder = None
@@ -136,31 +154,97 @@ class Index:
         return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
 
     # -- state -----------------------------------------------------------------
-    def known_files(self) -> dict[str, dict[str, Any]]:
-        """state.json's record of the files the index has read: {relative path: {"id", "size",
-        "mtime_ns", "sha256"}}. Empty, silently, when there is none or it cannot be read: a caller
-        then reads the files themselves."""
-        try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        known = state.get("files") if isinstance(state, dict) and state.get("version") == STATE_VERSION else None
-        return known if isinstance(known, dict) else {}
+    @property
+    def state(self):
+        """The record of the files the index has read (state.py), opened once."""
+        if self._state is None:
+            from memvault.state import State
 
-    def load_state(self) -> dict[str, Any]:
+            self._state = State(self.state_path)
+        return self._state
+
+    def _header(self) -> dict[str, Any] | None:
+        """The record's header, None when there is none (or it is damaged: said, then rebuilt). A
+        state.json of an earlier memvault is carried over first."""
+        from memvault import state as state_module
+
+        if not self.state_path.exists() and self.legacy_state_path.exists():
+            try:
+                state_module.import_json(self.state_path, self.legacy_state_path, self.notice)
+            except OSError:
+                pass  # read-only: the index is read as if it had no record
         try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
-            if state.get("version") == STATE_VERSION and isinstance(state.get("files"), dict):
-                return state
-            self.notice(f"index state {self.state_path} has an unknown format; rebuilding the index")
+            return self.state.header()
         except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            self.notice(f"index state {self.state_path} is unreadable ({exc}); rebuilding the index")
-        return {"version": STATE_VERSION, "model": None, "files": {}}
+            return None
+        except state_module.Unreadable as exc:
+            self.notice(f"memvault: {exc}; rebuilding the index")
+            self.state.close()
+            return None
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        files.atomic_write(self.state_path, json.dumps(state, separators=(",", ":"), sort_keys=True))
+    def state_summary(self) -> dict[str, Any] | None:
+        """{"files": live files recorded, "model": the model's record}, or None without a record."""
+        header = self._header()
+        if header is None:
+            return None
+        return {"files": self.state.count(), "model": header["model"]}
+
+    def remember_notice(self, key: str, message: str) -> bool:
+        """Whether `message` is news for this vault (not what was said last time under `key`); news
+        is remembered in the record, under the lock when it is free (else it is said again later)."""
+        from memvault.lock import vault_lock
+
+        header = self._header()
+        if header is None or header["notices"].get(key) == message:
+            return header is None
+        try:
+            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
+                if got:
+                    notices = self._header() or {"notices": {}}
+                    self.state.write(meta={"notices": {**notices["notices"], key: message}})
+        except (OSError, Exception) as exc:  # a read-only vault: say it every time
+            if not isinstance(exc, OSError) and "readonly" not in str(exc).lower() and "read-only" not in str(exc):
+                raise
+        return True
+
+    def id_candidates(self, needle: str) -> list[Path]:
+        """The files that may hold a memory whose id starts with `needle` (lower case), live or
+        tombstone, sorted: those the record gives such an id and that have not changed since, plus
+        every file the record does not know as it is now. Reads no file; without a record, every one."""
+        header = self._header()
+        changed = None
+        if header is not None and header["commit"] and self._git_ok():
+            from memvault import gitrepo
+
+            answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES)()
+            if answer is not None:
+                changed = set(answer[1]) | set(self.state.dirty())
+        if changed is not None:
+            hits = {rel for rel, _ in self.state.with_id_prefix(needle)} - changed
+            hits |= {rel for rel in changed if (_entry_path(rel) or rel.startswith(files.ENTRIES + "/"))
+                     and _is_entry_file(os.path.join(self.root, rel))
+                     and (_entry_path(rel) or os.path.islink(os.path.join(self.root, rel)))}
+            return [self.root / rel for rel in sorted(hits)]
+        known = self.state.entries() if header is not None else {}
+        found = []
+        for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
+            entry = known.get(rel)
+            if entry is not None:
+                try:
+                    stat = os.lstat(full)
+                except OSError:
+                    continue  # gone meanwhile
+                # A racy record (no ctime kept) is trusted here on size and mtime: a wrong file read
+                # costs a read, and an id changed within the second of a sync is not worth more.
+                if _same_stat(entry, stat, racy_ok=True) and not str(entry["id"]).lower().startswith(needle):
+                    continue
+            found.append(Path(full))
+        return found
+
+    def _git_ok(self) -> bool:
+        from memvault import gitrepo
+
+        return self.vault.settings.enable_git_versioning and gitrepo.is_repo(self.root)
 
     # -- table -----------------------------------------------------------------
     def _connect(self):
@@ -229,40 +313,82 @@ class Index:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 table.create_fts_index("text", replace=True, **FTS_OPTIONS)
 
+    def ensure_filter_indexes(self, table) -> None:
+        """Bitmap indexes on the columns every search filters by (role, conversation_id), once the
+        table is big enough for them to pay: without them each dense search reads every row's
+        vector to find the scope's (at 100,000 rows, 98 ms of CPU and 170 MB more memory a query;
+        with them 13 ms, the same results: bench/README.md, "Scale"). Rows added later are checked
+        without the index until compaction takes them in. Checked once per process."""
+        if self._filter_indexes_checked:
+            return
+        self._filter_indexes_checked = True
+        if table.count_rows() < FILTER_INDEX_ROWS:
+            self._filter_indexes_checked = False  # look again once it has grown
+            return
+        present = {getattr(i, "name", "") for i in table.list_indices()}
+        for column in FILTER_INDEX_COLUMNS:
+            if f"{column}_idx" not in present:
+                from lancedb.index import Bitmap
+
+                table.create_index(column, config=Bitmap())
+
     # -- sync ------------------------------------------------------------------
     def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
              check_only: bool = False, progress: Callable[[int, int], None] | None = None,
-             verify: bool = False) -> SyncReport:
+             verify: bool = False, maintain: bool = True) -> SyncReport:
         """Bring the index in line with the files. The caller holds the vault lock unless check_only.
 
         paths: only look at these files (what a command just wrote or removed).
         adopt: give files without front matter a front matter (reindex does; search does not).
         check_only: report drift, write nothing.
-        verify: read every row's path and hash and compare them with state.json (reindex and
+        verify: read every row's path and hash and compare them with the record (reindex and
         --check do; other syncs only compare the row count, which is free).
+        maintain: the table's upkeep after writing (see `maintain`); a bulk add's batches leave it
+        to the last one.
+
+        Without paths, git says which files may have changed since the commit the record is
+        synced to (docs/design.md, "The index"); its processes run while LanceDB loads. Without
+        git, every file's size and mtime are compared with the record.
         """
         report = SyncReport()
         state_existed = self.state_path.exists()
-        state = self.load_state()
-        model = self.model_info() if not check_only or state.get("model") else None
+        header = self._header()
+        fresh = header is None
+        git_answer, asked_at = None, time.time_ns()
+        if paths is None and not check_only and self._git_ok():
+            from memvault import gitrepo
+
+            head = gitrepo.head_sha(self.root)
+            self._object_format = "sha256" if head and len(head) == 64 else "sha1"
+            # What git says changed since the synced commit; its processes run while LanceDB loads.
+            git_answer = gitrepo.changes_since(self.root, header["commit"] if header else None, files.ENTRIES)
+        elif paths is not None and header is not None and header["commit"]:
+            self._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
+        live = self.state.count() if header is not None else 0
+        model = self.model_info() if not check_only or (header and header["model"]) else None
         if full:
             report.rebuilt = "--full"
-        elif state["files"] and state.get("model") != model:
-            old = (state.get("model") or {}).get("name", "an unknown model")
+        elif live and header["model"] != model:
+            old = (header["model"] or {}).get("name", "an unknown model")
             report.rebuilt = f"index was built with {old}; rebuilding with {model['name']}"
-        stray: set[str] = set()  # paths of rows state.json does not vouch for (a sync cut short)
-        repaired: list[str] = []  # state entries whose row is missing, doubled or stale
+        stray: set[str] = set()  # paths of rows the record does not vouch for (a sync cut short)
+        repaired: list[str] = []  # records whose row is missing, doubled or stale
         if not report.rebuilt and (not check_only or verify):
             try:
                 table = self.table() if not check_only or self.dir.is_dir() else None
-                if table is None and state["files"]:
+                if table is None and live:
                     report.rebuilt = f"index table in {self.dir} is missing; rebuilding it"
                 elif table is not None:
                     rows = table.count_rows()
-                    if rows and not state["files"]:
+                    if rows and not live:
                         report.rebuilt = f"index state {self.state_path} is missing; rebuilding the index"
-                    elif verify or rows != len(state["files"]):
-                        repaired, stray = self._mismatch(table, state["files"])
+                    elif verify or rows != live:
+                        repaired, stray = self._mismatch(table)
+                    if rows and not check_only and not self._filter_indexes_checked:
+                        try:
+                            self.ensure_filter_indexes(table)
+                        except Exception:  # only speed is at stake: searched without them
+                            pass
             except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
                 report.rebuilt = f"index in {self.dir} is unreadable ({type(exc).__name__}); rebuilding it"
         if report.rebuilt:
@@ -270,12 +396,11 @@ class Index:
                 return report
             if report.rebuilt != "--full":
                 self.notice(f"memvault: {report.rebuilt}")
-            # state.json goes first: a rebuild killed half-way must not leave a state that vouches
+            # The record goes first: a rebuild killed half-way must not leave a record that vouches
             # for rows the new table does not have yet.
-            self.state_path.unlink(missing_ok=True)
+            self.state.remove()
             self._reset()
-            state = {"version": STATE_VERSION, "model": model, "files": {}}
-            paths = None
+            header, fresh, live, paths = None, True, 0, None
         elif stray:
             if not check_only:
                 self.notice(f"memvault: the index in {self.dir} did not match its files "
@@ -285,76 +410,149 @@ class Index:
                     self.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
             paths = None  # look at every file: those on disk are indexed again below
 
-        known: dict[str, dict[str, Any]] = state["files"]
-        touched = bool(report.rebuilt or stray) or state.get("model") != model or not self.state_path.exists()
-        if paths is None:
-            on_disk = _scan_entries(self.root)
-            scope = set(known) | set(on_disk)
-            if not state_existed and not report.rebuilt and on_disk and not check_only:
-                self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {len(on_disk)} files")
-            report.removed.extend(sorted(p for p in stray if p not in on_disk))
+        # Which files to look at, and what the record says of them.
+        seen = git_answer() if git_answer is not None else None  # (HEAD, {path: its blob at HEAD})
+        old_dirty: dict[str, str] = self.state.dirty() if header is not None else {}
+        by_git = seen is not None and header is not None and bool(header["commit"]) and not stray
+        if paths is not None:
+            scope = {self.vault.relative(Path(p)) for p in paths}
+            on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(self.root, rel))}
+            known = self.state.entries(scope) if header is not None else {}
+        elif by_git:
+            scope = {rel for rel in set(seen[1]) | set(old_dirty) if _entry_path(rel)
+                     or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(self.root, rel)))}
+            on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(self.root, rel))}
+            known = self.state.entries(scope)
         else:
-            on_disk = {}
-            scope = set()
-            for p in paths:
-                rel = self.vault.relative(Path(p))
-                scope.add(rel)
-                live = Path(p)
-                if files.DELETED not in Path(rel).parts[2:3] and live.is_file() and files.is_memory_file(live) \
-                        and not live.is_symlink():
-                    on_disk[rel] = live
+            on_disk = _scan_entries(self.root, tombstones=True)
+            known = self.state.entries() if header is not None else {}
+            scope = set(known) | set(on_disk)
+            live_files = sum(1 for rel in on_disk if not _in_deleted(rel))
+            if not state_existed and not report.rebuilt and live_files and not check_only:
+                self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {live_files} files")
+            report.removed.extend(sorted(p for p in stray if p not in on_disk))
+        unsure = False  # a file read without git's word on it that changed after git looked
+        for rel in repaired:
+            known.pop(rel, None)  # indexed again below if it is still there
+        put: dict[str, dict[str, Any]] = {}
+        drop: set[str] = set(repaired)
 
-        ids_in_use = {entry["id"]: rel for rel, entry in known.items() if rel not in scope or rel in on_disk}
-        to_index: list[tuple[str, Memory, str, os.stat_result]] = []
+        # Read what changed: size or mtime not as recorded (or no blob id yet: a record carried over).
+        fresh_reads: list[tuple[str, Memory, str, os.stat_result, str, dict | None]] = []
+        examined_unchanged = 0
         for rel in sorted(scope):
             path = on_disk.get(rel)
             entry = known.get(rel)
             if path is None:
                 if entry is not None:
-                    report.removed.append(rel)
-                    report.ids[rel] = entry["id"]
-                    if not check_only:
-                        known.pop(rel)
+                    if entry["live"]:
+                        report.removed.append(rel)
+                        report.ids[rel] = entry["id"]
+                    drop.add(rel)
                 continue
             try:
-                stat = os.stat(path)
+                stat = os.lstat(path)
             except OSError:
                 continue
-            if entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns:
-                report.unchanged += 1
+            if entry and entry["oid"] and _same_stat(entry, stat):
+                examined_unchanged += entry["live"]
                 continue
-            path = Path(path)
-            touched = True
+            tombstone = _in_deleted(rel)
             try:
-                memory, adopted, digest, stat = self._read(path, adopt and not check_only, report)
+                read = self._read(Path(path), entry, adopt and not check_only and not tombstone, tombstone, report)
             except MemoryFileError as exc:
-                report.skipped.append(exc)
+                if not tombstone:
+                    report.skipped.append(exc)
                 if entry is not None:  # a file that broke: its old row goes, the file stays on disk
-                    report.removed.append(rel)
-                    if not check_only:
-                        known.pop(rel)
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    drop.add(rel)
                 continue
-            if entry and entry["sha256"] == digest:
-                report.unchanged += 1
-                if not check_only:
-                    entry.update(size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+            memory, digest, stat, oid = read
+            if seen is not None and not by_git and rel not in seen[1] and stat.st_ctime_ns >= asked_at - RACY_NS:
+                unsure = True
+            if entry and entry["sha256"] == digest:  # touched, not changed
+                examined_unchanged += entry["live"]
+                renewed = {**entry, **_stat_fields(stat, asked_at), "oid": oid}
+                if renewed != entry:
+                    put[rel] = renewed
                 continue
+            if tombstone:  # no row: recorded for find() only
+                put[rel] = {"id": memory.id, **_stat_fields(stat, asked_at), "sha256": digest, "oid": oid, "live": 0}
+                continue
+            fresh_reads.append((rel, memory, digest, stat, oid, entry))
+
+        # Two files claiming one id: the one the record already has keeps it.
+        claimed = self.state.owners(m.id for _, m, *_ in fresh_reads) if header is not None else {}
+        ids_in_use = {i: rel for i, rel in claimed.items() if rel not in scope or rel in on_disk}
+        to_index: list[tuple[str, Memory, str, os.stat_result, str]] = []
+        for rel, memory, digest, stat, oid, entry in fresh_reads:
             owner = ids_in_use.get(memory.id)
             if owner is not None and owner != rel:
-                report.skipped.append(MemoryFileError(path, f"id {memory.id} is already used by {owner}"))
+                report.skipped.append(MemoryFileError(Path(on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    drop.add(rel)
                 continue
             ids_in_use[memory.id] = rel
-            (report.changed if entry else report.added).append(rel)
+            (report.changed if entry and entry["live"] else report.added).append(rel)
             report.ids[rel] = memory.id
-            to_index.append((rel, memory, digest, stat))
+            to_index.append((rel, memory, digest, stat, oid))
+        report.removed.sort()
+        if paths is not None:
+            report.unchanged = examined_unchanged
+        else:
+            report.unchanged = max(live - len(repaired) - len(report.removed) - len(report.changed), 0)
 
         if check_only:
             return report
-        self._apply(known, report, to_index, progress)
-        state["model"] = model
-        if touched or report.removed:  # a no-op sync (every search) writes nothing
-            self.save_state(state)
+        self._apply(report, to_index, progress, maintain)
+        for rel, memory, digest, stat, oid in to_index:
+            put[rel] = {"id": memory.id, **_stat_fields(stat, asked_at), "sha256": digest, "oid": oid, "live": 1}
+        drop -= set(put)
+        meta: dict[str, Any] = {}
+        if header is None or header["model"] != model:
+            meta["model"] = model
+        dirty = dirty_add = None
+        if paths is None:
+            if seen is not None and not unsure:
+                # Synced to HEAD: the paths where the record differs from it, with their blob there
+                # (a path git does not name is as HEAD has it, and so is its record).
+                at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
+                dirty = {rel: oid for rel, oid in at_head.items()
+                         if (rel in scope or _entry_path(rel)) and self._recorded_oid(rel, put, drop, known) != oid}
+                if header is None or header["commit"] != seen[0]:
+                    meta["commit"] = seen[0]
+                report.unlike_head = dict(dirty)
+                if dirty == old_dirty and not fresh:
+                    dirty = None
+                if by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
+                    from memvault import gitrepo
+
+                    gitrepo.refresh_index(self.root)  # files git sees as touched: its stat data renewed
+            elif header is not None and header["commit"]:
+                meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
+        elif header is not None and header["commit"]:
+            # What this write changed differs from the synced commit: until a sync sees that commit
+            # (or the file as it was), the path stays under watch, with its blob at that commit.
+            dirty_add = {rel: (known[rel]["oid"] if rel in known else "") for rel in set(put) | drop
+                         if rel not in old_dirty}
+            if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
+                meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
+        if put or drop or meta or dirty is not None or dirty_add or fresh:
+            self.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=fresh)
         return report
+
+    @staticmethod
+    def _recorded_oid(rel: str, put: dict, drop: set, known: dict) -> str:
+        """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""
+        if rel in put:
+            return put[rel]["oid"]
+        if rel in drop:
+            return ""
+        entry = known.get(rel)
+        return entry["oid"] if entry else ""
 
     def sync_paths(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
@@ -373,24 +571,6 @@ class Index:
                 found.setdefault(row["text"], row)
         return found
 
-    def remember_notice(self, key: str, message: str) -> bool:
-        """Whether `message` is news for this vault (not what was said last time under `key`); news
-        is remembered in state.json, under the lock when it is free (else it is said again later)."""
-        from memvault.lock import vault_lock
-
-        state = self.load_state() if self.state_path.exists() else None
-        if state is None or state.get("notices", {}).get(key) == message:
-            return state is None
-        try:
-            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
-                if got:
-                    state = self.load_state()
-                    state.setdefault("notices", {})[key] = message
-                    self.save_state(state)
-        except OSError:
-            pass  # a read-only vault: say it every time
-        return True
-
     def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
                 conversation: str | None = None) -> list[dict[str, Any]]:
         """The k rows closest to `vector` (cosine distance in `_distance`), filtered."""
@@ -408,32 +588,61 @@ class Index:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
 
-    def _mismatch(self, table, known: dict[str, dict[str, Any]]) -> tuple[list[str], set[str]]:
-        """Compare the rows with state.json. Entries whose row is missing, doubled or stale are
-        dropped from `known`, so the sync indexes them again. Returns those entries, and the paths
-        of every row that `known` no longer vouches for (to delete: stray rows and repaired ones)."""
-        data = table.search().select(["path", "sha256"]).limit(None).to_arrow().to_pydict()
+    def _mismatch(self, table) -> tuple[list[str], set[str]]:
+        """Compare the rows with the record. Returns the records whose row is missing, doubled or
+        stale (indexed again by the sync), and the paths of every row the record does not vouch
+        for once those are dropped (to delete: stray rows and repaired ones)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arrow = table.search().select(["path", "sha256"]).limit(None).to_arrow()
+        recorded_rows = self.state.live_hashes_sorted() if self.state_path.exists() else []
+        if len(recorded_rows) == arrow.num_rows:  # the usual case, compared in C: in step
+            order = pc.sort_indices(arrow, sort_keys=[("path", "ascending"), ("sha256", "ascending")])
+            paths, digests = (list(column) for column in zip(*recorded_rows)) if recorded_rows else ([], [])
+            if pc.take(arrow["path"], order).equals(pa.chunked_array([pa.array(paths, pa.string())])) and \
+                    pc.take(arrow["sha256"], order).equals(pa.chunked_array([pa.array(digests, pa.string())])):
+                return [], set()
+        data = arrow.to_pydict()
         rows: dict[str, list[str]] = {}
         for path, digest in zip(data["path"], data["sha256"]):
             rows.setdefault(path, []).append(digest)
-        repaired = [rel for rel, entry in known.items() if rows.get(rel) != [entry["sha256"]]]
-        for rel in repaired:
-            known.pop(rel)
-        stray = {path for path in rows if path not in known}
+        recorded = self.state.live_hashes() if self.state_path.exists() else {}
+        repaired = [rel for rel, digest in recorded.items() if rows.get(rel) != [digest]]
+        vouched = set(recorded) - set(repaired)
+        stray = {path for path in rows if path not in vouched}
         return repaired, stray | set(repaired)
 
-    def _read(self, path: Path, adopt: bool, report: SyncReport):
-        # One read: the hash is of the very bytes that were parsed, the stat from before reading
-        # them (a file changed in between then looks changed to the next sync, never unchanged).
+    def _read(self, path: Path, entry: dict[str, Any] | None, adopt: bool, tombstone: bool, report: SyncReport):
+        """(the memory, or None when the bytes are the ones recorded; their sha256; the stat from
+        before reading them; their git blob id). One read: the hash is of the very bytes that were
+        parsed, so a file changed in between looks changed to the next sync, never unchanged."""
+        if entry is not None:  # touched or copied, maybe not changed: the bytes say, no parsing
+            try:
+                before = os.lstat(path)
+                if stat_module.S_ISREG(before.st_mode) and before.st_size <= files.MAX_MEMORY_BYTES:
+                    raw = path.read_bytes()
+                    digest = hashlib.sha256(raw).hexdigest()
+                    if digest == entry["sha256"]:
+                        return None, digest, before, self._blob_id(raw)
+            except OSError:
+                pass
         memory, adopted, raw, stat = files.read_memory_raw(path, self.root)
-        if adopted:
+        if adopted and not tombstone:
             report.adopted.append(memory)
             if adopt:
                 files.write_memory(self.root, memory, path)
                 raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
-        return memory, adopted, hashlib.sha256(raw).hexdigest(), stat
+        return memory, hashlib.sha256(raw).hexdigest(), stat, self._blob_id(raw)
 
-    def _apply(self, known, report: SyncReport, to_index, progress) -> None:
+    def _blob_id(self, raw: bytes) -> str:
+        """The id git gives these bytes as a blob (SHA-1, or SHA-256 in a repository of that format)."""
+        digest = hashlib.sha256() if self._object_format == "sha256" else hashlib.sha1()
+        digest.update(b"blob %d\0" % len(raw))
+        digest.update(raw)
+        return digest.hexdigest()
+
+    def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True) -> None:
         stale = report.removed + report.changed
         table = self.table(create=bool(to_index))
         if table is not None and stale:
@@ -445,29 +654,45 @@ class Index:
             new_paths = [rel for rel, *_ in to_index if rel in added]
             for chunk in _chunks(new_paths, 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
-        done = 0
+        done, waiting = 0, []
         # Similar lengths in one batch: the embedder pads a batch to its longest text.
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
-            vectors = self.embedder.embed([m.text for _, m, _, _ in batch])
-            table.add(self._arrow_rows(batch, vectors))
-            for rel, memory, digest, stat in batch:
-                known[rel] = {"id": memory.id, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+            vectors = self.embedder.embed([item[1].text for item in batch])
+            waiting.append(self._arrow_rows(batch, vectors))
             done += len(batch)
+            if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
+                import pyarrow as pa
+
+                table.add(pa.concat_tables(waiting))
+                waiting = []
             if progress:
                 progress(done, len(to_index))
-        if table is not None and (to_index or stale):
-            self.ensure_fts(table)
-            if len(to_index) > 1000 or report.rebuilt or _fragments(table) >= COMPACT_FRAGMENTS:
-                table.optimize()  # compaction into one fragment, the new rows into the BM25 index
+        self._unmaintained += len(to_index)
+        self._touched |= bool(to_index or stale)
+        self._rebuilding |= bool(report.rebuilt)
+        if maintain:
+            self.maintain()
 
+    def maintain(self) -> None:
+        """The table's upkeep after writes: the BM25 index made if there is none, and compaction
+        (which also takes the new rows into the BM25 index) after a bulk write, a rebuild, or once
+        the appends of single writes have made COMPACT_FRAGMENTS fragments. A bulk add calls it
+        once at its end, not after each of its batches."""
+        table = self.table()
+        if table is not None and self._touched:
+            self.ensure_fts(table)
+            self.ensure_filter_indexes(table)
+            if self._unmaintained > 1000 or self._rebuilding or _fragments(table) >= COMPACT_FRAGMENTS:
+                table.optimize()  # compaction into one fragment, the new rows into the BM25 index
+        self._unmaintained, self._touched, self._rebuilding = 0, False, False
 
     def _arrow_rows(self, batch, vectors):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
         import numpy as np
         import pyarrow as pa
 
-        rows = [_row(rel, memory, digest, None) for rel, memory, digest, _ in batch]
+        rows = [_row(rel, memory, digest, None) for rel, memory, digest, *_ in batch]
         schema = self._schema()
         columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
@@ -501,11 +726,11 @@ def _fragments(table) -> int:
         return 0
 
 
-def _scan_entries(root: Path) -> dict[str, str]:
+def _scan_entries(root: Path, tombstones: bool = False) -> dict[str, str]:
     """{relative posix path: absolute path} of the files files.walk_entries yields (live entries
-    only, no dot folders, files.is_memory_file names, a symlinked folder as itself so that reading
-    it reports it, never entered), with plain strings: every search walks the vault, and Path
-    objects cost more than the walk itself on 10,000 files."""
+    only unless tombstones, no dot folders, files.is_memory_file names, a symlinked folder as
+    itself so that reading it reports it, never entered), with plain strings: Path objects cost
+    more than the walk itself on 10,000 files."""
     base = os.path.join(os.fspath(root), files.ENTRIES)
     if not os.path.isdir(base):
         return {}
@@ -513,7 +738,7 @@ def _scan_entries(root: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     for folder, dirs, names in os.walk(base, followlinks=False):
         parts = folder[len(base) + 1:].split(os.sep) if len(folder) > len(base) else []
-        if len(parts) >= 2 and parts[1] == files.DELETED:
+        if len(parts) >= 2 and parts[1] == files.DELETED and not tombstones:
             dirs[:] = []
             continue
         dirs[:] = [d for d in dirs if not d.startswith(".")]
@@ -522,10 +747,54 @@ def _scan_entries(root: Path) -> dict[str, str]:
             if os.path.islink(full):
                 found[full[cut:].replace(os.sep, "/")] = full
         for name in names:
-            if name.endswith(".md") and not name.startswith((".", "#", "~")):
+            if _memory_name(name):
                 full = os.path.join(folder, name)
                 found[full[cut:].replace(os.sep, "/")] = full
     return found
+
+
+def _same_stat(entry: dict[str, Any], stat: os.stat_result, racy_ok: bool = False) -> bool:
+    """The file is as the record saw it: same size, mtime and ctime. The ctime catches what the
+    other two miss (an edit of the same size whose mtime was set back): only the kernel sets it.
+    racy_ok: a record that kept no ctime (see _stat_fields) passes on size and mtime."""
+    return entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns \
+        and (entry["ctime_ns"] == stat.st_ctime_ns or (racy_ok and not entry["ctime_ns"]))
+
+
+def _stat_fields(stat: os.stat_result, synced_at: int) -> dict[str, int]:
+    """What the record keeps of a stat. A file changed within a second of the sync could change
+    again without its ctime moving (timestamps have a granularity): its ctime is not kept, so the
+    next sync reads it once more (as git does with its "racily clean" entries)."""
+    racy = stat.st_ctime_ns >= synced_at - RACY_NS
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": 0 if racy else stat.st_ctime_ns}
+
+
+def _memory_name(name: str) -> bool:
+    """files.is_memory_file, on a name."""
+    return name.endswith(".md") and not name.startswith((".", "#", "~"))
+
+
+def _entry_path(rel: str) -> bool:
+    """Whether a relative path (from git) is one _scan_entries could yield as a file: under
+    entries/, in no dot folder, with a memory file's name (tombstones included)."""
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[0] == files.ENTRIES and _memory_name(parts[-1]) \
+        and not any(part.startswith(".") for part in parts[1:-1])
+
+
+def _in_deleted(rel: str) -> bool:
+    """Whether a relative path is a tombstone's (entries/<conversation>/deleted/...)."""
+    parts = rel.split("/", 3)
+    return len(parts) >= 4 and parts[0] == files.ENTRIES and parts[2] == files.DELETED
+
+
+def _is_entry_file(full: str) -> bool:
+    """A file or a symbolic link (reading it says it is one) is there."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return False
+    return stat_module.S_ISREG(mode) or stat_module.S_ISLNK(mode)
 
 
 def _sql_str(value: str) -> str:

@@ -58,18 +58,25 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
 
     if not gitrepo.is_repo(vault.root):
         return
-    status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
-                                "--", files.ENTRIES)
     rejected = {vault.relative(problem.path) for problem in report.skipped}
-    dirty, fields = [], iter(status.split("\0"))
-    for field in fields:
-        if len(field) < 4:
-            continue
-        if field[0] in "RC":
-            next(fields, None)  # a staged rename or copy: its old path follows
-        path = field[3:]
-        if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
-            dirty.append(path)
+    if report.unlike_head is not None:
+        # The sync asked git already: what it indexed that HEAD does not have, but for files git
+        # ignores (never committed by hand-edit commits, as `git status` would not name them).
+        untracked = [path for path, blob in report.unlike_head.items() if not blob and (vault.root / path).exists()]
+        ignored = set(gitrepo.ignored(vault.root, untracked)) if untracked else set()
+        dirty = sorted(path for path in report.unlike_head if path not in ignored and path not in rejected)
+    else:
+        status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
+                                    "--", files.ENTRIES)
+        dirty, fields = [], iter(status.split("\0"))
+        for field in fields:
+            if len(field) < 4:
+                continue
+            if field[0] in "RC":
+                next(fields, None)  # a staged rename or copy: its old path follows
+            path = field[3:]
+            if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
+                dirty.append(path)
     if not dirty:
         return
     ids = []
