@@ -288,3 +288,17 @@ def test_entry_point_and_python_m_both_work(vault_dir):
     done = subprocess.run([sys.executable, "-m", "memvault", "add", "via -m"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert sorted(m.text for m in live_memories(vault_dir)) == ["via -m", "via entry point"]
+
+
+def test_a_post_commit_hook_of_the_user_still_runs(vault_dir, tmp_path):
+    """Commits are made with git's plumbing, which runs no hook: with a post-commit hook (one that
+    pushes, say), memvault commits through `git commit` as before, so that the hook runs."""
+    seed("The user keeps bees")
+    ran = tmp_path / "hook-ran"
+    hook = vault_dir / ".git" / "hooks" / "post-commit"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(f'#!/bin/sh\ngit log -1 --format=%s >> "{ran}"\n')
+    hook.chmod(0o755)
+    assert run_cli("add", "The user rows on Sundays").exit_code == 0
+    assert ran.read_text() == "memvault add: 1 memory (global)\n"
+    assert git(vault_dir, "status", "--porcelain") == ""
