@@ -456,14 +456,22 @@ class Memvault:
                 files.parse_time(since)  # an ISO date is compared exactly
             except ValueError:
                 gitrepo.check_date(self.root, since)
-        follow_paths: tuple[str, ...] = ()
-        if id_or_prefix is not None:
-            try:  # the file that holds it now: found by its front matter id, whatever its name says
-                follow_paths = (self.relative(self._vault.find(id_or_prefix).path),)
-            except MemvaultError:
-                pass  # gone from the folder, or ambiguous there: the history decides
+        if id_or_prefix is None:
+            return history(self.root, limit=limit, since=since, max_changes=max_changes)
+        index = self._vault.index
+        changed = index.changed_paths()  # asked of git once for every id the story links
+
+        def resolve(wanted: str) -> dict[str, list[str]]:
+            """The files that hold memories whose id starts with `wanted` now (by their front
+            matter, whatever their names say), through the index's record."""
+            held: dict[str, list[str]] = {}
+            for memory in self._vault._read_all(index.id_candidates(wanted.lower(), changed)):
+                if memory.id.lower().startswith(wanted.lower()):
+                    held.setdefault(memory.id, []).append(self.relative(memory.path))
+            return held
+
         return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
-                       follow_paths=follow_paths)
+                       resolve=resolve)
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest

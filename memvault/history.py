@@ -109,13 +109,13 @@ def _in_deleted(path: str) -> bool:
 
 
 def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None,
-            max_changes: int | None = None, follow_paths: tuple[str, ...] = ()) -> list[LogEntry]:
+            max_changes: int | None = None, resolve=None) -> list[LogEntry]:
     """Newest first. `follow` is an id or unique prefix, traced through replacements.
 
     max_changes: read and list at most this many changes of one commit (an import is one commit
-    of 100,000 files); `changes_total` still counts them all. follow_paths: the files (relative
-    to the vault) that hold the followed memory now, when its front matter id is not the one in
-    its file name (changed by hand)."""
+    of 100,000 files); `changes_total` still counts them all. resolve(id or prefix): {id: [paths
+    relative to the vault]} of the memories the folder holds now (see _follow); without it,
+    memories are looked for by the ids in their file names."""
     if not (root / ".git").exists():
         raise MemvaultError(f"{root} has no git history (is enable_git_versioning off?)")
     since_args, since_time = [], None
@@ -125,7 +125,7 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         except ValueError:
             since_args.append(f"--since={since}")
     if follow:
-        entries = _follow(root, follow, since_args, follow_paths)
+        entries = _follow(root, follow, since_args, resolve or (lambda wanted: {}))
         entries = [e for e in entries if since_time is None or e.date >= since_time]
         return entries[:limit] if limit else entries
     limit_args = [f"-n{limit}"] if limit and since_time is None else []
@@ -193,82 +193,103 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _follow(root: Path, wanted: str, since_args: list[str], follow_paths: tuple[str, ...]) -> list[LogEntry]:
+def _counterparts(path: str) -> list[str]:
+    """A file's path and its tombstone's (entries/<c>/deleted/<rest>), or the live one's: a
+    memory's history lies at both."""
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[0] == files.ENTRIES and parts[2] == files.DELETED:
+        return [path, "/".join(parts[:2] + parts[3:])]
+    if len(parts) >= 3 and parts[0] == files.ENTRIES:
+        return [path, "/".join(parts[:2] + [files.DELETED] + parts[2:])]
+    return [path]
+
+
+def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[LogEntry]:
     """The commits that changed one memory or the memories it replaced or was replaced by.
 
-    Reads only what may be that story, not every file ever committed: the files whose name carries
-    an id starting with `wanted` (memvault names every file <ts>__<id>.md, and a tombstone keeps
-    its name), the files whose name carries no id (dropped in by hand: their id is inside), the
-    `follow_paths`, and, to find the memories it is linked to, the files named after those, and
-    the tombstones written by the same commits (a replaced fact names its successor only there)."""
+    Reads only what may be that story, not every file ever committed. `resolve(id or prefix)`
+    gives {id: [paths]} of the memories the folder holds now (live or tombstone; the index's
+    record knows where); git is then asked for the history of exactly those paths and of their
+    live or tombstone counterparts, which lets it skip every folder they are not in. A memory no
+    longer in the folder is looked for by name (memvault names every file <ts>__<id>.md, and a
+    tombstone keeps the name), which makes git look at every file of every commit. Replacements
+    are followed through the linked ids, and through the tombstones written by the same commits
+    (a replaced fact names its successor only in its tombstone)."""
     needle = wanted.strip().lower()
     if len(needle) < 4:
         raise UsageError(f"id prefix {wanted!r} is too short (at least 4 characters)")
     commits: dict[str, tuple[datetime, str, set]] = {}
-
-    def collect(*pathspecs: str, walk: tuple[str, ...] = ()) -> None:
-        specs = list(pathspecs)
-        if not specs:
-            return
-        for sha, date, subject, rows in _raw_log(root, *since_args, *walk, "--", *specs):
-            commits.setdefault(sha, (date, subject, set()))[2].update(_memory_rows(rows))
-
-    def named(ids) -> list[str]:
-        return [f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(ids)]
-
-    follow_names = {PurePosixPath(p).stem.rpartition("__")[2] for p in follow_paths if "__" in p}
-    collect(*named({needle} | follow_names), *(f":(literal){p}" for p in follow_paths))
-    # Files without an id in their name, but for the summaries (rewritten by every chat; one that
-    # exists now comes in through follow_paths).
-    collect(files.ENTRIES, ":(exclude,glob)entries/**/*__*.md", ":(exclude,glob)entries/*/summaries/**")
     parsed: dict[tuple, MemoryChange | None] = {}
 
-    def changes() -> dict[str, list[tuple[str, MemoryChange]]]:
+    def collect(*pathspecs: str, walk: tuple[str, ...] = ()) -> None:
+        if pathspecs:
+            for sha, date, subject, rows in _raw_log(root, *since_args, *walk, "--", *pathspecs):
+                commits.setdefault(sha, (date, subject, set()))[2].update(_memory_rows(rows))
+
+    def look_for(needles: set[str]) -> None:
+        """The history of the files that hold these ids (or prefixes) now, else of their names."""
+        literal, by_name = set(), set()
+        for wanted_id in needles:
+            held = resolve(wanted_id)
+            if not held:
+                by_name.add(wanted_id)
+            for paths in held.values():
+                literal.update(p for path in paths for p in _counterparts(path))
+        collect(*(f":(literal){p}" for p in sorted(literal)),
+                *(f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(by_name)))
+
+    def changes() -> dict[str, list[MemoryChange]]:
         todo = sorted({row[3] for _, _, rows in commits.values() for row in rows
                        if row[3].strip("0") and row not in parsed})
         blobs = _read_blobs(root, todo)
-        out: dict[str, list[tuple[str, MemoryChange]]] = {}
+        out: dict[str, list[MemoryChange]] = {}
         for sha, (_, _, rows) in commits.items():
-            for row in rows:
+            for row in sorted(rows):
                 if row not in parsed:
                     parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
                 if parsed[row] is not None:
-                    out.setdefault(sha, []).append((row[1], parsed[row]))
+                    out.setdefault(sha, []).append(parsed[row])
         return out
 
+    held_now = resolve(needle)
+    if len(held_now) > 1:
+        raise UsageError(f"id prefix {wanted!r} is ambiguous: {', '.join(sorted(i[:12] for i in held_now)[:5])}")
+    look_for({needle})
     by_commit = changes()
-    matches = {c.id for found in by_commit.values() for _, c in found if c.id.lower().startswith(needle)}
+    matches = {c.id for found in by_commit.values() for c in found if c.id.lower().startswith(needle)}
+    if held_now:
+        matches &= set(held_now) or matches
     if not matches:
         raise NotFound(f"no memory with id {wanted!r} in the history")
     if len(matches) > 1:
         raise UsageError(f"id prefix {wanted!r} is ambiguous: {', '.join(sorted(m[:12] for m in matches)[:5])}")
-    ids, searched, shown_commits = set(matches), {needle} | follow_names, set()
+    ids, searched, shown_commits = set(matches), set(matches) | {needle}, set()
     while True:
         # Replacement links in both directions: old -> new (replaced_by) and new -> old (replaces).
-        linked = {other for found in by_commit.values() for _, c in found if c.id in ids
+        linked = {other for found in by_commit.values() for c in found if c.id in ids
                   for other in (c.replaced_by, c.replaces) if other}
-        for _, c in (pair for found in by_commit.values() for pair in found):
-            if c.replaced_by in ids or c.replaces in ids:
-                linked.add(c.id)
+        linked |= {c.id for found in by_commit.values() for c in found if c.replaced_by in ids or c.replaces in ids}
         new_ids = linked - ids
-        touching = {sha for sha, found in by_commit.items() if any(c.id in ids for _, c in found)} - shown_commits
+        touching = {sha for sha, found in by_commit.items() if any(c.id in ids for c in found)} - shown_commits
         if not new_ids and not touching:
             break
         ids |= new_ids
         shown_commits |= touching
-        # The tombstones those commits wrote (a replaced fact names its successor only there).
-        if touching:
-            collect(":(glob)entries/*/deleted/**", walk=("--no-walk=unsorted", *sorted(touching)))
-        fresh = {i.lower() for i in new_ids} - searched
+        if touching:  # the tombstones those commits wrote, in the conversations they touched
+            folders = sorted({"/".join(c.path.split("/")[:2]) for sha in touching for c in by_commit[sha]
+                              if c.id in ids})
+            collect(*(f"{folder}/{files.DELETED}" for folder in folders),
+                    walk=("--no-walk=unsorted", *sorted(touching)))
+        fresh = new_ids - searched
         searched |= fresh
-        collect(*named(fresh))
+        look_for(fresh)
         by_commit = changes()
 
     order = {sha: n for n, sha in enumerate(_git(root, "rev-list", "HEAD").decode().split())}
     entries = []
     for sha in sorted(commits, key=lambda s: (order.get(s, len(order)), s)):
         date, subject, _ = commits[sha]
-        mine = [c for _, c in by_commit.get(sha, []) if c.id in ids]
+        mine = [c for c in by_commit.get(sha, []) if c.id in ids]
         if not mine:
             continue
         entry = LogEntry(sha, date, subject, _command_of(subject))

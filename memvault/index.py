@@ -1,10 +1,11 @@
 """The LanceDB sidecar under .memvault/: disposable, rebuilt from the files by content hash.
 
-Sync (docs/design.md, "The index"): walk entries/ (not deleted/), compare (size, mtime_ns) with
-state.json, hash only what changed, embed only new or changed text in batches,
-drop rows of vanished files, and write state.json atomically *last*, so a sync
-killed at any point is finished by the next one (rows are always replaced by
-path, which makes redoing a half-done sync harmless).
+Sync (docs/design.md, "The index"): look at the files git says may differ from what the record
+(state.py) holds since the commit it is synced to (every file under entries/ without git),
+compare size, mtime and ctime with the record, hash only what changed, parse only changed
+bytes, embed only new or changed text in batches, drop rows of vanished files, and write the
+record in one transaction *last*, so a sync killed at any point is finished by the next one
+(rows are always replaced by path, which makes redoing a half-done sync harmless).
 """
 
 from __future__ import annotations
@@ -207,24 +208,32 @@ class Index:
                 raise
         return True
 
-    def id_candidates(self, needle: str) -> list[Path]:
+    def changed_paths(self) -> set[str] | None:
+        """The paths under entries/ whose files may not be what the record says (git's word, the
+        record's own list); None when git cannot say (no record synced to a commit, no git)."""
+        header = self._header()
+        if header is None or not header["commit"] or not self._git_ok():
+            return None
+        from memvault import gitrepo
+
+        answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES)()
+        return None if answer is None else set(answer[1]) | set(self.state.dirty())
+
+    def id_candidates(self, needle: str, changed: set[str] | None | bool = True) -> list[Path]:
         """The files that may hold a memory whose id starts with `needle` (lower case), live or
         tombstone, sorted: those the record gives such an id and that have not changed since, plus
-        every file the record does not know as it is now. Reads no file; without a record, every one."""
-        header = self._header()
-        changed = None
-        if header is not None and header["commit"] and self._git_ok():
-            from memvault import gitrepo
-
-            answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES)()
-            if answer is not None:
-                changed = set(answer[1]) | set(self.state.dirty())
+        every file the record does not know as it is now. Reads no file; without git's word, every
+        file is looked at. changed: changed_paths() when the caller has it already."""
+        if changed is True:
+            changed = self.changed_paths()
         if changed is not None:
             hits = {rel for rel, _ in self.state.with_id_prefix(needle)} - changed
-            hits |= {rel for rel in changed if (_entry_path(rel) or rel.startswith(files.ENTRIES + "/"))
-                     and _is_entry_file(os.path.join(self.root, rel))
-                     and (_entry_path(rel) or os.path.islink(os.path.join(self.root, rel)))}
+            for rel in changed:
+                full = os.path.join(self.root, rel)
+                if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
+                    hits.add(rel)
             return [self.root / rel for rel in sorted(hits)]
+        header = self._header()
         known = self.state.entries() if header is not None else {}
         found = []
         for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
