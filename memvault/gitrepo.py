@@ -469,7 +469,7 @@ def check_writable(root: Path) -> None:
 
 
 
-def changes_since(root: Path, commit: str | None, under: str):
+def changes_since(root: Path, commit: str | None, under: str, untracked_in: list[str] | None = None):
     """What may differ under `under` between `commit` and the folder as it is now, as git knows it
     from its own index (stat data for every tracked file, checked in C): a function that waits
     for the answer, so that the caller works meanwhile (the processes start now). The answer is
@@ -477,32 +477,35 @@ def changes_since(root: Path, commit: str | None, under: str):
     `commit` changed (None: HEAD itself), that the folder or the staging area changed against
     HEAD, or that git does not track (untracked and ignored files included); or None when git
     cannot tell: no commit yet, `commit` unknown (history rewritten and pruned), a nested
-    repository, git missing or failing (docs/design.md, "The index")."""
+    repository, git missing or failing (docs/design.md, "The index"). untracked_in: look for
+    untracked files only in these folders (none: no `git ls-files --others`); the caller knows
+    the others have not had a file added or removed since it last looked."""
     head = head_sha(root)
     if head is None:
         return lambda: None
     _git_env()
     env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C"}
     commands = [["diff-index", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD", "--", under],
-                ["ls-files", "-z", "--others", "--", under]]
-    if commit is not None and commit != head:
-        commands.append(["diff", "--raw", "-z", "--no-renames", "--no-abbrev", commit, head, "--", under])
+                ["ls-files", "-z", "--others", "--", *([under] if untracked_in is None else untracked_in)]
+                if untracked_in is None or untracked_in else None,
+                ["diff", "--raw", "-z", "--no-renames", "--no-abbrev", commit, head, "--", under]
+                if commit is not None and commit != head else None]
     try:
         procs = [subprocess.Popen(["git", "-C", str(root), *args], stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
-                 for args in commands]
+                 if args is not None else None for args in commands]
     except OSError:  # git is not installed
         return lambda: None
 
     def answer():
         outputs = []
         for proc in procs:
-            out, _ = proc.communicate()
-            outputs.append(out.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None)
+            out = proc.communicate()[0] if proc is not None else b""
+            outputs.append(out.decode("utf-8", "surrogateescape") if proc is None or proc.returncode == 0 else None)
         if any(out is None for out in outputs) or head_sha(root) != head:
             return None  # git failed, or a commit landed meanwhile
         changed: dict[str, str] = {}
-        if len(outputs) == 3:  # what the commits since `commit` changed: the blob each left
+        if outputs[2]:  # what the commits since `commit` changed: the blob each left
             fields = outputs[2].split("\0")
             for meta, path in zip(fields[0::2], fields[1::2]):
                 parts = meta.split()

@@ -216,8 +216,45 @@ class Index:
             return None
         from memvault import gitrepo
 
-        answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES)()
+        look_in, _ = self._folders_to_look_in(header, time.time_ns())
+        answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES, untracked_in=look_in)()
         return None if answer is None else set(answer[1]) | set(self.state.dirty())
+
+    def _folders_to_look_in(self, header, now: int) -> tuple[list[str] | None, dict[str, int]]:
+        """(the folders under entries/ where a file may have been added or removed since the
+        record's last listing, as literal pathspecs, None for every folder; the folders' mtimes
+        seen now, before git lists them). A folder's mtime moves when an entry is added, removed
+        or renamed in it, never when a file in it is edited in place: it spares the listing of new
+        files only, never the stat of the files git tracks (docs/design.md, "The index")."""
+        recorded = (header or {}).get("folders") or {}
+        if not recorded or not (header or {}).get("commit"):
+            return None, _folder_mtimes(self.root, now)
+        look, seen = [], {}
+        for rel, mtime in recorded.items():
+            try:
+                stat = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                continue  # gone: its parent's mtime moved
+            if not stat_module.S_ISDIR(stat.st_mode):
+                continue
+            seen[rel] = 0 if stat.st_mtime_ns >= now - RACY_NS else stat.st_mtime_ns
+            if not mtime or mtime != stat.st_mtime_ns:
+                look.append(rel)
+        # Listing a folder lists its subfolders too: the outermost ones are enough.
+        look = [rel for rel in sorted(look) if not any(rel.startswith(other + "/") for other in look)]
+        return [f":(literal){rel}" for rel in look], seen
+
+    def _folders_after(self, seen: dict[str, int] | None, look_in: list[str] | None, now: int) -> dict[str, int]:
+        """The folders to record after a sync: their mtimes from before git listed them, and the
+        subfolders found in the folders it listed (without an mtime: listed again next time)."""
+        if seen is None:
+            return {}
+        folders = dict(seen)
+        listed = [p.removeprefix(":(literal)") for p in look_in] if look_in is not None else []
+        for top in listed:
+            for rel in _subfolders(self.root, top):
+                folders.setdefault(rel, 0)
+        return folders
 
     def id_candidates(self, needle: str, changed: set[str] | None | bool = True) -> list[Path]:
         """The files that may hold a memory whose id starts with `needle` (lower case), live or
@@ -363,14 +400,16 @@ class Index:
         state_existed = self.state_path.exists()
         header = self._header()
         fresh = header is None
-        git_answer, asked_at = None, time.time_ns()
+        git_answer, asked_at, look_in, folders_seen = None, time.time_ns(), None, None
         if paths is None and not check_only and self._git_ok():
             from memvault import gitrepo
 
             head = gitrepo.head_sha(self.root)
             self._object_format = "sha256" if head and len(head) == 64 else "sha1"
+            look_in, folders_seen = self._folders_to_look_in(header, asked_at)
             # What git says changed since the synced commit; its processes run while LanceDB loads.
-            git_answer = gitrepo.changes_since(self.root, header["commit"] if header else None, files.ENTRIES)
+            git_answer = gitrepo.changes_since(self.root, header["commit"] if header else None, files.ENTRIES,
+                                               untracked_in=look_in)
         elif paths is not None and header is not None and header["commit"]:
             self._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
         live = self.state.count() if header is not None else 0
@@ -441,6 +480,7 @@ class Index:
                 self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {live_files} files")
             report.removed.extend(sorted(p for p in stray if p not in on_disk))
         unsure = False  # a file read without git's word on it that changed after git looked
+        watch: set[str] = set()  # files left out (unreadable, an id taken): looked at again next time
         for rel in repaired:
             known.pop(rel, None)  # indexed again below if it is still there
         put: dict[str, dict[str, Any]] = {}
@@ -470,6 +510,7 @@ class Index:
             try:
                 read = self._read(Path(path), entry, adopt and not check_only and not tombstone, tombstone, report)
             except MemoryFileError as exc:
+                watch.add(rel)
                 if not tombstone:
                     report.skipped.append(exc)
                 if entry is not None:  # a file that broke: its old row goes, the file stays on disk
@@ -499,6 +540,7 @@ class Index:
             owner = ids_in_use.get(memory.id)
             if owner is not None and owner != rel:
                 report.skipped.append(MemoryFileError(Path(on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                watch.add(rel)
                 if entry is not None:
                     if entry["live"]:
                         report.removed.append(rel)
@@ -529,11 +571,15 @@ class Index:
                 # Synced to HEAD: the paths where the record differs from it, with their blob there
                 # (a path git does not name is as HEAD has it, and so is its record).
                 at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
-                dirty = {rel: oid for rel, oid in at_head.items()
-                         if (rel in scope or _entry_path(rel)) and self._recorded_oid(rel, put, drop, known) != oid}
+                dirty = {rel: oid for rel, oid in at_head.items() if (rel in scope or _entry_path(rel))
+                         and (rel in watch or self._recorded_oid(rel, put, drop, known) != oid)}
                 if header is None or header["commit"] != seen[0]:
                     meta["commit"] = seen[0]
-                report.unlike_head = dict(dirty)
+                folders = self._folders_after(folders_seen, look_in, asked_at)
+                if header is None or folders != header["folders"]:
+                    meta["folders"] = folders
+                report.unlike_head = {rel: oid for rel, oid in dirty.items()
+                                      if self._recorded_oid(rel, put, drop, known) != oid}
                 if dirty == old_dirty and not fresh:
                     dirty = None
                 if by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
@@ -542,6 +588,7 @@ class Index:
                     gitrepo.refresh_index(self.root)  # files git sees as touched: its stat data renewed
             elif header is not None and header["commit"]:
                 meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
+                meta["folders"] = {}
         elif header is not None and header["commit"]:
             # What this write changed differs from the synced commit: until a sync sees that commit
             # (or the file as it was), the path stays under watch, with its blob at that commit.
@@ -776,6 +823,36 @@ def _stat_fields(stat: os.stat_result, synced_at: int) -> dict[str, int]:
     next sync reads it once more (as git does with its "racily clean" entries)."""
     racy = stat.st_ctime_ns >= synced_at - RACY_NS
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": 0 if racy else stat.st_ctime_ns}
+
+
+def _folder_mtimes(root: Path, now: int) -> dict[str, int]:
+    """{relative folder: mtime_ns} of entries/ and every folder under it (no dot folders, no
+    symlinked ones); 0 for one changed within a second of `now` (it may change again unseen)."""
+    found: dict[str, int] = {}
+    for rel in [files.ENTRIES, *_subfolders(root, files.ENTRIES)]:
+        try:
+            mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
+        except OSError:
+            continue
+        found[rel] = 0 if mtime >= now - RACY_NS else mtime
+    return found
+
+
+def _subfolders(root: Path, top: str) -> list[str]:
+    """The folders under `top` (relative), recursively, without dot folders or symlinked ones."""
+    out, todo = [], [top]
+    while todo:
+        current = todo.pop()
+        try:
+            with os.scandir(os.path.join(root, current)) as listing:
+                names = [entry.name for entry in listing
+                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")]
+        except OSError:
+            continue
+        for name in names:
+            out.append(f"{current}/{name}")
+            todo.append(f"{current}/{name}")
+    return out
 
 
 def _memory_name(name: str) -> bool:

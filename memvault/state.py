@@ -90,13 +90,14 @@ class State:
 
     # -- reading -----------------------------------------------------------------------------
     def header(self) -> dict[str, Any]:
-        """{"model", "notices", "commit"} (None where unknown). Unreadable when damaged;
+        """{"model", "notices", "commit", "folders"} (None where unknown). Unreadable when damaged;
         FileNotFoundError when there is none."""
         meta = dict(self._query("SELECT key, value FROM meta"))
         try:
             return {"model": json.loads(meta["model"]) if "model" in meta else None,
                     "notices": json.loads(meta.get("notices", "{}")),
-                    "commit": meta.get("commit") or None}
+                    "commit": meta.get("commit") or None,
+                    "folders": json.loads(meta.get("folders", "{}"))}
         except ValueError as exc:
             raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
 

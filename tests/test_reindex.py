@@ -355,3 +355,37 @@ def test_a_state_json_of_an_earlier_memvault_is_carried_over_without_embedding_a
     assert not report.drift and report.unchanged == 2
     assert state_db.exists() and not (vault_dir / ".memvault/state.json").exists()
     assert set(Index(Vault.open(vault_dir)).state.entries()) == set(rels)
+
+
+def test_a_broken_file_fixed_in_place_is_seen_though_its_folder_did_not_change(vault_dir):
+    """Untracked files are only looked for in folders whose mtime moved; a file left out as
+    unreadable stays watched, since fixing it in place moves no folder's mtime."""
+    add("The user reads science fiction")
+    assert top("science fiction") == "The user reads science fiction"
+    bad = vault_dir / "entries/global/facts/bad.md"
+    bad.write_text("---\nid: [oops\n---\nbroken\n")
+    found = run_cli("search", "science fiction")
+    assert "skipped" in found.stderr
+    folder_mtime = bad.parent.stat().st_mtime_ns
+    time.sleep(1.1)  # past the second in which a folder's mtime is not trusted
+    assert "skipped" in run_cli("search", "science fiction").stderr  # still said: still watched
+    with open(bad, "w", encoding="utf-8") as handle:  # in place: the folder's mtime stays
+        handle.write("---\nid: 22222222-2222-3333-4444-555555555555\nrole: memory\n"
+                     "created_at: 2025-01-01T00:00:00Z\n---\nThe user restores old radios\n")
+    assert bad.parent.stat().st_mtime_ns == folder_mtime
+    assert top("radios") == "The user restores old radios"
+
+
+def test_files_dropped_into_a_new_folder_and_an_old_one_are_found(vault_dir):
+    add("The user reads science fiction")
+    assert top("science fiction") == "The user reads science fiction"
+    time.sleep(1.1)  # the folders' mtimes are trusted from now on
+    assert top("science fiction") == "The user reads science fiction"
+    assert not (vault_dir / "entries/global/notes").exists()  # a new folder, inside an old one
+    for rel, text in [("entries/global/notes/radio.md", "The user restores old radios"),
+                      ("entries/global/facts/tea.md", "The user drinks green tea")]:
+        path = vault_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    assert top("radios") == "The user restores old radios"
+    assert top("green tea") == "The user drinks green tea"
