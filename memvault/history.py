@@ -128,8 +128,7 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         entries = _follow(root, follow, since_args, resolve or (lambda wanted: {}))
         entries = [e for e in entries if since_time is None or e.date >= since_time]
         return entries[:limit] if limit else entries
-    limit_args = [f"-n{limit}"] if limit and since_time is None else []
-    commits = [c for c in _raw_log(root, *since_args, *limit_args, "--", files.ENTRIES)
+    commits = [c for c in _entries_log(root, since_args, limit if since_time is None else None)
                if since_time is None or c[1] >= since_time]
     if limit:
         commits = commits[:limit]
@@ -164,6 +163,32 @@ def _raw_log(root: Path, *args: str) -> list[tuple[str, datetime, str, list[tupl
         sha, date, subject, status = chunk.split(US, 3)
         commits.append((sha, datetime.fromisoformat(date), subject, _parse_status(status)))
     return commits
+
+
+def _entries_log(root: Path, since_args: list[str], limit: int | None):
+    """The newest `limit` commits that changed something under entries/, with those changes.
+
+    Asked without `-- entries`: with it, git diffs every commit's trees twice (to decide whether
+    the commit touched entries/, then for --raw), and with every memory of a kind in one folder
+    each diff reads that folder's tree (2 MB at 100,000 memories). The few commits that touch
+    nothing under entries/ (settings, the first commit) are dropped here, and more are asked for
+    when they made the page short."""
+    if limit is None:
+        return [c for c in _raw_log(root, *since_args) if _entry_rows(c)]
+    found, skip, page = [], 0, limit
+    while True:
+        batch = _raw_log(root, *since_args, f"-n{page}", f"--skip={skip}")
+        found += [c for c in batch if _entry_rows(c)]
+        if len(found) >= limit or len(batch) < page:
+            return found[:limit]
+        skip += page
+        page *= 2
+
+
+def _entry_rows(commit) -> bool:
+    """Keep only the changes under entries/; whether any is left."""
+    commit[3][:] = [row for row in commit[3] if row[1].startswith(files.ENTRIES + "/")]
+    return bool(commit[3])
 
 
 def _memory_rows(rows):
