@@ -467,3 +467,61 @@ def _carries(text: str, fact: str) -> bool:
         return False
     content = fact_words - _FILLER
     return content <= text_words if content else _norm(fact) == _norm(text)
+
+
+# --- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ------
+# Per closed episode, two schema-constrained calls: what the known facts predict the user said,
+# then the facts the user's real words state and the prediction missed or got wrong. The facts
+# found go through `reconcile` like any others. None from either means "no valid answer": the
+# caller falls back to per-message extraction for that episode.
+
+MAX_EPISODE_FACTS = 5
+
+
+class Prediction(pydantic.BaseModel):
+    prediction: list[str] = pydantic.Field(json_schema_extra={"maxItems": 4})
+
+    @pydantic.field_validator("prediction", mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list):
+            return [_single_string(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+
+class CalibratedFacts(ExtractedFacts):
+    facts: list[str] = pydantic.Field(json_schema_extra={"maxItems": MAX_EPISODE_FACTS})
+
+
+def predict(cfg: LLMConfig, known: list[str]) -> list[str] | None:
+    """What the user most likely said, from the known facts alone ([] without any: no call)."""
+    if not known:
+        return []
+    answer = structured(cfg, prompts.predict_messages(known), Prediction)
+    if answer is None:
+        return None
+    return [" ".join(p.split()) for p in answer.prediction if p and p.strip()][:4]
+
+
+def calibrate(cfg: LLMConfig, prediction: list[str], user_texts: list[str]) -> list[str] | None:
+    """The facts in `user_texts` that `prediction` missed or got wrong: third person, each sharing a
+    word with the user's texts, no two alike, at most MAX_EPISODE_FACTS. None: no valid answer."""
+    said = [t for t in user_texts if not is_small_talk(t)]
+    if not said:
+        return []
+    answer = structured(cfg, prompts.calibrate_messages(prediction, said), CalibratedFacts)
+    if answer is None:
+        return None
+    source = "\n".join(said)
+    expected = {_norm(p) for p in prediction}
+    facts: list[str] = []
+    seen: set[str] = set()
+    for fact in answer.facts:
+        fact = third_person(" ".join(fact.split()))
+        key = _norm(fact)
+        if key and key not in seen and key not in expected and _grounded(fact, source):
+            seen.add(key)
+            facts.append(fact)
+    return facts[:MAX_EPISODE_FACTS]

@@ -181,3 +181,55 @@ def estimate_tokens(text: str) -> int:
     """About four characters a token: the measure of every budget here (session size, summary
     depth), close enough for the models memvault talks to without loading a tokenizer."""
     return (len(text) + 3) // 4
+
+
+# --- episodes and predict-calibrate (docs/design.md, "Episodes") -------------------------------
+
+# Title and narrative of one closed episode, from its turns.
+EPISODE = """\
+You write a short record of one part of a conversation between a user and an assistant.
+Give a "title" of at most 8 words saying what it was about, and a "narrative" of 1 to 4 \
+sentences in the third person ("The user ..."): what the user told, asked or decided, and what \
+the assistant answered. Keep names, dates and numbers. Do not invent anything.
+Answer with JSON only, like \
+{"title": "Planning a move to Lisbon", "narrative": "The user said they will move to Lisbon in \
+May. The assistant suggested three neighbourhoods."}"""
+
+# Predict: given only what is known, what did the user most likely say? (An episode's known
+# facts, no turns.) What this misses is what the conversation taught.
+PREDICT = """\
+You guess what a user said in a conversation, knowing only some facts about them.
+Write 1 to 4 short sentences about the user that the conversation most likely contained, using \
+only the known facts. Do not invent new details.
+Answer with JSON only, like \
+{"prediction": ["The user still lives in Oslo", "The user talked about their dog Rex"]}"""
+
+# Calibrate: the prediction against the user's real words; keep only what it missed or got wrong.
+CALIBRATE = """\
+You compare what we expected a user to say with what they really said, and keep only what is new.
+Return the lasting facts about the user that the real messages state and the expectation does \
+not: new facts, and facts that changed or contradict the expectation. Leave out what the \
+expectation already says, passing events and moods, greetings, and questions.
+Each fact is one short standalone sentence about "the user", never "I" or "my". \
+At most 5 facts. Do not invent anything.
+Answer with JSON only, like {"facts": ["The user moved to Bergen"]} or {"facts": []}."""
+
+
+def episode_messages(transcript: str) -> list[dict]:
+    """`transcript`: the episode's turns, one `user: ...` / `assistant: ...` line each."""
+    return [{"role": "system", "content": EPISODE}, {"role": "user", "content": f"Conversation:\n{transcript.strip()}"}]
+
+
+def predict_messages(known: list[str]) -> list[dict]:
+    """Only the known facts: the episode's own title would leak what is new into the prediction,
+    and a new fact the prediction "foresaw" would be lost."""
+    facts = "\n".join(f"- {fact}" for fact in known)
+    user = f"Known facts about the user:\n{facts}"
+    return [{"role": "system", "content": PREDICT}, {"role": "user", "content": user}]
+
+
+def calibrate_messages(prediction: list[str], user_texts: list[str]) -> list[dict]:
+    expected = "\n".join(f"- {p}" for p in prediction) if prediction else "(nothing: we knew nothing related)"
+    said = "\n".join(f"- {' '.join(t.split())}" for t in user_texts)
+    user = f"Expected:\n{expected}\n\nReal messages from the user:\n{said}"
+    return [{"role": "system", "content": CALIBRATE}, {"role": "user", "content": user}]
