@@ -424,8 +424,15 @@ class Memvault:
         if extract:
             if not dry_run and importer.user_turns:
                 self._fresh_index()  # the facts already known are what new ones are checked against
+            # In extraction_mode predict-calibrate, learning waits for the episodes (this only counts).
+            by_episode = self.settings.extraction_mode == "predict-calibrate"
             result.extraction = importing.learn_from_turns(self._vault, importer, self.settings, progress,
-                                                           self._say, dry_run=dry_run)
+                                                           self._say, dry_run=dry_run or by_episode)
+            if not dry_run and importer.user_turns and result.extraction.error is None:
+                importing.episodes_from_turns(
+                    self._vault, importer, result.extraction, self.settings.extraction_mode,
+                    lambda conversation, when: self.close_episodes(conversation, end="import", now=when,
+                                                                   command="import", strict=True), self._say)
         return result
 
     def export(self, output, *, conversation: str = DEFAULT_CONVERSATION, all_conversations: bool = False,

@@ -323,3 +323,30 @@ def test_grouped_prompt_block_puts_facts_under_their_episode(vault_dir, llm_env,
     assert lines[start + 1].startswith("Episode: The user's sister (2026-03-01): The user said their sister is Maria.")
     assert lines[start + 2] == "  [memory] The user's sister is called Maria"
     assert lines[start + 3:start + 5] == ["Other memories:", "[memory] The user likes jazz"]
+
+
+# -- import --extract ----------------------------------------------------------------------------------
+
+
+def test_import_extract_learns_per_episode_in_predict_calibrate_mode(vault_dir, tmp_path, llm_env, monkeypatch):
+    from export_fixtures import chatgpt_conversation, write_json
+
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    monkeypatch.setenv("MEMVAULT_EXTRACTION_MODE", "predict-calibrate")
+    export = write_json(tmp_path / "conversations.json", [
+        chatgpt_conversation("c-home", "Home", [("user", "I live in Lisbon with my sister Rita."),
+                                                ("assistant", "Lovely city.")])])
+    llm_env.push(record("Living in Lisbon", "The user said they live in Lisbon with their sister Rita."),
+                 facts("The user lives in Lisbon", "The user's sister is named Rita"))
+    result = run_cli("import", "chatgpt", str(export), "--extract")
+    assert result.exit_code == 0, result.stderr
+    assert len(llm_env.requests) == 2  # the record and the calibration: no per-turn extraction
+    [episode] = live(vault_dir, "episode")
+    assert episode.extra["boundary"] == "import" and len(episode.extra["turn_ids"]) == 2
+    learned = live(vault_dir, "memory")
+    assert sorted(f.text for f in learned) == ["The user lives in Lisbon", "The user's sister is named Rita"]
+    assert {f.extra["episode_id"] for f in learned} == {episode.id}
+    assert [t.extra.get("extracted") for t in live(vault_dir, "user")] == [True]
+    again = run_cli("import", "chatgpt", str(export), "--extract")
+    assert again.exit_code == 0 and len(llm_env.requests) == 2  # nothing asked twice
+    assert git(vault_dir, "status", "--porcelain") == ""
