@@ -150,6 +150,15 @@ def ranked(results, mode: str, bring: int, turn_rows, query_vector) -> list[str]
     return out
 
 
+def turn_count(vault: Path) -> int:
+    """locomo.vault_count without the episode files this script adds, so a vault is reused."""
+    try:
+        known = json.loads((vault / ".memvault" / "state.json").read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return -1
+    return sum(1 for path in known if "/episodes/" not in path)
+
+
 def main() -> int:
     import numpy as np
 
@@ -177,6 +186,7 @@ def main() -> int:
             sessions[(conv, t["session"])].append(t)
     args.workdir.mkdir(parents=True, exist_ok=True)
     mv, env = locomo.memvault_exe(), locomo.child_env()
+    locomo.vault_count = turn_count
     vaults = locomo.build_vaults(memories, args.workdir, mv, env, reuse=True, full_reindex=False, log=log)
     records = narratives(args.narratives, sessions, args.workdir, args.data, log)
     runs = {v: {} for v in VARIANTS}
