@@ -64,15 +64,18 @@ class CountingProxy:
                                                  headers={k: v for k, v in self.headers.items()
                                                           if k.lower() not in ("host", "content-length")})
                 try:
-                    with urllib.request.urlopen(request, timeout=600) as reply:
+                    with urllib.request.urlopen(request, timeout=3600) as reply:
                         status, data, kind = reply.status, reply.read(), reply.headers.get("Content-Type", "")
                 except urllib.error.HTTPError as exc:
                     status, data, kind = exc.code, exc.read(), exc.headers.get("Content-Type", "")
-                self.send_response(status)
-                self.send_header("Content-Type", kind or "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind or "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up waiting
 
             def do_POST(self) -> None:
                 self._forward("POST")
@@ -115,7 +118,10 @@ def main() -> int:
     if args.vault and vault.exists():
         shutil.rmtree(vault)
     proxy = CountingProxy(os.environ["MEMVAULT_LLM_BASE_URL"])
-    env = with_this_checkout({**os.environ, "MEMVAULT_DIR": str(vault), "MEMVAULT_LLM_BASE_URL": proxy.base_url,
+    # A shared server with one slot queues requests: a long timeout keeps a wait from reading as a failure
+    # (a reconciliation that times out keeps the old fact, which would change the score).
+    env = with_this_checkout({"MEMVAULT_LLM_TIMEOUT": "1800", **os.environ, "MEMVAULT_DIR": str(vault),
+                              "MEMVAULT_LLM_BASE_URL": proxy.base_url,
                               "MEMVAULT_EXTRACTION_MODE": args.mode,
                               "MEMVAULT_ENABLE_SUMMARIZATION": str(args.summaries).lower()})
     exe = shutil.which("memvault") or "memvault"

@@ -149,11 +149,17 @@ def answered_turns(vault, conversation: str) -> list[Memory]:
     return [t for t in sessions._turns(vault, conversation) if not sessions.is_unanswered(t)]
 
 
-def open_turns(vault, conversation: str, episodes: list[Memory] | None = None) -> list[Memory]:
-    """The turns after the newest episode's end: the open episode (with whatever closes later)."""
-    episodes = live_episodes(vault, conversation) if episodes is None else episodes
-    last = max((ended_at(e) for e in episodes), default=None)
-    return [t for t in answered_turns(vault, conversation) if last is None or t.created_at > last]
+def open_turns(vault, conversation: str) -> list[Memory]:
+    """The turns after the newest episode's end: the open episode (with whatever closes later). Found
+    by file name (names sort by time: listing.newest), so a chat reads only the turns since then."""
+    from memvault import listing, sessions
+
+    newest = listing.newest(vault.entries, conversation, limit=1, roles=("episode",))
+    last = ended_at(newest[0]) if newest else None
+    turns = listing.newest(vault.entries, conversation, limit=10 ** 9, roles=("user", "assistant"), since=last)
+    turns = [t for t in turns if (last is None or t.created_at > last) and not sessions.is_unanswered(t)]
+    turns.sort(key=lambda m: (m.created_at, 0 if m.role == "user" else 1, m.id))
+    return turns
 
 
 def turn_vectors(index, conversation: str, turns: list[Memory]) -> list:

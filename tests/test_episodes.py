@@ -121,6 +121,10 @@ def test_the_next_chat_after_a_silence_writes_the_episode(vault_dir, llm_env, mo
     # Indexed, shown, listed, logged like every entry.
     found = json.loads(run_cli("search", "--json", "--kind", "episode", "cat name").stdout)
     assert found[0]["id"] == episode.id and found[0]["episode_title"] == "Naming a new cat"
+    turns = json.loads(run_cli("search", "--json", "--kind", "turn", "--now", at(21), "a name for my cat").stdout)
+    by_id = {r["id"]: r["episode_id"] for r in turns}
+    assert by_id[old[0].id] == episode.id and by_id[old[1].id] == episode.id  # a turn belongs to its episode
+    assert [r["episode_id"] for r in turns if r["text"] == "hello"] == [None]  # the open one is not written yet
     shown = run_cli("show", episode.id[:8])
     assert shown.exit_code == 0 and "Naming a new cat" in shown.stdout and "Miso" in shown.stdout
     history = json.loads(run_cli("log", "--json", episode.id).stdout)
