@@ -470,10 +470,12 @@ def _carries(text: str, fact: str) -> bool:
 
 
 # --- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ------
-# Per closed episode, two schema-constrained calls: what the known facts predict the user said,
-# then the facts the user's real words state and the prediction missed or got wrong. The facts
-# found go through `reconcile` like any others. None from either means "no valid answer": the
-# caller falls back to per-message extraction for that episode.
+# Per closed episode: the model predicts, from the related known facts alone, what the user said;
+# the model extracts the facts the user's messages state (without seeing the prediction, which a
+# small model copies back); memvault keeps the facts the prediction did not already say: new ones,
+# and changed ones (a changed fact has other words or another polarity, so no prediction carries
+# it). The facts kept go through `reconcile` like any others. None from either call means "no
+# valid answer": the caller falls back to per-message extraction for that episode.
 
 MAX_EPISODE_FACTS = 5
 
@@ -506,22 +508,25 @@ def predict(cfg: LLMConfig, known: list[str]) -> list[str] | None:
 
 
 def calibrate(cfg: LLMConfig, prediction: list[str], user_texts: list[str]) -> list[str] | None:
-    """The facts in `user_texts` that `prediction` missed or got wrong: third person, each sharing a
-    word with the user's texts, no two alike, at most MAX_EPISODE_FACTS. None: no valid answer."""
+    """The facts `user_texts` state that `prediction` missed or got wrong: extracted by the model
+    (third person, each sharing a word with the user's texts, no two alike), then every fact a
+    prediction statement already says (`_carries`: all its words, the same polarity) dropped; at
+    most MAX_EPISODE_FACTS. None: no valid answer."""
     said = [t for t in user_texts if not is_small_talk(t)]
     if not said:
         return []
-    answer = structured(cfg, prompts.calibrate_messages(prediction, said), CalibratedFacts)
+    answer = structured(cfg, prompts.calibrate_messages(said), CalibratedFacts)
     if answer is None:
         return None
     source = "\n".join(said)
-    expected = {_norm(p) for p in prediction}
     facts: list[str] = []
     seen: set[str] = set()
     for fact in answer.facts:
         fact = third_person(" ".join(fact.split()))
         key = _norm(fact)
-        if key and key not in seen and key not in expected and _grounded(fact, source):
-            seen.add(key)
+        if not key or key in seen or not _grounded(fact, source):
+            continue
+        seen.add(key)
+        if not any(_carries(expected, fact) for expected in prediction):
             facts.append(fact)
     return facts[:MAX_EPISODE_FACTS]

@@ -204,15 +204,23 @@ only the known facts. Do not invent new details.
 Answer with JSON only, like \
 {"prediction": ["The user still lives in Oslo", "The user talked about their dog Rex"]}"""
 
-# Calibrate: the prediction against the user's real words; keep only what it missed or got wrong.
+# Calibrate, the model's part: the lasting facts in the user's own messages of an episode. The
+# prediction is NOT shown here: shown "what we expected" beside the real messages, the 1.5B model
+# copied the expectation back ("The user loves pizza" for "I've come to hate pizza"; bench/README.md,
+# "Episodes"). Which facts the prediction missed is decided by memvault (extraction.calibrate).
 CALIBRATE = """\
-You compare what we expected a user to say with what they really said, and keep only what is new.
-Return the lasting facts about the user that the real messages state and the expectation does \
-not: new facts, and facts that changed or contradict the expectation. Leave out what the \
-expectation already says, passing events and moods, greetings, and questions.
-Each fact is one short standalone sentence about "the user", never "I" or "my". \
-At most 5 facts. Do not invent anything.
-Answer with JSON only, like {"facts": ["The user moved to Bergen"]} or {"facts": []}."""
+You extract lasting facts about the user from the user's messages in one conversation; passing \
+events and moods are not facts.
+Rules:
+- Only what the user states about themselves: identity, people in their life, likes and \
+dislikes, plans, work, places, possessions. When a message changes an earlier one, keep the newer.
+- Each fact is one short standalone sentence about "the user", never "I" or "my": \
+"I love my wife Anne" gives "The user's wife is named Anne".
+- At most 5 facts. Do not invent anything.
+- Greetings, thanks and small talk have no facts: return an empty list. From questions and \
+requests, keep only what the user reveals about themselves.
+Answer with JSON only, like \
+{"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
 
 
 def episode_messages(transcript: str) -> list[dict]:
@@ -228,8 +236,6 @@ def predict_messages(known: list[str]) -> list[dict]:
     return [{"role": "system", "content": PREDICT}, {"role": "user", "content": user}]
 
 
-def calibrate_messages(prediction: list[str], user_texts: list[str]) -> list[dict]:
-    expected = "\n".join(f"- {p}" for p in prediction) if prediction else "(nothing: we knew nothing related)"
+def calibrate_messages(user_texts: list[str]) -> list[dict]:
     said = "\n".join(f"- {' '.join(t.split())}" for t in user_texts)
-    user = f"Expected:\n{expected}\n\nReal messages from the user:\n{said}"
-    return [{"role": "system", "content": CALIBRATE}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": CALIBRATE}, {"role": "user", "content": f"User messages:\n{said}"}]
