@@ -342,7 +342,9 @@ def log(
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
     json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
 ) -> None:
-    """History of memory changes, from git."""
+    """History of memory changes, from git.
+
+    Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     entries = state.open().log(memory_id, limit=max_count, since=since)
     if json_output or state.json:
@@ -352,9 +354,11 @@ def log(
         typer.echo(f"{entry.date:%Y-%m-%d %H:%M:%S}  {entry.command}  {entry.commit[:8]}  {entry.subject}")
         for change in entry.changes:
             mark = _ACTION_MARKS.get(change.action, "?")
+            text = f"{change.before}  -> {change.text}" if change.before is not None else change.text
             tail = f"  -> {change.replaced_by[:8]}" if change.replaced_by else ""
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
-            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
+            cause = f"  [{change.cause}]" if change.cause else ""
+            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.kind or '?':<8} {text}{reason}{tail}{cause}")
 
 
 @app.command()
