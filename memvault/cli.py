@@ -251,7 +251,7 @@ def add(
     source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
     rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
-    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract and reconcile facts "
+    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never from a question or request) and reconcile them "
                                                            "instead of storing the text verbatim."),
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
