@@ -183,7 +183,8 @@ class ChatTurn:
                 from memvault import episodes
 
                 result.episodes = episodes.close(self.vault, self.cfg, self.options.conversation, now=answered_at,
-                                                 refresh=self._refresh, warn=self._warn, command="chat")
+                                                 refresh=self._refresh, warn=self._warn, command="chat",
+                                                 limit=episodes.EPISODES_PER_CHAT)
         except LLMError as exc:
             result.upkeep_error = str(exc)
         return result

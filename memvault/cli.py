@@ -303,8 +303,7 @@ def add(
         for memory in added:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
     for closed in added.episodes:
-        info(ctx, f"memvault: episode {closed.episode.id[:8]} \"{closed.episode.extra.get('title')}\" "
-                  f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
+        info(ctx, episode_line(closed))
     if added.learned is not None:
         for line in change_lines(added.learned.to_json()):
             info(ctx, f"memvault: {line}")
@@ -320,6 +319,12 @@ def _print_learned(ctx, learned, as_json: bool, stream) -> None:
         info(ctx, "memvault: no facts found")
     for line in change_lines(rows):
         stream.write(line + "\n")
+
+
+def episode_line(closed) -> str:
+    """An episode just written (episodes.Closed), as one notice line."""
+    return (f"memvault: episode {closed.episode.id[:8]} \"{closed.episode.extra.get('title')}\" "
+            f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
 
 
 def change_lines(rows: list[dict]) -> list[str]:
@@ -873,6 +878,11 @@ def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool)
     elif result.learned and not as_json:
         for line in change_lines(result.learned.to_json()):
             info(ctx, f"memvault: {line}")
+    if not as_json:
+        for closed in result.episodes:  # what closed before this exchange, and what it taught
+            info(ctx, episode_line(closed))
+            for line in change_lines(closed.learned.to_json() if closed.learned else []):
+                info(ctx, f"memvault: {line}")
 
 
 def _interactive(ctx, vault, options: dict, stream: bool) -> None:

@@ -26,6 +26,10 @@ BOUNDARIES = ("time-gap", "topic-shift", "session-clear", "import", "closed")
 TOPIC_WINDOW = 3
 TOPIC_THRESHOLD = 0.25
 MIN_EPISODE_TURNS = 6
+# A chat closes at most this many episodes (the oldest first): an old vault's first chat after an
+# upgrade would otherwise write one per silence in its whole history at once. `memvault episodes`
+# closes them all.
+EPISODES_PER_CHAT = 3
 # What the narrative prompt shows of a long episode: its start and its end, this many characters.
 MAX_TRANSCRIPT_CHARS = 6000
 
@@ -292,7 +296,7 @@ def pending_segments(vault, conversation: str, now: datetime, end: str | None = 
 
 def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[], Any], end: str | None = None,
           extract: bool = True, warn: Callable[[str], None] | None = None, command: str = "episodes",
-          segments: list[Segment] | None = None) -> list[Closed]:
+          segments: list[Segment] | None = None, limit: int | None = None) -> list[Closed]:
     """Write every episode of the conversation that has closed (see `pending_segments`), oldest
     first, each in one commit with what was learned from it.
 
@@ -300,13 +304,14 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
     the per-message path when the model gives no valid answer). An LLMError from learning stops
     here: that episode and the later ones stay open, so nothing is lost and the next close retries.
     refresh: brings the index in step with the files (facts learned from one episode or message
-    are candidates for the next); command: the command named in the commits."""
+    are candidates for the next); command: the command named in the commits; limit: at most this
+    many, the oldest (the rest stay for the next close)."""
     from memvault import learn
 
     settings = vault.settings
     segments = pending_segments(vault, conversation, now, end) if segments is None else segments
     done: list[Closed] = []
-    for part in [s for s in segments if s.boundary is not None]:
+    for part in [s for s in segments if s.boundary is not None][:limit]:
         title, narrative, by_model = write_record(cfg, part.turns, warn)
         episode = new_episode(conversation, part, title, narrative, by_model, now)
         closed = Closed(episode, part)

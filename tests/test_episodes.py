@@ -169,6 +169,7 @@ def test_predict_calibrate_learns_what_the_prediction_missed(vault_dir, llm_env,
     result = run_cli("chat", "--now", at(30), "hi")
     assert result.exit_code == 0, result.stderr
     assert len(llm_env.requests) == 5  # no per-message extraction of "hi" or of the old turns
+    assert '"Moving to Bergen" (2 turns, time-gap)' in result.stderr and "REPLACE" in result.stderr
     predict_request, calibrate_request = llm_env.requests[2], llm_env.requests[3]
     assert schema_of(predict_request)["required"] == ["prediction"]
     assert "The user lives in Oslo" in predict_request["messages"][-1]["content"]
