@@ -3,12 +3,15 @@
 Works from what each commit did to the files under entries/ (`git log --raw`: each
 file's status and blob, plus the blob's contents), so commits made by hand are
 understood as well as memvault's own; memvault's trailers only name the command.
+Two git processes, whatever the length of the history, through GitPython's command
+wrapper: GitPython's own walk (`iter_commits`, then a diff and a trailer parse per
+commit) starts two processes per commit, 2,000 for a log of 1,000 changes (bench/README.md,
+"One vault on several machines").
 """
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
@@ -39,43 +42,26 @@ class LogEntry:
     changes: list[MemoryChange] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["date"] = self.date.isoformat()
-        for change in data["changes"]:
-            if change["note"] is None:
-                del change["note"]  # only removals with a reason have one
-        return data
+        # Field by field, not dataclasses.asdict: its deep copies were a third of `log --json`'s own time.
+        changes = []
+        for c in self.changes:
+            row = {"id": c.id, "action": c.action, "text": c.text, "path": c.path, "reason": c.reason,
+                   "replaced_by": c.replaced_by, "replaces": c.replaces}
+            if c.note is not None:
+                row["note"] = c.note  # only removals with a reason have one
+            changes.append(row)
+        return {"commit": self.commit, "date": self.date.isoformat(), "subject": self.subject,
+                "command": self.command, "changes": changes}
 
 
-def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
+def _git(root: Path, *args: str) -> str:
+    """One git command through GitPython's command wrapper (gitrepo); its stdout."""
+    from memvault import gitrepo
+
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], input=input, capture_output=True, check=False)
-    except FileNotFoundError:
-        raise MemvaultError("git is not installed (needed for history)") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise MemvaultError(f"git {args[0]} in {root} failed: {message[-1] if message else done.returncode}")
-    return done.stdout
-
-
-def _read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
-    """Contents of many objects (blob ids) through one `git cat-file --batch`."""
-    if not names:
-        return {}
-    out = _git(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
-    result: dict[str, str | None] = {}
-    pos = 0
-    for name in names:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].decode("utf-8", "replace")
-        pos = end + 1
-        if header.endswith(" missing") or header.endswith(" ambiguous"):
-            result[name] = None
-            continue
-        size = int(header.rsplit(" ", 1)[1])
-        result[name] = out[pos : pos + size].decode("utf-8", "replace")
-        pos += size + 1
-    return result
+        return gitrepo.git_output(root, *args)
+    except gitrepo.GitError as exc:
+        raise MemvaultError(f"git {args[0]} in {root} failed: {exc.cause}") from None
 
 
 def _command_of(subject: str) -> str:
@@ -125,7 +111,7 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         args.append(f"-n{limit}")
     args += ["--", files.ENTRIES]
     try:
-        raw = _git(root, *args).decode("utf-8", "replace")
+        raw = _git(root, *args)
     except MemvaultError as exc:
         if "does not have any commits" in str(exc):
             return []
@@ -140,7 +126,9 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         commits = commits[:limit]
 
     # Read each touched file as it was after the commit (or before it, when removed).
-    blobs = _read_blobs(root, sorted({blob for _, _, _, rows in commits for *_, blob in rows if blob.strip("0")}))
+    from memvault.gitrepo import read_blobs
+
+    blobs = read_blobs(root, sorted({blob for _, _, _, rows in commits for *_, blob in rows if blob.strip("0")}))
 
     entries = []
     for sha, date, subject, rows in commits:
