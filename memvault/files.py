@@ -394,13 +394,20 @@ def relative_path_for(memory: Memory) -> Path:
 
 def atomic_write(path: Path, content: str) -> None:
     """Write via a temp file in the same folder + fsync + rename: all or nothing."""
+    atomic_write_bytes(path, content.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes, executable: bool = False) -> None:
+    """atomic_write of bytes (a file as git has it: sync writes what it pulled)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(content)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if executable:
+            os.chmod(tmp, 0o777 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -409,6 +416,12 @@ def atomic_write(path: Path, content: str) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -156,12 +156,19 @@ def init_repo(root: Path) -> None:
 def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
     """The text of many `<rev>:<path>` objects through one `git cat-file --batch`; None where an
     object is missing."""
+    return {name: None if data is None else data.decode("utf-8", "replace")
+            for name, data in read_blob_bytes(root, names).items()}
+
+
+def read_blob_bytes(root: Path, names: list[str]) -> dict[str, bytes | None]:
+    """read_blobs, as bytes."""
     if not names:
         return {}
     status, data, err = _run(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
     if status != 0:
         raise GitError(root, "cat-file", err)
-    result, pos = {}, 0
+    result: dict[str, bytes | None] = {}
+    pos = 0
     for name in names:
         end = data.index(b"\n", pos)
         header = data[pos:end].decode("utf-8", "replace")
@@ -170,7 +177,7 @@ def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
             result[name] = None
             continue
         size = int(header.rsplit(" ", 1)[1])
-        result[name] = data[pos:pos + size].decode("utf-8", "replace")
+        result[name] = data[pos:pos + size]
         pos += size + 1
     return result
 
@@ -237,6 +244,20 @@ def _commit(root: Path, message: str, only: list[str] | None = None) -> bool:
         if status != 0:
             raise GitError(root, "commit", err)
     return True
+
+
+def commit_tree(root: Path, tree: str, parents: list[str], message: str) -> str:
+    """A commit of `tree` with these parents (a merge), its message on stdin; the same identity
+    fallback as every commit. Moves no branch: returns the new commit's sha."""
+    args = ["commit-tree", tree, *[arg for parent in parents for arg in ("-p", parent)]]
+    data = _encode(message)
+    status, out, err = _run(root, *args, input=data)
+    if status != 0 and not has_identity(root):
+        set_fallback_identity(root)
+        status, out, err = _run(root, *args, input=data)
+    if status != 0:
+        raise GitError(root, "commit-tree", err)
+    return out.decode("ascii").strip()
 
 
 def _nothing_to_commit(root: Path, stdout: bytes, only: list[str] | None) -> bool:
