@@ -611,8 +611,7 @@ class Memvault:
         nothing is lost, and the next sync finishes the job."""
         from memvault import remote as remotes
 
-        with self._read_lock:
-            return remotes.sync(self._vault, remote, push=push, progress=progress)
+        return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""

@@ -74,9 +74,9 @@ class Merged:
 
 # -- the merge ---------------------------------------------------------------------------------
 
-def merge(root: Path, ours: str, theirs: str, subject: str) -> Merged:
-    """The merge commit of `ours` (HEAD) and `theirs` (the remote's), conflicts settled; nothing
-    outside .git/ is touched. SyncConflict for what no rule settles."""
+def merge(root: Path, ours: str, theirs: str, subject: str, theirs_name: str = "the remote branch") -> Merged:
+    """The merge commit of `ours` (HEAD) and `theirs` (the remote's, `theirs_name`: origin/main),
+    conflicts settled; nothing outside .git/ is touched. SyncConflict for what no rule settles."""
     git = gitrepo.git_module()
     repo = gitrepo.repo(root)
     try:
@@ -93,7 +93,7 @@ def merge(root: Path, ours: str, theirs: str, subject: str) -> Merged:
                 times = _newest_change(repo, base, ours, theirs, sorted(unmerged))
                 for path in sorted(unmerged):
                     stages = {stage: blob for stage, blob in unmerged[path]}
-                    resolved.append(_settle(repo, index, root, str(path), stages, times))
+                    resolved.append(_settle(repo, index, root, str(path), stages, times, theirs_name))
             tree = index.write_tree()
         finally:
             temp.unlink(missing_ok=True)
@@ -133,7 +133,7 @@ def _kind(path: str) -> str:
     return "tombstone" if deleted else "memory"
 
 
-def _settle(repo, index, root: Path, path: str, stages: dict, times: dict) -> Resolution:
+def _settle(repo, index, root: Path, path: str, stages: dict, times: dict, theirs_name: str) -> Resolution:
     """Settle one unmerged path in `index` (stages: 1 base, 2 ours, 3 theirs; a missing stage is a
     side that deleted the file) and say what was done."""
     ours, theirs = stages.get(2), stages.get(3)
@@ -146,7 +146,7 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict) -> Re
         return "ours" if key["ours"] > key["theirs"] else "theirs"
 
     if kind == "other":
-        return _settle_other(repo, index, root, path, stages)
+        return _settle_other(repo, index, root, path, stages, theirs_name)
     if kind in ("generated", "tombstone"):
         # A summary or session file is rebuilt from the memories, and a tombstone against a tombstone
         # is the same memory deleted on both sides: the newer version stands, the other stays in history.
@@ -182,7 +182,7 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict) -> Re
     return Resolution(path, "deleted on one side, edited on the other", side, _id_of(kept, root, path), sibling)
 
 
-def _settle_other(repo, index, root: Path, path: str, stages: dict) -> Resolution:
+def _settle_other(repo, index, root: Path, path: str, stages: dict, theirs_name: str) -> Resolution:
     """A file outside the memories (memvault.toml, .gitignore, the user's own): git's line merge if
     it merges cleanly, else the sync stops and says so."""
     base, ours, theirs = stages.get(1), stages.get(2), stages.get(3)
@@ -193,7 +193,7 @@ def _settle_other(repo, index, root: Path, path: str, stages: dict) -> Resolutio
             return Resolution(path, "changed on both sides, merged line by line", "ours")
     raise SyncConflict(
         f"{path} was changed both here and on the remote and git cannot merge the two; nothing was changed "
-        f"here: merge it by hand (`git -C {root} merge` the remote branch, fix {path}, commit), then run "
+        f"here: merge it by hand (`git -C {root} merge {theirs_name}`, fix {path}, commit), then run "
         "memvault sync again")
 
 

@@ -100,15 +100,24 @@ class CloneResult:
 
 # -- sync --------------------------------------------------------------------------------------
 
-def sync(vault, remote: str | None = None, push: bool = True, progress: Progress | None = None) -> SyncResult:
-    """Commit hand edits, fetch, integrate (conflicts settled), re-index what changed, push."""
+def sync(vault, remote: str | None = None, push: bool = True, progress: Progress | None = None,
+         index_lock=None) -> SyncResult:
+    """Commit hand edits, fetch, integrate (conflicts settled), re-index what changed, push.
+    index_lock: held around the steps that write the index (a Memvault's: one index sync at a time
+    in its process), not around the network."""
+    from contextlib import nullcontext
+
     from memvault import merge, sync as reindexing
+
+    index_lock = index_lock if index_lock is not None else nullcontext()
 
     root = vault.root
     _require_repository(vault)
     clock = time.perf_counter()
     git_repo = gitrepo.repo(root)
     try:
+        if git_repo.config_reader("repository").get_value("extensions", "objectformat", "sha1") != "sha1":
+            raise MemvaultError(f"the vault {root} is a SHA-256 git repository; sync handles SHA-1 ones only")
         branch = _branch(git_repo, root)
         name, remote_branch = _pick_remote(git_repo, root, branch, remote)
         url = _redact(git_repo.remote(name).url)
@@ -118,7 +127,9 @@ def sync(vault, remote: str | None = None, push: bool = True, progress: Progress
 
     # 1. A sync a kill interrupted is finished first; then the hand edits are committed.
     resumed: list[tuple[str, str]] = []
-    edits = reindexing.commit_hand_edits(vault, "sync", first=lambda: resumed.extend(merge.resume(root, vault.sidecar)))
+    with index_lock:
+        edits = reindexing.commit_hand_edits(vault, "sync", verify=False,
+                                             first=lambda: resumed.extend(merge.resume(root, vault.sidecar)))
     result.hand_edits, result.hand_edit_commit = edits.paths, edits.commit
     if resumed:
         result.integration, result.pulled = "resumed", resumed
@@ -133,7 +144,8 @@ def sync(vault, remote: str | None = None, push: bool = True, progress: Progress
     # 3. Integrate, under the lock.
     clock = time.perf_counter()
     try:
-        _integrate(vault, result, theirs, progress)
+        with index_lock:
+            _integrate(vault, result, theirs, progress)
     except (SyncConflict, RemoteError) as exc:
         exc.result = result
         raise
@@ -227,9 +239,9 @@ def _integrate(vault, result: SyncResult, theirs: str | None, progress: Progress
             if _is_ancestor(root, ours, theirs):
                 target, result.integration = theirs, "fast-forward"
             else:
-                merged = merge.merge(root, ours, theirs,
-                                     f"memvault sync: merged {result.remote}/{result.remote_branch} "
-                                     f"({result.pulled_commits} commit{'s' if result.pulled_commits != 1 else ''})")
+                where = f"{result.remote}/{result.remote_branch}"
+                merged = merge.merge(root, ours, theirs, f"memvault sync: merged {where} ({result.pulled_commits} "
+                                     f"commit{'s' if result.pulled_commits != 1 else ''})", where)
                 target, result.integration = merged.commit, "merge"
                 result.merge_commit, result.resolved = merged.commit, merged.resolved
         changed = list(result.pulled) if result.integration == "resumed" else []

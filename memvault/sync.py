@@ -51,15 +51,16 @@ class HandEdits:
 
 def commit_hand_edits(vault: Vault, command: str, full: bool = False,
                       progress: Callable[[int, int], None] | None = None,
-                      first: Callable[[], None] | None = None) -> HandEdits:
+                      first: Callable[[], None] | None = None, verify: bool = True) -> HandEdits:
     """Under the vault lock: `first` (sync finishes an interrupted sync there), then an index sync
-    that adopts files without front matter, then one commit of the hand edits it accepted."""
+    that adopts files without front matter, then one commit of the hand edits it accepted.
+    verify: compare every index row with state.json too (reindex does; sync need not)."""
     auto_index, vault.auto_index = vault.auto_index, False  # this command syncs the index itself
     try:
         with vault.change(command) as change:
             if first is not None:
                 first()
-            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=True)
+            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=verify)
             _record_hand_edits(vault, change, report)
     finally:
         vault.auto_index = auto_index

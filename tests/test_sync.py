@@ -227,6 +227,25 @@ def test_deleted_on_one_machine_and_edited_on_the_other_the_edit_wins(machines, 
         assert top_hit(machine, "balcony bees") == "The user keeps bees on the balcony now"
 
 
+def test_a_memory_deleted_on_both_machines_leaves_one_tombstone(machines, monkeypatch):
+    a, b, _ = machines
+    memory_id = next(iter(memories_by_id(a)))
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2030-01-01T10:00:00+00:00")
+    memvault.open_vault(a).remove(memory_id, reason="said on A")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2030-01-01T11:00:00+00:00")
+    memvault.open_vault(b).remove(memory_id, reason="said on B, later")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    sync(a)
+    [resolution] = sync(b).resolved
+    sync(a)
+    assert resolution.case == "deleted on both sides" and resolution.kept == "ours"
+    assert_in_step(a, b)
+    for machine in (a, b):
+        [tombstone] = memories_by_id(machine)[memory_id]
+        assert tombstone.is_deleted and tombstone.extra["deleted_note"] == "said on B, later"
+        assert live_texts(machine) == set()
+
+
 def _write_generated(path: Path, summary: str, session: str) -> None:
     vault = Vault(path)
     with vault.change("summarize") as change:
@@ -269,7 +288,7 @@ def test_settings_changed_on_both_machines_stop_the_sync_with_one_line_and_chang
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("memvault: error: memvault.toml was changed both here and on the remote")
-    assert "nothing was changed here" in line
+    assert "nothing was changed here" in line and f"git -C {b} merge origin/" in line
     assert git(b, "rev-parse", "HEAD").strip() == head and git(b, "status", "--porcelain") == ""
     assert (b / "memvault.toml").read_text() == "default_top_k = 9\n"
     # Settled by hand, the next sync finishes the job.
@@ -328,9 +347,13 @@ def test_an_unreachable_remote_is_one_line_loses_nothing_and_a_second_sync_finis
     memvault.open_vault(a).add("Written on A while the server was down")
     path = next(p for p in files.walk_entries(a) if "bees" in p.read_text(encoding="utf-8"))
     path.write_text(path.read_text(encoding="utf-8").replace("garden", "orchard"), encoding="utf-8")
-    line = _one_error_line(mv("--vault", str(a), "sync"))
+    as_json = mv("--vault", str(a), "sync", "--json")
+    line = _one_error_line(as_json)
     assert line.startswith("memvault: error: cannot reach the remote origin") and url in line
     assert "run memvault sync again once it is reachable" in line
+    report = json.loads(as_json.stdout)  # what was done before it stopped: the hand edit committed
+    assert report["error"] == line[len("memvault: error: "):]
+    assert report["committed"]["hand_edits"] == [path.relative_to(a).as_posix()] and report["pushed"] is None
     assert live_texts(a) == {"The user keeps bees in the orchard", "Written on A while the server was down"}
     assert git(a, "status", "--porcelain") == ""  # the hand edit was committed before the fetch
     git(a, "remote", "set-url", "origin", str(bare))
