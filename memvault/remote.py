@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memvault import files, gitrepo
+from memvault import gitrepo
 from memvault.errors import MemvaultError, RemoteError, SyncConflict, UsageError
 
 # Lines of git's (or ssh's, or curl's) stderr that tell what kind of failure it was.
@@ -339,27 +339,25 @@ def clone(url: str, path: Path, open_vault: Callable[[Path], Any], progress: Pro
 
 # -- progress and failures ---------------------------------------------------------------------
 
-class _Progress:
+def _Progress(callback: Progress | None):
     """GitPython's RemoteProgress, passing transfer progress on as (stage, done, total) and keeping
-    every line git wrote, which the failure message is taken from."""
+    every line git wrote, which a failure's message is taken from."""
+    git = gitrepo.git_module()
 
-    def __new__(cls, callback: Progress | None):
-        git = gitrepo.git_module()
+    class Watcher(git.RemoteProgress):
+        STAGES = {git.RemoteProgress.COUNTING: "counting objects", git.RemoteProgress.COMPRESSING: "compressing",
+                  git.RemoteProgress.WRITING: "sending", git.RemoteProgress.RECEIVING: "receiving",
+                  git.RemoteProgress.RESOLVING: "resolving deltas"}
 
-        class Watcher(git.RemoteProgress):
-            STAGES = {git.RemoteProgress.COUNTING: "counting objects", git.RemoteProgress.COMPRESSING: "compressing",
-                      git.RemoteProgress.WRITING: "sending", git.RemoteProgress.RECEIVING: "receiving",
-                      git.RemoteProgress.RESOLVING: "resolving deltas"}
+        def update(self, op_code, cur_count, max_count=None, message=""):
+            stage = self.STAGES.get(op_code & self.OP_MASK)
+            if callback is not None and stage and max_count:
+                callback(stage, int(cur_count), int(max_count))
 
-            def update(self, op_code, cur_count, max_count=None, message=""):
-                stage = self.STAGES.get(op_code & self.OP_MASK)
-                if callback is not None and stage and max_count:
-                    callback(stage, int(cur_count), int(max_count))
+        def lines(self) -> list[str]:
+            return [*self.error_lines, *self.other_lines]
 
-            def lines(self) -> list[str]:
-                return [*self.error_lines, *self.other_lines]
-
-        return Watcher()
+    return Watcher()
 
 
 def _failure(doing: str, name: str, url: str, exc: Exception, watcher, result, safe: str) -> RemoteError:
