@@ -397,15 +397,17 @@ def atomic_write(path: Path, content: str) -> None:
     atomic_write_bytes(path, content.encode("utf-8"))
 
 
-def atomic_write_bytes(path: Path, data: bytes, executable: bool = False) -> None:
-    """atomic_write of bytes (a file as git has it: sync writes what it pulled)."""
+def atomic_write_bytes(path: Path, data: bytes, executable: bool = False, durable: bool = True) -> None:
+    """atomic_write of bytes (a file as git has it: sync writes what it pulled). durable=False leaves
+    the fsyncs to the caller (`fsync_paths`), which writing many files at once makes far cheaper."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         if executable:
             os.chmod(tmp, 0o777 & ~_umask())
         os.replace(tmp, path)
@@ -415,7 +417,33 @@ def atomic_write_bytes(path: Path, data: bytes, executable: bool = False) -> Non
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def fsync_paths(paths) -> None:
+    """Make files written with durable=False (and their folders) durable. Synced together, from a few
+    threads, their fsyncs share the file system's journal commits instead of waiting for one each
+    (1,000 files pulled by a sync: 16 s of fsyncs one by one on a busy machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [Path(p) for p in paths]
+    if not paths:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
+        list(pool.map(_fsync_file, paths))
+        list(pool.map(_fsync_dir, sorted({p.parent for p in paths})))
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # gone meanwhile: nothing to make durable
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:

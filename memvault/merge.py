@@ -359,14 +359,18 @@ def _worktree_blob(path: Path) -> str | None:
 
 
 def _write(root: Path, changes) -> None:
-    """Each file as the new commit has it (atomically), or removed."""
+    """Each file as the new commit has it (atomically), or removed; all of it durable before the
+    branch moves (a power cut after that must not find files missing, which the next sync would
+    commit as deletions)."""
     blobs = gitrepo.read_blob_bytes(root, [new for _, _, _, new, _ in changes if new])
+    written, emptied = [], set()
     for status, path, _old, new_blob, mode in changes:
         target = root / path
         files.ensure_inside(root, target)
         if new_blob is None:
             try:
                 target.unlink()
+                emptied.add(target.parent)
             except FileNotFoundError:
                 pass
             continue
@@ -378,4 +382,6 @@ def _write(root: Path, changes) -> None:
             continue
         if target.is_symlink() or target.is_dir():
             raise MemvaultError(f"cannot write {path}: a link or folder is in the way")
-        files.atomic_write_bytes(target, data, executable=mode == "100755")
+        files.atomic_write_bytes(target, data, executable=mode == "100755", durable=False)
+        written.append(target)
+    files.fsync_paths(written + sorted(emptied))  # a folder's own entry is made durable in its parent
