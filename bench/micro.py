@@ -159,7 +159,8 @@ def arrow_rows(n: int, repeats: int) -> dict:
 
 
 def front_matter(n: int, repeats: int, baseline: Path | None) -> dict:
-    """ms per file to read and to write a typical memory, per implementation, interleaved."""
+    """CPU ms per file (this thread's: other processes' load stretches it less than wall time) to read
+    and to write a typical memory, per implementation, interleaved."""
     import importlib.util
     import timeit
 
@@ -183,19 +184,22 @@ def front_matter(n: int, repeats: int, baseline: Path | None) -> dict:
     headers = [t.split("---\n")[1] for t in texts]
     metas = [m.front_matter() for m in memories]
     options = dict(sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    clock = time.thread_time
     runs: dict[str, dict[str, list[float]]] = {name: {"read": [], "write": []} for name in
                                                 [*impls, "pure-Python PyYAML (header only)"]}
     for r in range(repeats):
         for name, module in (list(impls.items()) if r % 2 == 0 else list(impls.items())[::-1]):  # A B, B A, ...
             assert [module.render(m) for m in memories] == texts  # byte for byte the same files
             runs[name]["read"].append(timeit.timeit(
-                lambda: [module.parse_memory(t, p, None, root) for t, p in zip(texts, paths)], number=1) / n)
-            runs[name]["write"].append(timeit.timeit(lambda: [module.render(m) for m in memories], number=1) / n)
+                lambda: [module.parse_memory(t, p, None, root) for t, p in zip(texts, paths)], number=1,
+                timer=clock) / n)
+            runs[name]["write"].append(timeit.timeit(lambda: [module.render(m) for m in memories], number=1,
+                                                     timer=clock) / n)
         pure = runs["pure-Python PyYAML (header only)"]
         pure["read"].append(timeit.timeit(lambda: [yaml.load(h, Loader=yaml.SafeLoader) for h in headers],
-                                          number=1) / n)
+                                          number=1, timer=clock) / n)
         pure["write"].append(timeit.timeit(lambda: [yaml.dump(m, Dumper=yaml.SafeDumper, **options) for m in metas],
-                                           number=1) / n)
+                                           number=1, timer=clock) / n)
     return {"files": n, **{name: {k: 1000 * statistics.median(v) for k, v in row.items()} for name, row in runs.items()}}
 
 
@@ -237,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"3. rows to LanceDB ({r['rows']} rows): Python dicts {r['dicts_s']:.2f} s -> Arrow {r['arrow_s']:.2f} s")
     if "front_matter" in report:
         fm = report["front_matter"]
-        print(f"4. front matter, ms per typical memory file ({fm['files']} files, median of interleaved runs; "
+        print(f"4. front matter, CPU ms per typical memory file ({fm['files']} files, median of interleaved runs; "
               f"load average {os.getloadavg()[0]:.1f})")
         for name, row in fm.items():
             if isinstance(row, dict):
