@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 
 import memvault  # noqa: E402
 from memvault import extraction, learn, llm, prompts  # noqa: E402
+from memvault.errors import MemvaultError  # noqa: E402
 from memvault.llm import LLMConfig  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -97,11 +98,16 @@ def main() -> int:
     vault.warm()
 
     by_kind: dict[str, dict] = defaultdict(lambda: defaultdict(int))
-    outcomes, seconds = [], []
+    outcomes, seconds, errors = [], [], []
     for row in rows:
         calls[0] = 0
         started = time.perf_counter()
-        plan = learn.plan(vault.vault, cfg, row["text"], "bench", summarize=False)
+        try:
+            plan = learn.plan(vault.vault, cfg, row["text"], "bench", summarize=False)
+        except MemvaultError as exc:  # an endpoint that timed out: say so, count it, go on
+            print(f"  {row['kind']:<22} ERROR {exc}", file=sys.stderr)
+            errors.append({**row, "error": str(exc)})
+            continue
         seconds.append(time.perf_counter() - started)
         changed = [text_of[d.target] for d in plan.decisions if d.event in ("DELETE", "UPDATE") and d.target in text_of]
         wrongly_replaced = [t for t in changed if t not in row.get("may_replace", [])]
@@ -143,9 +149,9 @@ def main() -> int:
           f"of {quiet} = {total['created_messages'] / max(quiet, 1):.1%}; replaced {total['replaced']}; "
           f"learned {total['learned']}/{learnable} = {total['learned'] / max(learnable, 1):.0%}; "
           f"calls/msg {total['calls'] / total['messages']:.2f}; "
-          f"seconds/msg median {statistics.median(seconds):.2f}")
+          f"seconds/msg median {statistics.median(seconds):.2f}; LLM errors {len(errors)}")
     if args.json:
-        Path(args.json).write_text(json.dumps(outcomes, indent=1))
+        Path(args.json).write_text(json.dumps(outcomes + errors, indent=1))
     vault.close()
     return 0
 

@@ -89,6 +89,23 @@ _GREETING = re.compile(
 )
 
 
+# A reaction to the assistant's answer ("that was helpful", "sounds good", "it was amazing"): about the
+# reply or the moment, not the user. Only when it names no one (no first person, no name, no number).
+_REACTION = re.compile(
+    r"^(?:that|that's|thats|it|it's|its|this|this\s+is|sounds|looks|seems|what\s+a|so|very|really|wow|haha|lol|"
+    r"nice|great|cool|awesome|ok|okay|sure|true|right|exactly|indeed|interesting|amazing|perfect|fair|good|"
+    r"brilliant|lovely|excellent|fantastic|wonderful)\b",
+    re.IGNORECASE,
+)
+_NAMES_SOMEONE = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|us)\b|\d", re.IGNORECASE)
+
+
+def _is_reaction(sentence: str) -> bool:
+    rest = sentence.split(None, 1)[1] if " " in sentence else ""
+    return bool(_REACTION.match(sentence) and not _NAMES_SOMEONE.search(sentence)
+                and not re.search(r"\b[A-Z][a-z]", rest))
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences and lines of `text`, each with its closing punctuation."""
     text = text.replace("\u2019", "'").replace("\u2018", "'")
@@ -121,7 +138,7 @@ def _statements_in(sentence: str) -> list[str]:
     tagged = _TAG.sub("", sentence)
     if tagged != sentence:  # "I'm vegetarian, right?": the tag only checks the statement
         return [] if _is_question_start(tagged) or _REQUEST.match(tagged) else [_close(tagged.strip())]
-    if _REQUEST.match(sentence):
+    if _REQUEST.match(sentence) or _is_reaction(sentence):
         return []
     if sentence.endswith("?") or _is_question_start(sentence):
         return _leading_statements(sentence)
