@@ -788,8 +788,9 @@ def clone(
         emit_json(result.to_json())
         return
     data = result.to_json()
+    count = data["indexed"]
     typer.echo(f"cloned {data['url']} into {data['path']} ({data['branch'] or 'no branch yet'}): "
-               f"{data['indexed']} memories indexed")
+               f"{count} memor{'y' if count == 1 else 'ies'} indexed")
 
 
 @app.command()
