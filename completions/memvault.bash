@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat conversations edit episodes export import log ls mcp models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat clone conversations edit episodes export import log ls mcp models reconcile reindex restore rm search show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -114,6 +114,11 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--clear --context --conversation --help --json --model --no-learn --no-memory --no-stream --now -c -h' -- "$cur"
+            fi
+            ;;
+        clone)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
             fi
             ;;
         conversations)
@@ -245,6 +250,14 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--conversation --help --json --print --rebuild --style -c -h' -- "$cur"
+            fi
+            ;;
+        sync)
+            case $prev in
+                --remote) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json --no-push --remote -h' -- "$cur"
             fi
             ;;
         undo)

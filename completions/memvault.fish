@@ -82,6 +82,7 @@ complete -c memvault -n '__memvault_needs_command' -l version -d 'Print the vers
 complete -c memvault -s h -l help -d 'Show help and exit'
 complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from arguments, stdin, --file or --jsonl'
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
+complete -c memvault -n __memvault_needs_command -a clone -d 'Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)'
 complete -c memvault -n __memvault_needs_command -a conversations -d 'List the conversations: memories by kind, newest activity, whether there is a summary'
 complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit'
 complete -c memvault -n __memvault_needs_command -a episodes -d 'List a conversation\'s episodes: what happened, in order, each a title and a short narrative'
@@ -99,6 +100,7 @@ complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: 
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
 complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
+complete -c memvault -n __memvault_needs_command -a sync -d 'Keep one vault on several machines: commit hand edits, pull, merge, re-index, push'
 complete -c memvault -n __memvault_needs_command -a undo -d 'Take back one memvault change, as a new commit'
 
 complete -c memvault -n '__memvault_using_command add' -s f -l file -r -F -d 'Read the text from a file'
@@ -123,6 +125,8 @@ complete -c memvault -n '__memvault_using_command chat' -l context -d 'Show the 
 complete -c memvault -n '__memvault_using_command chat' -l clear -d 'Start a fresh session'
 complete -c memvault -n '__memvault_using_command chat' -l now -x -d 'Clock override (scripts, tests)'
 complete -c memvault -n '__memvault_using_command chat' -l json -d 'One-shot: reply, memories used, facts learned as JSON'
+
+complete -c memvault -n '__memvault_using_command clone' -l json -d 'Print what was cloned as JSON'
 
 complete -c memvault -n '__memvault_using_command conversations' -l json -d 'Print the list as JSON'
 
@@ -214,5 +218,9 @@ complete -c memvault -n '__memvault_using_command summarize' -l rebuild -d 'Rebu
 complete -c memvault -n '__memvault_using_command summarize' -l style -x -a 'conversation journal document' -d 'Prompt variant for the kind of content'
 complete -c memvault -n '__memvault_using_command summarize' -l print -d 'Write the summary to stdout'
 complete -c memvault -n '__memvault_using_command summarize' -l json -d 'Print the outcome as JSON'
+
+complete -c memvault -n '__memvault_using_command sync' -l remote -x -d 'The git remote (default: the branch\'s upstream, else origin, else the only one)'
+complete -c memvault -n '__memvault_using_command sync' -l no-push -d 'Pull and merge only; push nothing'
+complete -c memvault -n '__memvault_using_command sync' -l json -d 'Print what was pulled, pushed, re-indexed and resolved as JSON'
 
 complete -c memvault -n '__memvault_using_command undo' -l json -d 'Print what was done as JSON'

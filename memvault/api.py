@@ -31,7 +31,7 @@ from memvault import files
 from memvault.errors import MemvaultError, NotFound, UsageError
 from memvault.files import DEFAULT_CONVERSATION, Memory
 
-__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault"]
+__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
 
 Notice = Callable[[str], None]
 
@@ -52,6 +52,19 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
     root = Path(path).expanduser() if path is not None else default_vault_path()
     vault = Vault.open(root, {k: v for k, v in overrides.items() if v is not None}, notice=notice)
     return Memvault(vault, watch=watch)
+
+
+def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | None = None,
+                progress: Callable[[str, int, int], None] | None = None, **overrides: Any):
+    """Clone the vault at `url` (any git URL: a bare repository on a server, GitHub, a folder) into
+    `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`; a new or empty folder) and build
+    its index. progress(stage, done, total) while git transfers and while the index is built.
+    Returns remote.CloneResult, whose `vault` is the opened Memvault."""
+    from memvault import remote
+    from memvault.config import default_vault_path
+
+    root = Path(path).expanduser() if path is not None else default_vault_path()
+    return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
 
 
 class Added(list):
@@ -724,6 +737,19 @@ class Memvault:
         self._vault.require_existing()
         with self._read_lock:
             return sync.reindex(self._vault, full=full, progress=progress)
+
+    def sync(self, remote: str | None = None, *, push: bool = True,
+             progress: Callable[[str, int, int], None] | None = None):
+        """One vault on several machines (docs/design.md, "One vault on several machines"): commit the
+        hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
+        bring its changes in (a fast-forward, or a merge whose conflicts are settled by memvault's
+        rules: never a conflict marker in a file), re-index only the files that changed, and push
+        (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
+        the credentials or rejects the push raises RemoteError (its `result`: what was done before);
+        nothing is lost, and the next sync finishes the job."""
+        from memvault import remote as remotes
+
+        return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""

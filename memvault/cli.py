@@ -782,6 +782,92 @@ def reindex(
 
 
 @app.command()
+def clone(
+    ctx: typer.Context,
+    url: str = typer.Argument(..., metavar="URL", help="The vault's git URL: a bare repository on a server "
+                                                       "(ssh://, user@host:path), GitHub or any git host, a folder."),
+    path: Optional[Path] = typer.Argument(None, metavar="[PATH]", help="Where to put it: a new or empty folder "
+                                                                       "(default: --vault, $MEMVAULT_DIR, else "
+                                                                       "~/.local/share/memvault)."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was cloned as JSON."),
+) -> None:
+    """Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)."""
+    from memvault.api import clone_vault
+
+    state = _state(ctx)
+    with term.stage_progress(not state.quiet) as progress:
+        result = clone_vault(url, path if path is not None else state.vault_path, notice=state.notice,
+                             progress=progress, **state.overrides)
+    if json_output or state.json:
+        emit_json(result.to_json())
+        return
+    data = result.to_json()
+    count = data["indexed"]
+    typer.echo(f"cloned {data['url']} into {data['path']} ({data['branch'] or 'no branch yet'}): "
+               f"{count} memor{'y' if count == 1 else 'ies'} indexed")
+
+
+@app.command()
+def sync(
+    ctx: typer.Context,
+    remote: Optional[str] = typer.Option(None, "--remote", metavar="NAME",
+                                         help="The git remote (default: the branch's upstream, else origin, else "
+                                              "the only one)."),
+    no_push: bool = typer.Option(False, "--no-push", help="Pull and merge only; push nothing."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was pulled, pushed, re-indexed and "
+                                                           "resolved as JSON."),
+) -> None:
+    """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
+
+    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job.
+    """
+    from memvault.errors import RemoteError, SyncConflict
+
+    state = _state(ctx)
+    as_json = json_output or state.json
+    vault = state.open()
+    try:
+        with term.stage_progress(not state.quiet) as progress:
+            result = vault.sync(remote, push=not no_push, progress=progress)
+    except (RemoteError, SyncConflict) as exc:
+        if as_json and exc.result is not None:
+            emit_json({**exc.result.to_json(), "error": str(exc)})
+        raise
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for line in sync_lines(result):
+        typer.echo(line)
+
+
+def sync_lines(result) -> list[str]:
+    """What `sync` prints: what it committed, pulled, settled, re-indexed and pushed."""
+    where = f"{result.remote}/{result.remote_branch}"
+    lines = []
+    if result.hand_edits:
+        lines.append(f"committed {len(result.hand_edits)} hand edit{'s' if len(result.hand_edits) != 1 else ''}")
+    if result.integration == "up to date":
+        lines.append(f"nothing to pull from {where}")
+    elif result.integration == "resumed":
+        lines.append(f"finished an interrupted sync: {len(result.pulled)} files")
+    else:
+        commits = f"{result.pulled_commits} commit{'s' if result.pulled_commits != 1 else ''}"
+        lines.append(f"pulled {commits} from {where}: {len(result.pulled)} file{'s' if len(result.pulled) != 1 else ''} "
+                     f"({result.integration})")
+    for r in result.resolved:
+        kept = "kept this machine's version" if r.kept == "ours" else "kept the remote's version"
+        other = f"; the other version is the tombstone {r.sibling}" if r.sibling else ""
+        lines.append(f"resolved {r.path}: {r.case}: {kept}{other}")
+    report = result.reindexed
+    if report is not None and report.drift:
+        lines.append(f"re-indexed: {len(report.added)} added, {len(report.changed)} changed, "
+                     f"{len(report.removed)} removed")
+    if result.pushed:
+        lines.append(f"pushed {result.pushed_commits} commit{'s' if result.pushed_commits != 1 else ''} to {where}")
+    return lines
+
+
+@app.command()
 def models(
     ctx: typer.Context,
     download: bool = typer.Option(False, "--download", help="Fetch the configured models into fastembed's cache "
