@@ -241,8 +241,8 @@ def add(
     each_line: bool = typer.Option(False, "--each-line", help="One memory per non-empty line (list markers stripped)."),
     jsonl: Optional[str] = typer.Option(
         None, "--jsonl", metavar="FILE|-",
-        help="One JSON object per line: text, and optional conversation_id, created_at, kind, tags, "
-             "source, rationale, alternatives, meta.",
+        help="One JSON object per line: text, and optional conversation_id, created_at, kind, role "
+             "(user or assistant: a chat turn), tags, source, rationale, alternatives, meta.",
     ),
     conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
                                      autocompletion=complete_conversation),
@@ -251,8 +251,10 @@ def add(
     source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
     rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
-    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never from a question or request) and reconcile them "
-                                                           "instead of storing the text verbatim."),
+    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never "
+                                                           "from a question or request) and reconcile them instead of "
+                                                           "storing the text verbatim (with --jsonl: learn from the "
+                                                           "turns, cut them into episodes)."),
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
                                               "says exactly that."),
@@ -276,8 +278,8 @@ def add(
         if jsonl is not None:
             raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
             added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=allow_duplicate,
-                                    progress=bar, conversation_id=conversation, kind=kind.value, tags=tag,
-                                    source=source, rationale=rationale, alternatives=alternative)
+                                    extract=extract, progress=bar, conversation_id=conversation, kind=kind.value,
+                                    tags=tag, source=source, rationale=rationale, alternatives=alternative)
         else:
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
@@ -300,6 +302,11 @@ def add(
     else:
         for memory in added:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
+    for closed in added.episodes:
+        info(ctx, episode_line(closed))
+    if added.learned is not None:
+        for line in change_lines(added.learned.to_json()):
+            info(ctx, f"memvault: {line}")
 
 
 def _print_learned(ctx, learned, as_json: bool, stream) -> None:
@@ -312,6 +319,12 @@ def _print_learned(ctx, learned, as_json: bool, stream) -> None:
         info(ctx, "memvault: no facts found")
     for line in change_lines(rows):
         stream.write(line + "\n")
+
+
+def episode_line(closed) -> str:
+    """An episode just written (episodes.Closed), as one notice line."""
+    return (f"memvault: episode {closed.episode.id[:8]} \"{closed.episode.extra.get('title')}\" "
+            f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
 
 
 def change_lines(rows: list[dict]) -> list[str]:
@@ -611,6 +624,7 @@ class SearchKind(str, Enum):
     note = "note"
     decision = "decision"
     turn = "turn"
+    episode = "episode"
 
 
 class Retriever(str, Enum):
@@ -950,6 +964,11 @@ def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool)
     elif result.learned and not as_json:
         for line in change_lines(result.learned.to_json()):
             info(ctx, f"memvault: {line}")
+    if not as_json:
+        for closed in result.episodes:  # what closed before this exchange, and what it taught
+            info(ctx, episode_line(closed))
+            for line in change_lines(closed.learned.to_json() if closed.learned else []):
+                info(ctx, f"memvault: {line}")
 
 
 def _interactive(ctx, vault, options: dict, stream: bool) -> None:
@@ -1053,6 +1072,54 @@ def reconcile(
             typer.echo(f"  {step.decision:<6} {step.memory.id[:8]}  {step.memory.first_line()}  {what}".rstrip())
     changed = sum(1 for s in outcome.steps if s.decision != "KEEP")
     info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(outcome.steps)} older facts")
+
+
+@app.command()
+def episodes(
+    ctx: typer.Context,
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation whose episodes to list.",
+                                      autocompletion=complete_conversation),
+    close: bool = typer.Option(False, "--close", help="Close the open episode too (write it, learn from it)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Cut the turns into episodes again; the old episode "
+                                                          "files are soft-deleted with replaced_by."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show where the turns would be cut; no model, no writes."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the episodes and what was done as JSON."),
+) -> None:
+    """List a conversation's episodes: what happened, in order, each a title and a short narrative.
+
+    Episodes that have closed since (a silence over soft_decay_minutes, chat --clear, a change of
+    topic) are written first; with extraction_mode = predict-calibrate, facts are learned from them.
+    """
+    state = _state(ctx)
+    vault = state.open()
+    outcome = vault.episodes(conversation, close=close, rebuild=rebuild, dry_run=dry_run, now=now)
+    if json_output or state.json:
+        emit_json(outcome.to_json(vault.root))
+        return
+    written = {c.episode.id for c in outcome.closed} | {e.id for e in (outcome.rebuilt.written if outcome.rebuilt else [])}
+    for episode in outcome.episodes:
+        meta = episode.extra
+        mark = "+" if episode.id in written else " "
+        typer.echo(f"{mark} {str(meta.get('started_at'))[:16].replace('T', ' ')}  {episode.id[:8]}  "
+                   f"{meta.get('title')}  ({len(meta.get('turn_ids') or [])} turns, {meta.get('boundary')})")
+        if state.verbose:
+            typer.echo(f"    {' '.join(episode.text.split())}")
+    if outcome.rebuilt and dry_run:
+        info(ctx, f"memvault: --rebuild would cut the {sum(len(s.turns) for s in outcome.rebuilt.segments)} "
+                  f"covered turns into {len(outcome.rebuilt.segments)} episodes")
+    elif outcome.rebuilt and outcome.rebuilt.replaced:
+        info(ctx, f"memvault: {len(outcome.rebuilt.replaced)} episodes replaced by {len(outcome.rebuilt.written)}")
+    for segment in outcome.pending:
+        when = f"{segment.started_at:%Y-%m-%d %H:%M} - {segment.ended_at:%H:%M}"
+        state_word = f"would close ({segment.boundary})" if segment.boundary else "open"
+        info(ctx, f"memvault: {len(segment.turns)} turns {when}: {state_word}")
+    for closed in outcome.closed:
+        if closed.learned:
+            for line in change_lines(closed.learned.to_json()):
+                info(ctx, f"memvault: {line}")
+    if not outcome.episodes and not outcome.pending:
+        info(ctx, f"memvault: no episodes in {conversation} yet")
 
 
 @app.command()

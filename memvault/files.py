@@ -34,11 +34,13 @@ ROLE_FOLDERS = {
     "user": "turns/user",
     "assistant": "turns/assistant",
     "summary": "summaries",
+    "episode": "episodes",  # what happened in a stretch of a conversation (docs/design.md, "Episodes")
 }
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 # What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
-SEARCH_KINDS = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant")}
+SEARCH_KINDS = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant"),
+                "episode": ("episode",)}
 
 
 def kind_of_role(role: str) -> str:
