@@ -3,12 +3,17 @@
 Works from what each commit did to the files under entries/ (`git log --raw`: each
 file's status and blob, plus the blob's contents), so commits made by hand are
 understood as well as memvault's own; memvault's trailers only name the command.
+A few git processes, whatever the length of the history (`git log --raw`, one `cat-file
+--batch` for the contents), through GitPython's command wrapper: GitPython's own walk
+(`iter_commits`, then a diff and a trailer parse per commit) starts two processes per commit,
+2,000 for a log of 1,000 changes (bench/README.md, "One vault on several machines"). Only what
+is shown is read: 20 changes of a commit unless asked for all, and for one memory only the
+files that held it (docs/design.md, "Commits").
 """
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +33,11 @@ class MemoryChange:
     replaced_by: str | None = None
     replaces: str | None = None
     note: str | None = None  # a removal's reason in the user's words (deleted_note)
+    role: str | None = None  # memory, note, decision, user, assistant, summary (None: unreadable)
+    kind: str | None = None  # the user's word for the role: fact, note, decision, turn, summary
+    before: str | None = None  # an edit: the text before it
+    cause: str | None = None  # a replacement, deletion or eviction: the message or command behind it
+    learned_from: str | None = field(default=None, repr=False)  # the chat turn a learned fact came from
 
 
 @dataclass
@@ -40,43 +50,34 @@ class LogEntry:
     changes_total: int = 0  # every memory the commit changed; `changes` may list fewer (max_changes)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["date"] = self.date.isoformat()
-        for change in data["changes"]:
-            if change["note"] is None:
-                del change["note"]  # only removals with a reason have one
-        return data
+        # Field by field, not dataclasses.asdict: its deep copies were a third of `log --json`'s own time.
+        changes = []
+        for c in self.changes:
+            # note, before, cause: only removals with a reason, edits, and retirements have them;
+            # learned_from is shown as the cause of what the fact replaced
+            row = {"id": c.id, "action": c.action, "text": c.text, "path": c.path, "reason": c.reason,
+                   "replaced_by": c.replaced_by, "replaces": c.replaces, "note": c.note, "role": c.role,
+                   "kind": c.kind, "before": c.before, "cause": c.cause}
+            changes.append({k: v for k, v in row.items() if v is not None or k not in ("note", "before", "cause")})
+        return {"commit": self.commit, "date": self.date.isoformat(), "subject": self.subject,
+                "command": self.command, "changes": changes, "changes_total": self.changes_total}
 
 
-def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
+def _git(root: Path, *args: str) -> str:
+    """One git command through GitPython's command wrapper (gitrepo); its stdout."""
+    from memvault import gitrepo
+
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], input=input, capture_output=True, check=False)
-    except FileNotFoundError:
-        raise MemvaultError("git is not installed (needed for history)") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise MemvaultError(f"git {args[0]} in {root} failed: {message[-1] if message else done.returncode}")
-    return done.stdout
+        return gitrepo.git_output(root, *args)
+    except gitrepo.GitError as exc:
+        raise MemvaultError(f"git {args[0]} in {root} failed: {exc.cause}") from None
 
 
-def _read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
-    """Contents of many objects (blob ids) through one `git cat-file --batch`."""
-    if not names:
-        return {}
-    out = _git(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
-    result: dict[str, str | None] = {}
-    pos = 0
-    for name in names:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].decode("utf-8", "replace")
-        pos = end + 1
-        if header.endswith(" missing") or header.endswith(" ambiguous"):
-            result[name] = None
-            continue
-        size = int(header.rsplit(" ", 1)[1])
-        result[name] = out[pos : pos + size].decode("utf-8", "replace")
-        pos += size + 1
-    return result
+def _read_blobs(root: Path, blobs) -> dict[str, str | None]:
+    """The contents of these blob ids (empty and all-zero ids left out), through one cat-file."""
+    from memvault.gitrepo import read_blobs
+
+    return read_blobs(root, sorted(b for b in blobs if b and b.strip("0")))
 
 
 def _command_of(subject: str) -> str:
@@ -85,10 +86,11 @@ def _command_of(subject: str) -> str:
     return "hand edit"
 
 
-def _parse_status(block: str) -> list[tuple[str, str, str | None, str]]:
-    """(status letter, path, old path for renames, blob) for each changed file of `git log --raw`
-    lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`). The blob is
-    the file after the commit, or before it when the commit removed it."""
+def _parse_status(block: str) -> list[tuple[str, str, str | None, str, str | None]]:
+    """(status letter, path, old path for renames, blob, blob before) for each changed file of
+    `git log --raw` lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`).
+    The blob is the file after the commit, or before it when the commit removed it; the blob
+    before is given for a file changed in place (an edit, to show what it said before)."""
     rows = []
     for line in block.splitlines():
         parts = line.split("\t")
@@ -97,9 +99,10 @@ def _parse_status(block: str) -> list[tuple[str, str, str | None, str]]:
             continue
         old_blob, new_blob, letter = meta[2], meta[3], meta[4][0]
         if letter in "RC" and len(parts) == 3:
-            rows.append((letter, parts[2], parts[1], new_blob))
+            rows.append((letter, parts[2], parts[1], new_blob, old_blob if meta[4] != "R100" else None))
         else:
-            rows.append((letter, parts[1], None, old_blob if letter == "D" else new_blob))
+            rows.append((letter, parts[1], None, old_blob if letter == "D" else new_blob,
+                         old_blob if letter == "M" else None))
     return rows
 
 
@@ -134,12 +137,14 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         commits = commits[:limit]
     shown = {sha: _memory_rows(rows)[:max_changes] if max_changes is not None else _memory_rows(rows)
              for sha, _, _, rows in commits}
-    # Read each shown file as it was after the commit (or before it, when removed), by blob id.
-    blobs = _read_blobs(root, sorted({row[3] for rows in shown.values() for row in rows if row[3].strip("0")}))
+    # Read each shown file as it was after the commit (or before it, when removed; and before an
+    # edit, to show what it said), by blob id.
+    blobs = _read_blobs(root, {blob for rows in shown.values() for row in rows for blob in row[3:5]})
     entries = []
     for sha, date, subject, rows in commits:
         entry = LogEntry(sha, date, subject, _command_of(subject))
         entry.changes = _changes(shown[sha], blobs, root)
+        _name_causes(entry, root)
         every = _memory_rows(rows)
         entry.changes_total = len(entry.changes) if len(shown[sha]) == len(every) else _count_memories(every)
         entries.append(entry)
@@ -153,7 +158,7 @@ def _raw_log(root: Path, *args: str) -> list[tuple[str, datetime, str, list[tupl
     walk the commit's trees for every file, which took minutes for an import of 10,000 memories."""
     try:
         raw = _git(root, "-c", "core.quotePath=false", "log", "-M", "--raw", "--no-abbrev",
-                   f"--format={RS}%H{US}%aI{US}%s{US}", *args).decode("utf-8", "replace")
+                   f"--format={RS}%H{US}%aI{US}%s{US}", *args)
     except MemvaultError as exc:
         if "does not have any commits" in str(exc):
             return []
@@ -198,16 +203,18 @@ def _memory_rows(rows):
 def _count_memories(rows) -> int:
     """How many memories these changed files are, without reading them: a file and its tombstone
     share a name (<ts>__<id>.md), so a move that git saw as a delete plus an add counts once."""
-    named = {PurePosixPath(path).name for _, path, _, _ in rows if "__" in PurePosixPath(path).name}
-    return len(named) + sum(1 for _, path, _, _ in rows if "__" not in PurePosixPath(path).name)
+    names = [PurePosixPath(row[1]).name for row in rows]
+    return len({name for name in names if "__" in name}) + sum(1 for name in names if "__" not in name)
 
 
 def _changes(rows, blobs: dict[str, str | None], root: Path) -> list[MemoryChange]:
     by_id: dict[str, MemoryChange] = {}
-    for letter, path, old, blob in rows:
+    for letter, path, old, blob, before in rows:
         change = _describe(letter, path, old, blobs.get(blob), root)
         if change is None:
             continue
+        if change.action == "edited" and before:
+            change.before = _first_line(blobs.get(before), root, path)
         # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
         if change.id not in by_id or by_id[change.id].action == "removed":
             by_id[change.id] = change
@@ -264,14 +271,15 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
                 *(f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(by_name)))
 
     def changes() -> dict[str, list[MemoryChange]]:
-        todo = sorted({row[3] for _, _, rows in commits.values() for row in rows
-                       if row[3].strip("0") and row not in parsed})
-        blobs = _read_blobs(root, todo)
+        blobs = _read_blobs(root, {blob for _, _, rows in commits.values() for row in rows if row not in parsed
+                                   for blob in row[3:5]})
         out: dict[str, list[MemoryChange]] = {}
         for sha, (_, _, rows) in commits.items():
             for row in sorted(rows):
                 if row not in parsed:
                     parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
+                    if parsed[row] is not None and parsed[row].action == "edited" and row[4]:
+                        parsed[row].before = _first_line(blobs.get(row[4]), root, row[1])
                 if parsed[row] is not None:
                     out.setdefault(sha, []).append(parsed[row])
         return out
@@ -310,7 +318,7 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
         look_for(fresh)
         by_commit = changes()
 
-    order = {sha: n for n, sha in enumerate(_git(root, "rev-list", "HEAD").decode().split())}
+    order = {sha: n for n, sha in enumerate(_git(root, "rev-list", "HEAD").split())}
     entries = []
     for sha in sorted(commits, key=lambda s: (order.get(s, len(order)), s)):
         date, subject, _ = commits[sha]
@@ -319,10 +327,12 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
             continue
         entry = LogEntry(sha, date, subject, _command_of(subject))
         by_id: dict[str, MemoryChange] = {}
-        for c in mine:
+        for c in by_commit.get(sha, []):  # all that was read of the commit: causes are named from it
             if c.id not in by_id or by_id[c.id].action == "removed":
                 by_id[c.id] = c
         entry.changes = list(by_id.values())
+        _name_causes(entry, root)
+        entry.changes = [c for c in entry.changes if c.id in ids]
         entry.changes_total = len(entry.changes)
         entries.append(entry)
     return entries
@@ -331,11 +341,11 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
 def _describe(letter: str, path: str, old: str | None, content: str | None, root: Path) -> MemoryChange | None:
     if not path.endswith(".md"):
         return None
-    memory_id, text, meta = PurePosixPath(path).stem.split("__")[-1], "", {}
+    memory_id, text, meta, role = PurePosixPath(path).stem.split("__")[-1], "", {}, None
     if content is not None:
         try:
             memory, _ = files.parse_memory(content, root / path, root=root)
-            memory_id, text, meta = memory.id, memory.first_line(), memory.extra
+            memory_id, text, meta, role = memory.id, memory.first_line(), memory.extra, memory.role
         except Exception:  # a broken file in history still has a path to show
             text = "(unreadable)"
     reason = meta.get("deleted_reason")
@@ -352,4 +362,46 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
         action = "edited"
     note = meta.get(files.DELETED_NOTE) if action == "deleted" else None
     return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
-                        replaces=meta.get("replaces"), note=str(note) if note else None)
+                        replaces=meta.get("replaces"), note=str(note) if note else None,
+                        role=role, kind=files.kind_of_role(role) if role else None,
+                        learned_from=meta.get("learned_from"))
+
+
+def _first_line(content: str | None, root: Path, path: str) -> str | None:
+    if content is None:
+        return None
+    try:
+        return files.parse_memory(content, root / path, root=root)[0].first_line()
+    except Exception:
+        return "(unreadable)"
+
+
+def _name_causes(entry: LogEntry, root: Path) -> None:
+    """Say what retired each memory the commit replaced, deleted or evicted: the user's message
+    a learned fact came from (its chat turn), else the command (and the user's reason)."""
+    by_id = {c.id: c for c in entry.changes}
+    for change in entry.changes:
+        if change.action not in ("replaced", "deleted", "evicted"):
+            continue
+        successor = by_id.get(change.replaced_by or "")
+        turn_id = successor.learned_from if successor else None
+        message = _turn_text(root, change.path, turn_id) if turn_id else None
+        if message:
+            change.cause = f'{entry.command}: "{message}"'
+        elif change.action == "evicted":
+            change.cause = f"{entry.command}: past max_entries"
+        else:
+            change.cause = entry.command + (f": {change.note}" if change.note else "")
+
+
+def _turn_text(root: Path, path: str, turn_id: str) -> str | None:
+    """The first line of the user turn `turn_id`, looked for in the conversation of `path`."""
+    conversation = PurePosixPath(path).parts[1]
+    folder = root / files.ENTRIES / conversation
+    for pattern in (f"turns/user/*__{turn_id}.md", f"{files.DELETED}/turns/user/*__{turn_id}.md"):
+        for found in folder.glob(pattern):
+            try:
+                return files.read_memory(found, root=root)[0].first_line(60)
+            except Exception:
+                return None
+    return None

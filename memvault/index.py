@@ -404,7 +404,7 @@ class Index:
         if paths is None and not check_only and self._git_ok():
             from memvault import gitrepo
 
-            head = gitrepo.head_sha(self.root)
+            head = gitrepo.read_head(self.root)
             self._object_format = "sha256" if head and len(head) == 64 else "sha1"
             look_in, folders_seen = self._folders_to_look_in(header, asked_at)
             # What git says changed since the synced commit; its processes run while LanceDB loads.
