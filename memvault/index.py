@@ -463,7 +463,8 @@ class Index:
         old_dirty: dict[str, str] = self.state.dirty() if header is not None else {}
         by_git = seen is not None and header is not None and bool(header["commit"]) and not stray
         if paths is not None:
-            scope = {self.vault.relative(Path(p)) for p in paths}
+            # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
+            scope = {rel for p in paths if _entry_path(rel := self.vault.relative(Path(p)))}
             on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(self.root, rel))}
             known = self.state.entries(scope) if header is not None else {}
         elif by_git:
