@@ -29,7 +29,13 @@ from memvault.files import Memory
 TABLE = "memories"
 STATE_VERSION = 1
 EMBED_BATCH = 256
-ADD_ROWS = 8 * EMBED_BATCH  # rows per table.add: each add makes a fragment and a table version
+# Rows per table.add: each add makes a fragment and a table version. As many as a bulk add's batch
+# (vault.INDEX_BATCH), so that 100,000 memories make 13 fragments, under COMPACT_FRAGMENTS: no
+# compaction after them (at 100,000 rows it held 200 MB more at the end of the add).
+ADD_ROWS = 32 * EMBED_BATCH
+# More rows than this outside the BM25 index (searched by a scan meanwhile) and the upkeep takes
+# them in (optimize).
+FTS_UNINDEXED_MAX = 1000
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
 COMPACT_FRAGMENTS = 16
@@ -127,7 +133,7 @@ class Index:
         self.notice = notice or (lambda message: None)
         self._state = None
         self._object_format = "sha1"
-        self._unmaintained, self._touched, self._rebuilding = 0, False, False  # see maintain()
+        self._touched = False  # written since the last maintain()
         self._filter_indexes_checked = False
         self._db = None
         self._table = None
@@ -725,24 +731,23 @@ class Index:
                 waiting = []
             if progress:
                 progress(done, len(to_index))
-        self._unmaintained += len(to_index)
         self._touched |= bool(to_index or stale)
-        self._rebuilding |= bool(report.rebuilt)
         if maintain:
             self.maintain()
 
     def maintain(self) -> None:
-        """The table's upkeep after writes: the BM25 index made if there is none, and compaction
-        (which also takes the new rows into the BM25 index) after a bulk write, a rebuild, or once
-        the appends of single writes have made COMPACT_FRAGMENTS fragments. A bulk add calls it
-        once at its end, not after each of its batches."""
+        """The table's upkeep after writes: the BM25 and filter indexes made if there are none
+        (over every row), and `optimize` (compaction into one fragment, the new rows into the
+        indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
+        more than FTS_UNINDEXED_MAX rows are outside the BM25 index. A bulk add calls it once at
+        its end, not after each of its batches."""
         table = self.table()
         if table is not None and self._touched:
             self.ensure_fts(table)
             self.ensure_filter_indexes(table)
-            if self._unmaintained > 1000 or self._rebuilding or _fragments(table) >= COMPACT_FRAGMENTS:
-                table.optimize()  # compaction into one fragment, the new rows into the BM25 index
-        self._unmaintained, self._touched, self._rebuilding = 0, False, False
+            if _fragments(table) >= COMPACT_FRAGMENTS or _unindexed(table) > FTS_UNINDEXED_MAX:
+                table.optimize()
+        self._touched = False
 
     def _arrow_rows(self, batch, vectors):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
@@ -773,6 +778,15 @@ def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
                            default=str, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
+
+
+def _unindexed(table) -> int:
+    """Rows the BM25 index does not hold yet (0 when it cannot say)."""
+    try:
+        stats = table.index_stats("text_idx")
+        return int(stats.num_unindexed_rows) if stats is not None else 0
+    except Exception:
+        return 0
 
 
 def _fragments(table) -> int:

@@ -231,8 +231,9 @@ ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
 # time, each eviction shown, never thousands at once at an unrelated moment.
 EVICT_BATCH = 20
-# A bulk add is indexed this many memories at a time while it is written (Change.index_pending).
-INDEX_BATCH = 2000
+# A bulk add is indexed this many memories at a time while it is written (Change.index_pending):
+# what it holds at once, and one table fragment each (index.ADD_ROWS).
+INDEX_BATCH = 8192
 
 
 @dataclass
