@@ -474,14 +474,15 @@ class Memvault:
     def chat(self, message: str, *, conversation: str = DEFAULT_CONVERSATION, stream: bool = True,
              learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
              model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
-             llm_options: Mapping[str, Any] | None = None):
+             user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None):
         """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
         for the reply's text pieces (both turns are stored and committed when it ends), then call
         `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
 
         history: the messages before this one as a client keeps them (OpenAI shape), sent as they
-        are instead of memvault's own session. llm_options: sampling options for the model
-        (max_tokens, top_p, stop, temperature...)."""
+        are instead of memvault's own session. user_message: with history, the client's own message
+        object for this message (its content may carry images besides `message`, its text), sent as
+        it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...)."""
         from memvault import chat
         from memvault.config import coerce
         from memvault.llm import LLMConfig
@@ -497,6 +498,7 @@ class Memvault:
         options = chat.ChatOptions(conversation=conversation, learn=learn, use_memory=use_memory, stream=stream,
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
+                                   user_message=dict(user_message) if user_message is not None else None,
                                    llm_options=dict(llm_options or {}))
 
         def memories(text: str, top: int, clock: datetime):
@@ -505,6 +507,13 @@ class Memvault:
             return self.search(text, top_k=top, conversation=conversation, now=clock).results
 
         return chat.start(self._vault, cfg, message, options, memories, warn=self._say)
+
+    def llm_models(self) -> list[dict[str, Any]]:
+        """The models the configured LLM endpoint serves (its `/models` list, OpenAI shape: each with
+        an `id`). LLMError naming the endpoint when it cannot be asked."""
+        from memvault import llm
+
+        return llm.list_models(llm.LLMConfig.from_settings(self.settings))
 
     def ask(self, message: str, **options: Any):
         """`chat` in one call, without streaming: the reply, stored, and the upkeep done."""

@@ -16,6 +16,7 @@ answers or thinks, so another command (a cron `add`, a search, a second chat) go
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterator
@@ -43,6 +44,9 @@ class ChatOptions:
     # The conversation so far as the client keeps it (an OpenAI client through `serve`): sent as
     # it is, instead of memvault's own session; None: memvault's session (docs/design.md, "Chat").
     history: list[dict] | None = None
+    # The client's own last message (OpenAI shape: its content may hold images besides the text),
+    # sent as it is in place of a plain {"role": "user", "content": message}.
+    user_message: dict | None = None
     llm_options: dict = field(default_factory=dict)  # sampling options passed to the model (max_tokens...)
 
 
@@ -71,13 +75,13 @@ class ChatResult:
 
 
 def build_messages(message: str, results: list[Result], summary: str | None, session: sessions.Session,
-                   history: list[dict] | None = None) -> list[dict]:
+                   history: list[dict] | None = None, user_message: dict | None = None) -> list[dict]:
     """What the model gets: memvault's system prompt with the memory block, the session, the message.
     With a client's own history, that history as it is, the memory block in a system message
-    right before the message."""
+    right before the message (the client's own message object when given)."""
     block = injection_block(results, summary)
     if history is not None:
-        return [*history, {"role": "system", "content": block}, {"role": "user", "content": message}]
+        return [*history, {"role": "system", "content": block}, user_message or {"role": "user", "content": message}]
     system = SYSTEM_PROMPT + "\n\n" + block
     if session.summary:
         system += "\n\nEarlier in this chat (summary):\n" + session.summary
@@ -101,7 +105,9 @@ class ChatTurn:
         self._started = files.utcnow()
         self.now = options.now or self._started
         self._pieces = self._reply()
+        self.received: list[str] = []  # the reply's pieces so far
         self._stored = False
+        self._store_lock = threading.Lock()  # abandon() may store from another thread than the reader's
         self._finished = False
 
     def __iter__(self) -> Iterator[str]:
@@ -110,7 +116,7 @@ class ChatTurn:
     def _reply(self) -> Iterator[str]:
         from memvault import llm
 
-        pieces: list[str] = []
+        pieces = self.received
         try:
             if self.options.stream:
                 for piece in llm.chat_stream(self.cfg, self.messages, **self.options.llm_options):
@@ -131,10 +137,25 @@ class ChatTurn:
         """Stop reading the reply: what arrived is kept, marked partial."""
         self._pieces.close()
 
+    def abandon(self) -> None:
+        """Store what arrived so far, marked partial (or the user's turn alone, unanswered), from any
+        thread, while the reader may still be waiting for the model: for a server that must stop
+        now. The reader's own store, if it comes later, does nothing."""
+        self._store("".join(self.received).strip() or None, partial=True)
+
+    @property
+    def stored(self) -> bool:
+        """Whether the turns are stored (the reply complete, cut short or failed)."""
+        return self._stored
+
     def _store(self, reply: str | None, partial: bool = False) -> None:
-        if self._stored:
-            return
-        self._stored = True
+        with self._store_lock:
+            if self._stored:
+                return
+            self._stored = True
+            self._write(reply, partial)
+
+    def _write(self, reply: str | None, partial: bool) -> None:
         result, conversation = self.result, self.options.conversation
         answered_at = self.now + (files.utcnow() - self._started)
         with self.vault.change("chat") as change:
@@ -213,7 +234,8 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
         found = search(message, top_k + len(in_session), now)
         result.memories = [r for r in found if r.id not in in_session and not r.meta.get("unanswered")][:top_k]
     summary = read_rolling_summary(vault, conversation)
-    messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history)
+    messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history,
+                              options.user_message)
     # The user's words are on disk before the model is asked (committed with the reply).
     result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
                                         extra={files.ORIGIN_KEY: "chat", "unanswered": True})
