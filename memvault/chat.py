@@ -106,6 +106,9 @@ class ChatTurn:
         self.now = options.now or self._started
         self._pieces = self._reply()
         self.received: list[str] = []  # the reply's pieces so far
+        # Called with the whole reply once the model has finished, before the turns are stored: a
+        # server answers its client then, and stores while the response goes out.
+        self.on_reply: Callable[[str], None] | None = None
         self._stored = False
         self._store_lock = threading.Lock()  # abandon() may store from another thread than the reader's
         self._finished = False
@@ -131,7 +134,10 @@ class ChatTurn:
         except (GeneratorExit, KeyboardInterrupt):  # the reader left (a client hung up, Ctrl-C)
             self._store("".join(pieces).strip() or None, partial=True)
             raise
-        self._store("".join(pieces).strip())
+        reply = "".join(pieces).strip()
+        if self.on_reply is not None:
+            self.on_reply(reply)
+        self._store(reply)
 
     def close(self) -> None:
         """Stop reading the reply: what arrived is kept, marked partial."""
@@ -236,10 +242,11 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
     summary = read_rolling_summary(vault, conversation)
     messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history,
                               options.user_message)
-    # The user's words are on disk before the model is asked (committed with the reply).
+    # The user's words are on disk before the model is asked (indexed and committed with the reply,
+    # which rewrites the file anyway: it loses its `unanswered` mark).
     result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
                                         extra={files.ORIGIN_KEY: "chat", "unanswered": True})
-    with vault.change("chat", commit=False) as change:
+    with vault.change("chat", commit=False, index=False) as change:
         change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,

@@ -11,8 +11,9 @@ the result, in OpenAI's shapes or in those of the CLI's `--json`.
 - Requests run concurrently: blocking library calls run on worker threads; a streamed reply is read
   by a thread of its own, whose pieces the event loop sends on as they come. The vault lock is held
   only inside the library's short writes, never while the model answers (docs/design.md, 9).
-- The memory upkeep of a turn (extraction, reconciliation, summary) runs after the response has been
-  sent, one turn at a time on one worker thread, so a client never waits for it.
+- The response ends as soon as the model's reply does; both turns are stored and committed meanwhile
+  (`ChatTurn.on_reply`). The memory upkeep of a turn (extraction, reconciliation, summary) runs
+  after that, one turn at a time on one worker thread, so a client never waits for it.
 - A client that hangs up mid-reply: what arrived is stored, marked partial (`ChatTurn.close`).
 - SIGTERM and SIGINT (also when the process started with SIGINT ignored) stop it cleanly: in-flight
   requests get a few seconds, then the upkeep a few more; replies still waiting for the model are
@@ -42,7 +43,6 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault import __version__, files
@@ -456,8 +456,9 @@ class Proxy:
             future.cancel()  # a no-op once it is done
 
     @staticmethod
-    def in_thread(fn: Callable[[], Any]) -> "asyncio.Future":
-        """fn() on a daemon thread of its own, as a future of the running loop. Not the loop's default
+    def in_thread(fn: Callable[[Callable[[Any], None]], Any]) -> "asyncio.Future":
+        """fn(answer) on a daemon thread of its own, as a future of the running loop: its result, or
+        what it passed to answer() before it was done (it goes on then). Not the loop's default
         executor: a stop does not wait for a thread that waits for the model."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -471,7 +472,7 @@ class Proxy:
 
         def work() -> None:
             try:
-                result = fn()
+                result = fn(lambda value: settle("set_result", value))
             except BaseException as exc:  # noqa: BLE001 (handed to the request)
                 settle("set_exception", exc)
             else:
@@ -505,23 +506,39 @@ class Proxy:
             user_message=call.message, llm_options=call.options))
 
     async def complete(self, call: ChatCall, model: str | None, name: str) -> Response:
-        def run():
+        def run(answer: Callable[[Any], None]):
             turn = self._start(call, model, stream=False)
-            try:
-                for _ in turn:
-                    pass
-            finally:
-                self.turns.done(turn)
-            return turn
+            turn.on_reply = lambda reply: answer((turn, reply))  # respond now; the turns are stored meanwhile
+            self._finish(turn, lambda: all(True for _ in turn))  # read to the end
+            return turn, turn.result.reply
 
-        turn = await self.wait(self.in_thread(run))
-        result = turn.result
-        body = {"id": f"chatcmpl-{result.user_turn.id}", "object": "chat.completion", "created": int(time.time()),
-                "model": name, "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
+        turn, reply = await self.wait(self.in_thread(run))
+        body = {"id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion", "created": int(time.time()),
+                "model": name, "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
                                             "finish_reason": "stop", "logprobs": None}]}
-        response = _json(body, headers=self._headers(call, turn))
-        response.background = BackgroundTask(self.upkeep.submit, turn)  # after the response is sent
-        return response
+        return _json(body, headers=self._headers(call, turn))
+
+    def _finish(self, turn, read: Callable[[], Any]) -> None:
+        """Read the reply to its end (the turns are stored there), then queue the upkeep. A failure
+        after the client has its reply (the turns could not be stored) is said on stderr."""
+        answered = []
+        reply_callback = turn.on_reply
+
+        def on_reply(reply: str) -> None:
+            answered.append(True)
+            reply_callback(reply)
+
+        turn.on_reply = on_reply
+        try:
+            read()
+        except BaseException as exc:
+            if not answered:
+                raise
+            self.notice(f"memvault: warning: a reply was sent but not stored: {as_api_error(exc).message}")
+            return
+        finally:
+            self.turns.done(turn)
+        self.upkeep.submit(turn)
 
     async def stream(self, call: ChatCall, model: str | None, name: str) -> Response:
         loop = asyncio.get_running_loop()
@@ -540,17 +557,19 @@ class Proxy:
                 put("error", exc)
                 return
             put("turn", turn)
-            try:
+            turn.on_reply = lambda reply: put("end")  # the response ends now; the turns are stored meanwhile
+
+            def pieces() -> None:
                 for piece in turn:
                     put("piece", piece)
                     if cancel.is_set():  # the client hung up: keep what arrived, marked partial
                         turn.close()
                         break
-                put("end")
+
+            try:
+                self._finish(turn, pieces)
             except BaseException as exc:  # an LLMError: the user's turn is stored, unanswered
                 put("error", exc)
-            finally:
-                self.turns.done(turn)
 
         threading.Thread(target=read, name="memvault-reply", daemon=True).start()
 
@@ -595,7 +614,6 @@ class Proxy:
             except BaseException:  # the client hung up (cancelled), or the server is stopping
                 cancel.set()
                 raise
-            self.upkeep.submit(turn)  # reached once [DONE] has been sent
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={
             **self._headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -605,8 +623,6 @@ class Proxy:
         headers = {"X-Memvault-Conversation": call.conversation.encode("utf-8").decode("latin-1"),
                    "X-Memvault-User-Turn": turn.result.user_turn.id,
                    "X-Memvault-Memories": str(len(turn.result.memories))}
-        if turn.result.assistant_turn is not None:
-            headers["X-Memvault-Assistant-Turn"] = turn.result.assistant_turn.id
         return headers
 
     # -- stopping -------------------------------------------------------------------------------

@@ -134,13 +134,15 @@ class Vault:
     # -- writing -------------------------------------------------------------
     @contextmanager
     def change(self, command: str, lock_timeout: float | None = None, commit: bool = True,
-               progress: Callable[[int, int], None] | None = None) -> Iterator["Change"]:
+               progress: Callable[[int, int], None] | None = None, index: bool = True) -> Iterator["Change"]:
         """Lock, create if needed, collect writes, then index + commit (also when the command fails,
         so that what was already written is kept and recorded).
 
         Waits up to `lock_timeout` (default: the lock_timeout setting) for another writer.
         commit=False: write and index only; a later change of the same command rewrites these
         files and commits them (a chat's user turn, written before the model answers).
+        index=False (with commit=False): write only; that later change indexes them too, and a
+        process killed in between leaves a file that the next sync reads like a hand edit.
         progress(done, total): called while the written files are embedded.
         """
         if self.settings.enable_git_versioning:
@@ -156,7 +158,7 @@ class Vault:
                 yield change
             finally:
                 if change.touched:
-                    if self.auto_index and (change.written_paths or change.removed_paths):
+                    if self.auto_index and index and (change.written_paths or change.removed_paths):
                         report = self.index.sync_paths(change.written_paths | change.removed_paths, progress)
                         for problem in report.skipped:
                             self.say(f"memvault: skipped {problem}")
