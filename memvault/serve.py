@@ -770,8 +770,10 @@ def check_bind(host: str, api_key: str | None) -> None:
 def listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the models load, so that a port in use is said at once."""
     try:
-        family = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        family, kind, proto, _, _ = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+        # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections of such a socket, and
+        # without it every response (headers and body: two writes) waited 40 ms for a delayed ACK.
+        sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
