@@ -143,23 +143,25 @@ class ChatTurn:
         """Stop reading the reply: what arrived is kept, marked partial."""
         self._pieces.close()
 
-    def abandon(self) -> None:
+    def abandon(self) -> bool:
         """Store what arrived so far, marked partial (or the user's turn alone, unanswered), from any
         thread, while the reader may still be waiting for the model: for a server that must stop
-        now. The reader's own store, if it comes later, does nothing."""
-        self._store("".join(self.received).strip() or None, partial=True)
+        now. A store under way in the reader's thread is waited for instead; the reader's own store,
+        if it comes later, does nothing. Whether this call stored the turns."""
+        return self._store("".join(self.received).strip() or None, partial=True)
 
     @property
     def stored(self) -> bool:
         """Whether the turns are stored (the reply complete, cut short or failed)."""
         return self._stored
 
-    def _store(self, reply: str | None, partial: bool = False) -> None:
+    def _store(self, reply: str | None, partial: bool = False) -> bool:
         with self._store_lock:
             if self._stored:
-                return
+                return False
             self._stored = True
             self._write(reply, partial)
+            return True
 
     def _write(self, reply: str | None, partial: bool) -> None:
         result, conversation = self.result, self.options.conversation

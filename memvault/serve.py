@@ -61,6 +61,7 @@ ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
 GRACE_UPKEEP = 2.0  # then seconds the running upkeep gets
+GRACE_LOCK = 30.0  # at most this long for a write of this process under way (they take a moment)
 
 
 @dataclass
@@ -369,12 +370,12 @@ class Turns:
             return len(self._live) + self._starting
 
     def stop(self, timeout: float) -> list:
-        """Refuse new exchanges, wait for those being set up, and return those whose reply has not
-        been stored."""
+        """Refuse new exchanges, wait for those being set up, and return those under way (their
+        reply still coming, or being stored)."""
         with self._cond:
             self.stopping = True
             self._cond.wait_for(lambda: self._starting == 0, timeout)
-            return [turn for turn in self._live if not turn.stored]
+            return list(self._live)
 
 
 class Upkeep:
@@ -632,21 +633,22 @@ class Proxy:
         process is half way through a write when it leaves. Returns what to tell the user."""
         from memvault.lock import vault_lock
 
-        waiting = self.turns.stop(GRACE_UPKEEP)
+        under_way = self.turns.stop(GRACE_UPKEEP)
         not_done = self.upkeep.stop(GRACE_UPKEEP)
-        for turn in waiting:
+        waiting = 0
+        for turn in under_way:  # a store under way in its own thread is waited for, not repeated
             try:
-                turn.abandon()
+                waiting += turn.abandon()
             except MemvaultError as exc:
                 self.notice(f"memvault: warning: {exc}")
         stack = contextlib.ExitStack()
-        try:  # held until the process is gone: the kernel releases it
-            stack.enter_context(vault_lock(self.vault.vault.lock_path, timeout=GRACE_UPKEEP, holder="serve (stopping)"))
+        try:  # held until the process is gone (the kernel releases it): no thread of ours is mid-write
+            stack.enter_context(vault_lock(self.vault.vault.lock_path, timeout=GRACE_LOCK, holder="serve (stopping)"))
         except (MemvaultError, OSError):
             pass
         said = "memvault serve: stopped"
         if waiting:
-            said += f"; {len(waiting)} reply(ies) still waiting for the model stored as they were (partial)"
+            said += f"; {waiting} reply(ies) still waiting for the model stored as they were (partial)"
         if not_done:
             said += f"; the memory upkeep of {not_done} turn(s) was not done (their turns are stored)"
         return said
