@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 import synth  # noqa: E402
 from checkout import git_commit  # noqa: E402
-from perf import build_vault, child_env, machine, memvault_exe, versions  # noqa: E402
+from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]  # perf put it first again
 
@@ -270,12 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     if not (args.reuse and (vault / ".git").is_dir()):
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        log(f"building a {args.size:,}-memory vault with add --jsonl ...")
-        built = build_vault(mv, env, vault, args.size)
-        log(f"built in {built['seconds']:.1f} s")
-        subprocess.run([*mv, "-q", "--vault", str(vault), "search", "warm up"], env=env, check=True,
-                       capture_output=True)  # page cache and .pyc files, not measured
+        prepare_vault(mv, env, vault, args.size, log)
     memories = sum(1 for _ in (vault / "entries").rglob("*.md"))
     calls = synth.questions(args.calls)
     report = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),

@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 from checkout import REPO, git_commit  # noqa: E402
-from perf import build_vault, child_env, machine, memvault_exe, versions  # noqa: E402
+from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 
 GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "rss_growth": 0.10}
 
@@ -439,12 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     if not (args.reuse and (vault / ".git").is_dir()):
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        log(f"building a {args.size:,}-memory vault with add --jsonl ...")
-        built = build_vault(mv, env, vault, args.size)
-        log(f"built in {built['seconds']:.1f} s")
-        subprocess.run([*mv, "-q", "--vault", str(vault), "search", "warm up"], env=env, check=True,
-                       capture_output=True)  # page cache and .pyc files, not measured
+        prepare_vault(mv, env, vault, args.size, log)
     memories = sum(1 for _ in (vault / "entries").rglob("*.md"))
     upstream = Upstream(env)
     env = {**env, "MEMVAULT_LLM_BASE_URL": upstream.base_url, "MEMVAULT_LLM_MODEL": "openai/test-model",

@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import threading
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from memvault import files
 from memvault.config import Settings, load_settings
-from memvault.errors import MemoryFileError, MemvaultError, NotFound, UsageError
+from memvault.errors import LockTimeout, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.files import Memory
 from memvault.lock import vault_lock
 
@@ -45,6 +46,9 @@ class Vault:
         # off only for callers that sync the index themselves.
         self.auto_index = auto_index
         self._index = None
+        # The threads of one process (a server's) queue here for their writes, in turn, rather than
+        # all polling the flock, which favours none of them (docs/design.md, "Locking").
+        self._writers = threading.RLock()
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -151,7 +155,12 @@ class Vault:
             gitrepo.check_writable(self.root)  # before anything is written
         self._make_folders()
         timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
-        with vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice):
+        if not self._writers.acquire(timeout=timeout):
+            raise LockTimeout(f"another write of this process has held {self.lock_path} for over {timeout:.0f}s "
+                              "(setting lock_timeout); try again")
+        with contextlib.ExitStack() as held:
+            held.callback(self._writers.release)
+            held.enter_context(vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice))
             self._init_repository()
             change = Change(self, command)
             try:
