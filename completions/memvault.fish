@@ -110,7 +110,7 @@ complete -c memvault -n '__memvault_using_command add' -s t -l tag -x -d 'Tag (r
 complete -c memvault -n '__memvault_using_command add' -l source -x -d 'Where the memory comes from (URL, file, book)'
 complete -c memvault -n '__memvault_using_command add' -l rationale -x -d 'Why (for decisions)'
 complete -c memvault -n '__memvault_using_command add' -l alternative -x -d 'An alternative considered (repeatable)'
-complete -c memvault -n '__memvault_using_command add' -l extract -d 'Let the LLM extract and reconcile facts instead of storing the text verbatim'
+complete -c memvault -n '__memvault_using_command add' -l extract -d 'Let the LLM extract facts from what the text states (never from a question or request) and reconcile them instead of storing the text verbatim'
 complete -c memvault -n '__memvault_using_command add' -l allow-duplicate -d 'Store a text even when a live memory of the conversation already says exactly that'
 complete -c memvault -n '__memvault_using_command add' -l json -d 'Print the stored memories as JSON'
 

@@ -251,7 +251,7 @@ def add(
     source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
     rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
-    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract and reconcile facts "
+    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never from a question or request) and reconcile them "
                                                            "instead of storing the text verbatim."),
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
@@ -342,7 +342,9 @@ def log(
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
     json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
 ) -> None:
-    """History of memory changes, from git."""
+    """History of memory changes, from git.
+
+    Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     entries = state.open().log(memory_id, limit=max_count, since=since)
     if json_output or state.json:
@@ -352,9 +354,11 @@ def log(
         typer.echo(f"{entry.date:%Y-%m-%d %H:%M:%S}  {entry.command}  {entry.commit[:8]}  {entry.subject}")
         for change in entry.changes:
             mark = _ACTION_MARKS.get(change.action, "?")
+            text = f"{change.before}  -> {change.text}" if change.before is not None else change.text
             tail = f"  -> {change.replaced_by[:8]}" if change.replaced_by else ""
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
-            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
+            cause = f"  [{change.cause}]" if change.cause else ""
+            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.kind or '?':<8} {text}{reason}{tail}{cause}")
 
 
 @app.command()

@@ -19,7 +19,8 @@ from memvault import prompts
 from memvault.llm import LLMConfig, LLMError, structured, structured_probs
 
 __all__ = [
-    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "third_person",
+    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "states_something",
+    "third_person",
 ]
 
 MAX_FACTS = 3
@@ -29,6 +30,10 @@ MAX_PAIRS_PER_FACT = 3
 # this: a coin flip keeps it (bench/reconcile_pairs.py: on its 122 labelled pairs, the plain
 # argmax, 0.5, replaced 3 more true memories and caught 1 more contradiction).
 MIN_UNTRUE = 0.52
+
+# What the rules keep of a message (statements.statement_part) is learned from unless the model
+# is at least this sure it tells nothing lasting (bench/learning_gate.py chose it).
+MIN_NOTHING = 0.5
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
@@ -56,16 +61,23 @@ def _single_string(item: dict) -> Any:
 
 
 def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
-    """0-3 short standalone facts about the user from their own words.
+    """0-3 short standalone facts about the user from what their message states.
 
-    A fact must share a word with the user's text (see `_grounded`): small models echo
-    the prompt's example or invent facts. Invalid model output (after one retry) gives
-    []. LLMError propagates: the caller decides whether a down endpoint is fatal
-    (add --extract) or not (chat upkeep).
+    Only the statement part of the message is looked at (statements.statement_part: its
+    questions, requests and greetings are cut out by rules, so "What is my job?" never
+    reaches the model and can never create or replace a fact); then the model is asked
+    whether that part tells anything lasting (`states_something`); only then are facts
+    extracted, from that part alone. A fact must share a word with it (see `_grounded`):
+    small models echo the prompt's example or invent facts. Invalid model output (after
+    one retry) gives []. LLMError propagates: the caller decides whether a down endpoint
+    is fatal (add --extract) or not (chat upkeep).
     """
-    if is_small_talk(user_text):
+    from memvault.statements import statement_part
+
+    statement = statement_part(user_text)
+    if not statement or is_small_talk(statement) or not states_something(cfg, statement):
         return []
-    answer = structured(cfg, prompts.extraction_messages(user_text), ExtractedFacts)
+    answer = structured(cfg, prompts.extraction_messages(statement), ExtractedFacts)
     if answer is None:
         return []
     facts: list[str] = []
@@ -73,10 +85,40 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     for fact in answer.facts:
         fact = third_person(" ".join(fact.split()))
         key = _norm(fact)
-        if key and key not in seen and _grounded(fact, user_text):
+        if key and key not in seen and _grounded(fact, statement):
             seen.add(key)
             facts.append(fact)
     return facts[:MAX_FACTS]
+
+
+class Answer(pydantic.BaseModel):
+    answer: Literal["yes", "no"]
+
+    @pydantic.field_validator("answer", mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        """Accept true/false and "Yes." (servers that do not enforce the schema)."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, str):
+            return value.strip().rstrip(".!").lower()
+        return value
+
+
+class StillTrue(Answer):
+    """Is it still true that ...? (reconciliation)"""
+
+
+class TellsSomething(Answer):
+    """Does the statement part of a message tell anything lasting? (the gate before extraction)"""
+
+
+def states_something(cfg: LLMConfig, statement: str) -> bool:
+    """Whether the model judges `statement` to tell something lasting about the user: False
+    only when it says "no" with probability >= MIN_NOTHING. An invalid answer counts as
+    yes (extraction still has its own "no facts" answer and the grounding check)."""
+    answer = structured_probs(cfg, prompts.states_something_messages(statement), TellsSomething, "answer")
+    return answer is None or answer[1]["no"] < MIN_NOTHING
 
 
 # --- first person to third person ------------------------------------------------------
@@ -211,20 +253,6 @@ class Decision:
     text: str | None  # the fact text for ADD/UPDATE (the new text)
     target: str | None  # the existing memory's real id for UPDATE/DELETE/NONE; None for ADD
     by: str | None = None  # DELETE: the new fact that made the memory untrue
-
-
-class StillTrue(pydantic.BaseModel):
-    answer: Literal["yes", "no"]
-
-    @pydantic.field_validator("answer", mode="before")
-    @classmethod
-    def _lenient(cls, value: Any) -> Any:
-        """Accept true/false and "Yes." (servers that do not enforce the schema)."""
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, str):
-            return value.strip().rstrip(".!").lower()
-        return value
 
 
 def reconcile(

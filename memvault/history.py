@@ -28,6 +28,11 @@ class MemoryChange:
     replaced_by: str | None = None
     replaces: str | None = None
     note: str | None = None  # a removal's reason in the user's words (deleted_note)
+    role: str | None = None  # memory, note, decision, user, assistant, summary (None: unreadable)
+    kind: str | None = None  # the user's word for the role: fact, note, decision, turn, summary
+    before: str | None = None  # an edit: the text before it
+    cause: str | None = None  # a replacement, deletion or eviction: the message or command behind it
+    learned_from: str | None = field(default=None, repr=False)  # the chat turn a learned fact came from
 
 
 @dataclass
@@ -42,8 +47,10 @@ class LogEntry:
         data = asdict(self)
         data["date"] = self.date.isoformat()
         for change in data["changes"]:
-            if change["note"] is None:
-                del change["note"]  # only removals with a reason have one
+            del change["learned_from"]  # shown as the cause of what the fact replaced
+            for key in ("note", "before", "cause"):
+                if change[key] is None:
+                    del change[key]  # only removals with a reason, edits, and retirements have these
         return data
 
 
@@ -84,10 +91,11 @@ def _command_of(subject: str) -> str:
     return "hand edit"
 
 
-def _parse_status(block: str) -> list[tuple[str, str, str | None, str]]:
-    """(status letter, path, old path for renames, blob) for each changed file of `git log --raw`
-    lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`). The blob is
-    the file after the commit, or before it when the commit removed it."""
+def _parse_status(block: str) -> list[tuple[str, str, str | None, str, str | None]]:
+    """(status letter, path, old path for renames, blob, blob before) for each changed file of
+    `git log --raw` lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`).
+    The blob is the file after the commit, or before it when the commit removed it; the blob
+    before is given for a file changed in place (an edit, to show what it said before)."""
     rows = []
     for line in block.splitlines():
         parts = line.split("\t")
@@ -96,9 +104,10 @@ def _parse_status(block: str) -> list[tuple[str, str, str | None, str]]:
             continue
         old_blob, new_blob, letter = meta[2], meta[3], meta[4][0]
         if letter in "RC" and len(parts) == 3:
-            rows.append((letter, parts[2], parts[1], new_blob))
+            rows.append((letter, parts[2], parts[1], new_blob, old_blob if meta[4] != "R100" else None))
         else:
-            rows.append((letter, parts[1], None, old_blob if letter == "D" else new_blob))
+            rows.append((letter, parts[1], None, old_blob if letter == "D" else new_blob,
+                         old_blob if letter == "M" else None))
     return rows
 
 
@@ -140,20 +149,25 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         commits = commits[:limit]
 
     # Read each touched file as it was after the commit (or before it, when removed).
-    blobs = _read_blobs(root, sorted({blob for _, _, _, rows in commits for *_, blob in rows if blob.strip("0")}))
+    wanted = {blob for _, _, _, rows in commits for *_, blob, before in rows for blob in (blob, before)
+              if blob and blob.strip("0")}
+    blobs = _read_blobs(root, sorted(wanted))
 
     entries = []
     for sha, date, subject, rows in commits:
         entry = LogEntry(sha, date, subject, _command_of(subject))
         by_id: dict[str, MemoryChange] = {}
-        for letter, path, old, blob in rows:
+        for letter, path, old, blob, before in rows:
             change = _describe(letter, path, old, blobs.get(blob), root)
             if change is None:
                 continue
+            if change.action == "edited" and before:
+                change.before = _first_line(blobs.get(before), root, path)
             # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
             if change.id not in by_id or by_id[change.id].action == "removed":
                 by_id[change.id] = change
         entry.changes = list(by_id.values())
+        _name_causes(entry, root)
         entries.append(entry)
 
     if follow:
@@ -169,11 +183,11 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
 def _describe(letter: str, path: str, old: str | None, content: str | None, root: Path) -> MemoryChange | None:
     if not path.endswith(".md"):
         return None
-    memory_id, text, meta = PurePosixPath(path).stem.split("__")[-1], "", {}
+    memory_id, text, meta, role = PurePosixPath(path).stem.split("__")[-1], "", {}, None
     if content is not None:
         try:
             memory, _ = files.parse_memory(content, root / path, root=root)
-            memory_id, text, meta = memory.id, memory.first_line(), memory.extra
+            memory_id, text, meta, role = memory.id, memory.first_line(), memory.extra, memory.role
         except Exception:  # a broken file in history still has a path to show
             text = "(unreadable)"
     reason = meta.get("deleted_reason")
@@ -190,7 +204,49 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
         action = "edited"
     note = meta.get(files.DELETED_NOTE) if action == "deleted" else None
     return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
-                        replaces=meta.get("replaces"), note=str(note) if note else None)
+                        replaces=meta.get("replaces"), note=str(note) if note else None,
+                        role=role, kind=files.kind_of_role(role) if role else None,
+                        learned_from=meta.get("learned_from"))
+
+
+def _first_line(content: str | None, root: Path, path: str) -> str | None:
+    if content is None:
+        return None
+    try:
+        return files.parse_memory(content, root / path, root=root)[0].first_line()
+    except Exception:
+        return "(unreadable)"
+
+
+def _name_causes(entry: LogEntry, root: Path) -> None:
+    """Say what retired each memory the commit replaced, deleted or evicted: the user's message
+    a learned fact came from (its chat turn), else the command (and the user's reason)."""
+    by_id = {c.id: c for c in entry.changes}
+    for change in entry.changes:
+        if change.action not in ("replaced", "deleted", "evicted"):
+            continue
+        successor = by_id.get(change.replaced_by or "")
+        turn_id = successor.learned_from if successor else None
+        message = _turn_text(root, change.path, turn_id) if turn_id else None
+        if message:
+            change.cause = f'{entry.command}: "{message}"'
+        elif change.action == "evicted":
+            change.cause = f"{entry.command}: past max_entries"
+        else:
+            change.cause = entry.command + (f": {change.note}" if change.note else "")
+
+
+def _turn_text(root: Path, path: str, turn_id: str) -> str | None:
+    """The first line of the user turn `turn_id`, looked for in the conversation of `path`."""
+    conversation = PurePosixPath(path).parts[1]
+    folder = root / files.ENTRIES / conversation
+    for pattern in (f"turns/user/*__{turn_id}.md", f"{files.DELETED}/turns/user/*__{turn_id}.md"):
+        for found in folder.glob(pattern):
+            try:
+                return files.read_memory(found, root=root)[0].first_line(60)
+            except Exception:
+                return None
+    return None
 
 
 def _follow_ids(entries: list[LogEntry], wanted: str) -> set[str]:

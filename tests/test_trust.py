@@ -1,6 +1,8 @@
 """Trust (issue #11): what memvault learns, removes and commits is what the user can see and undo.
 
 Each test reproduces a case that was seen before the fix:
+  a question created facts that replaced true ones test_a_question_never_creates_or_replaces_a_fact,
+                                                 test_a_statement_beside_a_question_is_learned
   commits took every file in the folder ........ test_a_write_commits_only_what_it_wrote,
                                                  test_reindex_commits_accepted_hand_edits_only
   a write during a merge closed it ............. test_a_write_during_a_merge_is_refused
@@ -162,6 +164,35 @@ def test_nul_bytes_are_refused_at_the_door(vault_dir, tmp_path):
     result = run_cli("add", "--jsonl", str(tmp_path / "in.jsonl"))
     assert result.exit_code == 2 and "line 1" in result.stderr and "NUL byte" in result.stderr
     assert not (vault_dir / "entries").exists() or live_texts(vault_dir) == []
+
+
+# -- learning only from statements ----------------------------------------------------------
+
+def test_a_question_never_creates_or_replaces_a_fact(vault_dir, llm_env):
+    llm_env.push("Noted.", facts("The user works as a nurse", "The user works at the city hospital"),
+                 "The user is a nurse at the city hospital.")
+    assert run_cli("chat", "--now", T0.isoformat(), "I work as a nurse at the city hospital.").exit_code == 0
+    assert run_cli("chat", "--clear").exit_code == 0
+    before = len(llm_env.requests)
+    # What the 1.5B model did before the fix: asked to extract from the question, it invented a job.
+    llm_env.push("You are a nurse; you did not say where you live.",
+                 facts("The user's job is a software developer"), NO, NO)
+    result = run_cli("chat", "--json", "--now", (T0 + timedelta(minutes=5)).isoformat(),
+                     "What is my job, and where do I live?")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["learned"] == []
+    assert len(llm_env.requests) == before + 1  # the reply, and no extraction from the question
+    assert live_texts(vault_dir, "memory") == ["The user works as a nurse", "The user works at the city hospital"]
+    assert "software developer" not in run_cli("log").stdout
+
+
+def test_a_statement_beside_a_question_is_learned(vault_dir, llm_env):
+    llm_env.push("Welcome to Berlin!", facts("The user just moved to Berlin"), "The user lives in Berlin.")
+    result = run_cli("chat", "--json", "--now", T0.isoformat(), "I just moved to Berlin. Any tips for good cafés?")
+    assert result.exit_code == 0, result.stderr
+    assert live_texts(vault_dir, "memory") == ["The user just moved to Berlin"]
+    extraction = llm_env.requests[1]["messages"][-1]["content"]
+    assert "moved to Berlin" in extraction and "cafés" not in extraction  # the question never reaches it
 
 
 # -- chat ------------------------------------------------------------------------------------
