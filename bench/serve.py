@@ -337,10 +337,12 @@ def rss_growth(mv, env, vault: Path, first: int, total: int) -> dict:
                 server.client.post("/v1/memories/search", json={"query": question}).raise_for_status()
             else:
                 send_chat(server.client, "/v1/chat/completions", chat_body(question, "rss", stream=True))
-            if i + 1 in (first, total):
+            if i + 1 in (first, total) or (i + 1) % max(first, 1) == 0:
                 server.idle()
-                readings[f"after_{i + 1}_mb"] = server.rss_mb()
-                readings[f"load_at_{i + 1}"] = load()
+                readings.setdefault("curve_mb", []).append((i + 1, server.rss_mb()))
+                if i + 1 in (first, total):
+                    readings[f"after_{i + 1}_mb"] = server.rss_mb()
+                    readings[f"load_at_{i + 1}"] = load()
     finally:
         stopped = server.stop()
     first_mb, last_mb = readings[f"after_{first}_mb"], readings[f"after_{total}_mb"]
@@ -383,6 +385,7 @@ def table(report: dict) -> str:
               f"RSS: {rss['after_start_mb']:.0f} MB at start, {rss[f'after_{first}_mb']:.0f} MB after {first} requests, "
               f"{rss[f'after_{total}_mb']:.0f} MB after {total} (growth {rss['growth'] * 100:+.1f}%); SIGTERM: exit "
               f"{rss['exit_code']} in {rss['stop_s']} s",
+              "RSS (MB) every " + str(first) + " requests: " + ", ".join(f"{mb:.0f}" for _, mb in rss.get("curve_mb", [])),
               f"start-up to listening (models, index, litellm loaded): {report['start_s']:.1f} s", ""]
     verdicts = report["verdicts"]
     lines.append("goals: " + "; ".join(f"{name} {'yes' if v['ok'] else 'no'} ({v['value']})"

@@ -58,7 +58,7 @@ def server_env(root: Path, llm_url: str, **settings: str) -> dict[str, str]:
                GIT_CONFIG_GLOBAL=str(home / ".gitconfig"), GIT_CONFIG_NOSYSTEM="1",
                MEMVAULT_CACHE_DIR=os.environ.get("MEMVAULT_TEST_CACHE") or str(REPO / ".pytest_cache" / "model-cache"),
                MEMVAULT_DIR=str(root / "vault"), MEMVAULT_LLM_BASE_URL=llm_url, MEMVAULT_LLM_MODEL="openai/test-model",
-               MEMVAULT_LLM_TIMEOUT="20", MEMVAULT_ENABLE_SUMMARIZATION="false")
+               MEMVAULT_LLM_TIMEOUT="120", MEMVAULT_ENABLE_SUMMARIZATION="false")
     env.update({f"MEMVAULT_{k.upper()}": v for k, v in settings.items()})
     return env
 
@@ -307,7 +307,9 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
                           json=chat_body("Think slowly", stream=True, user="slow")) as response:
             for line in response.iter_lines():
                 if line.startswith("data: {"):
-                    delta = json.loads(line[6:])["choices"][0]["delta"].get("content")
+                    data = json.loads(line[6:])
+                    assert "error" not in data, data["error"]
+                    delta = data["choices"][0]["delta"].get("content")
                     if delta:
                         pieces.append(delta)
                         first_piece.set()
