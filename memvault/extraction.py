@@ -495,3 +495,70 @@ def _carries(text: str, fact: str) -> bool:
         return False
     content = fact_words - _FILLER
     return content <= text_words if content else _norm(fact) == _norm(text)
+
+
+# --- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ------
+# Per closed episode: the model predicts, from the related known facts alone, what the user said;
+# the model extracts the facts the user's messages state (without seeing the prediction, which a
+# small model copies back); memvault keeps the facts the prediction did not already say: new ones,
+# and changed ones (a changed fact has other words or another polarity, so no prediction carries
+# it). The facts kept go through `reconcile` like any others. None from either call means "no
+# valid answer": the caller falls back to per-message extraction for that episode.
+
+MAX_EPISODE_FACTS = 5
+
+
+class Prediction(pydantic.BaseModel):
+    prediction: list[str] = pydantic.Field(json_schema_extra={"maxItems": 4})
+
+    @pydantic.field_validator("prediction", mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list):
+            return [_single_string(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+
+class CalibratedFacts(ExtractedFacts):
+    facts: list[str] = pydantic.Field(json_schema_extra={"maxItems": MAX_EPISODE_FACTS})
+
+
+def predict(cfg: LLMConfig, known: list[str]) -> list[str] | None:
+    """What the user most likely said, from the known facts alone ([] without any: no call)."""
+    if not known:
+        return []
+    answer = structured(cfg, prompts.predict_messages(known), Prediction)
+    if answer is None:
+        return None
+    return [" ".join(p.split()) for p in answer.prediction if p and p.strip()][:4]
+
+
+def calibrate(cfg: LLMConfig, prediction: list[str], user_texts: list[str]) -> list[str] | None:
+    """The facts `user_texts` state (their statement parts: statements.statement_part) that
+    `prediction` missed or got wrong: extracted by the model
+    (third person, each sharing a word with the user's texts, no two alike), then every fact a
+    prediction statement already says (`_carries`: all its words, the same polarity) dropped; at
+    most MAX_EPISODE_FACTS. None: no valid answer."""
+    from memvault.statements import statement_part
+
+    # As for one message (extract_facts): only what the messages state, never a question or request.
+    said = [part for part in map(statement_part, user_texts) if part and not is_small_talk(part)]
+    if not said:
+        return []
+    answer = structured(cfg, prompts.calibrate_messages(said), CalibratedFacts)
+    if answer is None:
+        return None
+    source = "\n".join(said)
+    facts: list[str] = []
+    seen: set[str] = set()
+    for fact in answer.facts:
+        fact = third_person(" ".join(fact.split()))
+        key = _norm(fact)
+        if not key or key in seen or not _grounded(fact, source):
+            continue
+        seen.add(key)
+        if not any(_carries(expected, fact) for expected in prediction):
+            facts.append(fact)
+    return facts[:MAX_EPISODE_FACTS]

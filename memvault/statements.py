@@ -43,9 +43,10 @@ _REQUEST = re.compile(
     r"(?:tell|remind|help|give|show|list|recommend|suggest|write|explain|find|make|create|plan|"
     r"summari[sz]e|translate|draft|describe|compare|check|book|send|calculate|convert|generate|fix|"
     r"let's|lets|let\s+me\s+(?:know|think|see|check)|imagine|pretend|act|search|look\s+up|name|define|teach|quiz|"
-    r"brainstorm|outline|rewrite|edit|proofread|order|schedule|set|add|call|text|email|read|"
+    r"brainstorm|outline|rewrite|edit|proofread|order|schedule|set|add|call|text|email|read|keep\s+it|make\s+it|"
+    r"include|use|mention|avoid|"
     r"i\s+(?:want|need|would\s+like)\s+you\s+to|i'd\s+like\s+you\s+to|i\s+(?:need|want|could\s+use|would\s+like)\s+(?:some\s+|a\s+few\s+|your\s+)?(?:help|advice|ideas|tips|suggestions|recommendations)|"
-    r"i\s+(?:wonder|was\s+wondering)|i'm\s+(?:wondering|curious)|any\s+(?:ideas|tips|suggestions|thoughts|advice|recommendations)|"
+    r"(?:i\s+)?(?:wonder|was\s+wondering|wondering)|(?:i'm\s+|i\s+am\s+)?(?:wondering|curious)|any\s+(?:ideas|tips|suggestions|thoughts|advice|recommendations)|"
     r"thoughts|ideas|suggestions|recommendations)\b",
     re.IGNORECASE,
 )
@@ -117,9 +118,22 @@ def statement_part(text: str) -> str:
     """The sentences and leading clauses of `text` that state something; "" when it only asks,
     requests or greets. Judged by rules alone (see the module docstring)."""
     kept: list[str] = []
-    for sentence in split_sentences(text):
+    for sentence in split_sentences(_without_quoted_content(text)):
         kept.extend(_statements_in(sentence))
     return " ".join(kept)
+
+
+def _without_quoted_content(text: str) -> str:
+    """The message without the material it hands over: what follows a request's colon
+    ("translate this note: ...") and quoted passages of three words or more are someone's text
+    to work on, not the user speaking of themselves."""
+    text = re.sub(r"([\"\u201c])[^\"\u201c\u201d]*?\s\S+\s[^\"\u201c\u201d]*?[\"\u201d]", " ", text)
+    text = re.sub(r"(?<![\w'])'[^']*?\s\S+\s[^']*?'(?![\w'])", " ", text)
+    lines = []
+    for line in text.splitlines():
+        head, colon, _ = line.partition(":")
+        lines.append(head + "." if colon and _REQUEST.match(head.strip()) else line)
+    return "\n".join(lines)
 
 
 def _statements_in(sentence: str) -> list[str]:
@@ -138,7 +152,9 @@ def _statements_in(sentence: str) -> list[str]:
     tagged = _TAG.sub("", sentence)
     if tagged != sentence:  # "I'm vegetarian, right?": the tag only checks the statement
         return [] if _is_question_start(tagged) or _REQUEST.match(tagged) else [_close(tagged.strip())]
-    if _REQUEST.match(sentence) or _is_reaction(sentence):
+    if _REQUEST.match(sentence):
+        return _trailing_statements(sentence)
+    if _is_reaction(sentence):
         return []
     if sentence.endswith("?") or _is_question_start(sentence):
         return _leading_statements(sentence)
@@ -164,6 +180,14 @@ def _leading_statements(question: str) -> list[str]:
 def _states(clause: str) -> bool:
     """Whether a clause reads as a statement (a verb in it), not a noun phrase ("my wife's name")."""
     return bool(_FINITE.search(clause) or _FIRST_PERSON_CLAUSE.match(clause))
+
+
+def _trailing_statements(request: str) -> list[str]:
+    """The user's own clauses after a request: "Write me a training plan, I signed up for a half
+    marathon" states the sign-up."""
+    clauses = re.split(r"\s*[,;\u2014\u2013]\s+|\s+-{1,2}\s+", request)[1:]
+    return [_close(c) for c in clauses if re.match(r"(?:i|i'm|i've|we|we're|we've|my|our)\b", c, re.IGNORECASE)
+            and _states(c) and not _is_question_start(c)]
 
 
 def _is_question_start(text: str) -> bool:

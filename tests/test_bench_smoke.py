@@ -1,4 +1,4 @@
-"""The benchmarks' smoke modes, so that bench/perf.py and bench/locomo.py do not rot.
+"""The benchmarks' smoke modes, so that bench/perf.py, bench/locomo.py and bench/sync.py do not rot.
 
 Not timed tests: they only check that each script runs end to end through the installed
 `memvault`, prints its table and writes sane numbers.
@@ -108,3 +108,15 @@ def test_serve_quick(tmp_path):
     assert 10 < rss["after_10_mb"] < 8000 and 10 < rss["after_30_mb"] < 8000 and rss["exit_code"] == 0
     assert report["stop"]["exit_code"] == 0 and report["meta"]["memories"] >= 60
     assert set(report["verdicts"]) >= {"search p50 <= 30 ms", "overhead p50 <= 50 ms", "0 errors", "RSS growth <= 10%"}
+
+
+def test_sync_quick(tmp_path):
+    out = tmp_path / "sync.json"
+    done = run_script("sync.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "of which embedding" in done.stdout
+    report = json.loads(out.read_text())
+    (row,) = report["rounds"]
+    assert report["n"] == 50
+    assert 0 < row["library"]["embedding_s"] < row["library"]["wall_s"] < 300
+    assert 0 < row["command"]["wall_s"] < 300 and set(row["command"]["seconds"]) >= {"commit", "fetch", "integrate"}

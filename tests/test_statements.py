@@ -26,6 +26,8 @@ from test_extraction import answer_with
     "Help me plan a birthday party for my wife.",
     "I need some ideas for a gift for Mara.",
     "If I move to Berlin, what should I pack?",  # a hypothetical, not a move
+    "wondering what places near Porto I could take my daughter to",
+    "translate this for my neighbour: 'Could you keep it down? I work nights and sleep by day'",  # their text
     "Hi, how are you today?",
     "Thanks!",
 ])
@@ -47,6 +49,8 @@ def test_questions_requests_and_greetings_state_nothing(text):
     ("Hi, I'm Sam and I teach chemistry.", "I'm Sam and I teach chemistry."),
     ("When I was young, I lived in Rome.", "When I was young, I lived in Rome."),
     ("I see a therapist every week.", "I see a therapist every week."),  # "I see" is no greeting here
+    ("Write me a training plan, I signed up for the Porto half marathon.",
+     "I signed up for the Porto half marathon."),  # the user's own clause after a request
 ])
 def test_statements_are_kept_and_only_they(text, statement):
     assert statement_part(text) == statement

@@ -172,7 +172,8 @@ def test_a_question_never_creates_or_replaces_a_fact(vault_dir, llm_env):
     llm_env.push("Noted.", facts("The user works as a nurse", "The user works at the city hospital"),
                  "The user is a nurse at the city hospital.")
     assert run_cli("chat", "--now", T0.isoformat(), "I work as a nurse at the city hospital.").exit_code == 0
-    assert run_cli("chat", "--clear").exit_code == 0
+    llm_env.push('{"title": "Work", "narrative": "The user said they are a nurse."}')  # the episode --clear closes
+    assert run_cli("chat", "--clear", "--now", (T0 + timedelta(minutes=1)).isoformat()).exit_code == 0
     before = len(llm_env.requests)
     # What the 1.5B model did before the fix: asked to extract from the question, it invented a job.
     llm_env.push("You are a nurse; you did not say where you live.",
@@ -262,6 +263,7 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
                                         extra={files.ORIGIN_KEY: "chat"}))
     monkeypatch.setenv("MEMVAULT_MAX_ENTRIES", "5")
     llm_env.push("Hi.")  # a greeting: no extraction call
+    llm_env.default = '{"title": "An old chat", "narrative": "The user chatted."}'  # episodes the silences closed
     result = run_cli("chat", "--now", T0.isoformat(), "hello")
     assert result.exit_code == 0, result.stderr
     evicted = [line for line in result.stderr.splitlines() if line.startswith("memvault: EVICT")]
@@ -270,7 +272,9 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
     assert "a fact the user added" in live_texts(vault_dir)
     tombstones = [m for m in vault.vault.iter_memories(include_deleted=True) if m.is_deleted]
     assert len(tombstones) == 20 and {m.extra["deleted_reason"] for m in tombstones} == {"evicted"}
-    assert "Memvault-Evicted: " in git(vault_dir, "log", "-1", "--format=%B")
+    assert "Memvault-Evicted: " in git(vault_dir, "log", "-4", "--format=%B")  # then up to 3 episode commits
+    # Each day's silence ended an episode; one chat writes the 3 oldest, the next chats the rest.
+    assert len(list(vault.vault.iter_memories(roles=("episode",)))) == 3
 
 
 # -- undo and restore ------------------------------------------------------------------------
