@@ -19,7 +19,7 @@ from memvault.vault import Vault
 
 
 def check(vault: Vault) -> SyncReport:
-    """Drift between files and index (every row compared with state.json), writing nothing.
+    """Drift between files and index (every row compared with the record, state.db), writing nothing.
 
     A shared lock waits for a writer to finish, so a sync half-way through is not reported as
     drift; a vault that cannot be locked (read-only) is checked as it is.
@@ -54,7 +54,7 @@ def commit_hand_edits(vault: Vault, command: str, full: bool = False,
                       first: Callable[[], None] | None = None, verify: bool = True) -> HandEdits:
     """Under the vault lock: `first` (sync finishes an interrupted sync there), then an index sync
     that adopts files without front matter, then one commit of the hand edits it accepted.
-    verify: compare every index row with state.json too (reindex does; sync need not)."""
+    verify: compare every index row with the record (state.db) too (reindex does; sync need not)."""
     auto_index, vault.auto_index = vault.auto_index, False  # this command syncs the index itself
     try:
         with vault.change(command) as change:

@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import threading
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from memvault import files
 from memvault.config import Settings, load_settings
-from memvault.errors import MemoryFileError, MemvaultError, NotFound, UsageError
+from memvault.errors import LockTimeout, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.files import Memory
 from memvault.lock import vault_lock
 
@@ -45,6 +46,9 @@ class Vault:
         # off only for callers that sync the index themselves.
         self.auto_index = auto_index
         self._index = None
+        # The threads of one process (a server's) queue here for their writes, in turn, rather than
+        # all polling the flock, which favours none of them (docs/design.md, "Locking").
+        self._writers = threading.RLock()
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -134,13 +138,15 @@ class Vault:
     # -- writing -------------------------------------------------------------
     @contextmanager
     def change(self, command: str, lock_timeout: float | None = None, commit: bool = True,
-               progress: Callable[[int, int], None] | None = None) -> Iterator["Change"]:
+               progress: Callable[[int, int], None] | None = None, index: bool = True) -> Iterator["Change"]:
         """Lock, create if needed, collect writes, then index + commit (also when the command fails,
         so that what was already written is kept and recorded).
 
         Waits up to `lock_timeout` (default: the lock_timeout setting) for another writer.
         commit=False: write and index only; a later change of the same command rewrites these
         files and commits them (a chat's user turn, written before the model answers).
+        index=False (with commit=False): write only; that later change indexes them too, and a
+        process killed in between leaves a file that the next sync reads like a hand edit.
         progress(done, total): called while the written files are embedded.
         """
         if self.settings.enable_git_versioning:
@@ -149,9 +155,14 @@ class Vault:
             gitrepo.check_writable(self.root)  # before anything is written
         self._make_folders()
         timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
-        with vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice):
+        if not self._writers.acquire(timeout=timeout):
+            raise LockTimeout(f"another write of this process has held {self.lock_path} for over {timeout:.0f}s "
+                              "(setting lock_timeout); try again")
+        with contextlib.ExitStack() as held:
+            held.callback(self._writers.release)
+            held.enter_context(vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice))
             self._init_repository()
-            change = Change(self, command, progress=progress)
+            change = Change(self, command, progress=progress, index=index)
             try:
                 yield change
             finally:
@@ -284,6 +295,7 @@ class Change:
     by_conversation: bool = False
     progress: Callable[[int, int], None] | None = None  # (done, total) while the written files are embedded
     expected: int | None = None  # how many memories a bulk change will add, for `progress`
+    index: bool = True  # False: write only; a later change of the same command indexes the files
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
 
@@ -291,7 +303,7 @@ class Change:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
         that what a 100,000-line add holds at once is one batch, not the whole), and at the end
         (last: also the index's upkeep, compaction and the BM25 index, once for the whole change)."""
-        if not self.vault.auto_index or not (self._pending or last):
+        if not self.vault.auto_index or not self.index or not (self._pending or last):
             return
         done = self._indexed
 
