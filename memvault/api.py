@@ -886,14 +886,14 @@ class Memvault:
             try:
                 vault.sidecar.mkdir(exist_ok=True)
                 with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                    report = (index.sync(paths=paths) if paths else index.sync() if paths is None else None) \
+                    report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
                         if got else None
                 if not got and changes is not None:
                     self._watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
                 if not got and not index.state_path.exists():
                     with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
                                     holder="search (index sync)", on_wait=vault.notice):
-                        report = index.sync()
+                        report = index.catch_up()
             except OSError as exc:
                 if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                     raise

@@ -384,242 +384,36 @@ class Index:
 
                 table.create_index(column, config=Bitmap())
 
-    # -- sync ------------------------------------------------------------------
-    def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
-             check_only: bool = False, progress: Callable[[int, int], None] | None = None,
-             verify: bool = False, maintain: bool = True) -> SyncReport:
-        """Bring the index in line with the files. The caller holds the vault lock unless check_only.
+    # -- sync: one entry point per kind of caller (docs/design.md, "The index") -------------
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """The index in line with every change to the files since the last sync, hand edits
+        included: before a read, after a clone. The caller holds the vault lock.
 
-        paths: only look at these files (what a command just wrote or removed).
-        adopt: give files without front matter a front matter (reindex does; search does not).
-        check_only: report drift, write nothing.
-        verify: read every row's path and hash and compare them with the record (reindex and
-        --check do; other syncs only compare the row count, which is free).
-        maintain: the table's upkeep after writing (see `maintain`); a bulk add's batches leave it
-        to the last one.
+        git says which files may differ from what the record holds since the commit the record is
+        synced to; its processes run while LanceDB loads. Without git, every file's size and mtime
+        are compared with the record."""
+        return _Sync(self, _How(), progress).run()
 
-        Without paths, git says which files may have changed since the commit the record is
-        synced to (docs/design.md, "The index"); its processes run while LanceDB loads. Without
-        git, every file's size and mtime are compared with the record.
-        """
-        report = SyncReport()
-        state_existed = self.state_path.exists()
-        header = self._header()
-        fresh = header is None
-        git_answer, asked_at, look_in, folders_seen = None, time.time_ns(), None, None
-        if paths is None and not check_only and self._git_ok():
-            from memvault import gitrepo
+    def take_in(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None,
+                upkeep: bool = True) -> SyncReport:
+        """Exactly these files, which a command just wrote or removed, a pull checked out, or the
+        folder's events named; nothing else is looked at. The caller holds the vault lock.
+        upkeep: the table's upkeep after writing (`maintain`); a bulk add's batches leave it to
+        the last one."""
+        return _Sync(self, _How(paths=paths, upkeep=upkeep), progress).run()
 
-            head = gitrepo.read_head(self.root)
-            self._object_format = "sha256" if head and len(head) == 64 else "sha1"
-            look_in, folders_seen = self._folders_to_look_in(header, asked_at)
-            # What git says changed since the synced commit; its processes run while LanceDB loads.
-            git_answer = gitrepo.changes_since(self.root, header["commit"] if header else None, files.ENTRIES,
-                                               untracked_in=look_in)
-        elif paths is not None and header is not None and header["commit"]:
-            self._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
-        live = self.state.count() if header is not None else 0
-        model = self.model_info() if not check_only or (header and header["model"]) else None
-        if full:
-            report.rebuilt = "--full"
-        elif live and header["model"] != model:
-            old = (header["model"] or {}).get("name", "an unknown model")
-            report.rebuilt = f"index was built with {old}; rebuilding with {model['name']}"
-        stray: set[str] = set()  # paths of rows the record does not vouch for (a sync cut short)
-        repaired: list[str] = []  # records whose row is missing, doubled or stale
-        if not report.rebuilt and (not check_only or verify):
-            try:
-                table = self.table() if not check_only or self.dir.is_dir() else None
-                if table is None and live:
-                    report.rebuilt = f"index table in {self.dir} is missing; rebuilding it"
-                elif table is not None:
-                    rows = table.count_rows()
-                    if rows and not live:
-                        report.rebuilt = f"index state {self.state_path} is missing; rebuilding the index"
-                    elif verify or rows != live:
-                        repaired, stray = self._mismatch(table)
-                    if rows and not check_only and not self._filter_indexes_checked:
-                        try:
-                            self.ensure_filter_indexes(table)
-                        except Exception:  # only speed is at stake: searched without them
-                            pass
-            except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
-                report.rebuilt = f"index in {self.dir} is unreadable ({type(exc).__name__}); rebuilding it"
-        if report.rebuilt:
-            if check_only:
-                return report
-            if report.rebuilt != "--full":
-                self.notice(f"memvault: {report.rebuilt}")
-            # The record goes first: a rebuild killed half-way must not leave a record that vouches
-            # for rows the new table does not have yet.
-            self.state.remove()
-            self._reset()
-            header, fresh, live, paths = None, True, 0, None
-        elif stray:
-            if not check_only:
-                self.notice(f"memvault: the index in {self.dir} did not match its files "
-                            f"({len(repaired)} rows missing or stale, {len(stray) - len(repaired)} stray); "
-                            "repairing it")
-                for chunk in _chunks(sorted(stray), 500):
-                    self.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
-            paths = None  # look at every file: those on disk are indexed again below
+    def reindex(self, full: bool = False, verify: bool = True,
+                progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """`memvault reindex` (and sync's hand edits): catch_up, and give files without front
+        matter a front matter; verify: compare every row's path and hash with the record (other
+        syncs compare only the row count, which is free); full: rebuild from every file. The
+        caller holds the vault lock."""
+        return _Sync(self, _How(adopt=True, verify=verify, full=full), progress).run()
 
-        # Which files to look at, and what the record says of them.
-        seen = git_answer() if git_answer is not None else None  # (HEAD, {path: its blob at HEAD})
-        old_dirty: dict[str, str] = self.state.dirty() if header is not None else {}
-        by_git = seen is not None and header is not None and bool(header["commit"]) and not stray
-        if paths is not None:
-            # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
-            scope = {rel for p in paths if _entry_path(rel := self.vault.relative(Path(p)))}
-            on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(self.root, rel))}
-            known = self.state.entries(scope) if header is not None else {}
-        elif by_git:
-            scope = {rel for rel in set(seen[1]) | set(old_dirty) if _entry_path(rel)
-                     or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(self.root, rel)))}
-            on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(self.root, rel))}
-            known = self.state.entries(scope)
-        else:
-            on_disk = _scan_entries(self.root, tombstones=True)
-            known = self.state.entries() if header is not None else {}
-            scope = set(known) | set(on_disk)
-            live_files = sum(1 for rel in on_disk if not _in_deleted(rel))
-            if not state_existed and not report.rebuilt and live_files and not check_only:
-                self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {live_files} files")
-            report.removed.extend(sorted(p for p in stray if p not in on_disk))
-        unsure = False  # a file read without git's word on it that changed after git looked
-        watch: set[str] = set()  # files left out (unreadable, an id taken): looked at again next time
-        for rel in repaired:
-            known.pop(rel, None)  # indexed again below if it is still there
-        put: dict[str, dict[str, Any]] = {}
-        drop: set[str] = set(repaired)
-
-        # Read what changed: size or mtime not as recorded (or no blob id yet: a record carried over).
-        fresh_reads: list[tuple[str, Memory, str, os.stat_result, str, dict | None]] = []
-        examined_unchanged = 0
-        for rel in sorted(scope):
-            path = on_disk.get(rel)
-            entry = known.get(rel)
-            if path is None:
-                if entry is not None:
-                    if entry["live"]:
-                        report.removed.append(rel)
-                        report.ids[rel] = entry["id"]
-                    drop.add(rel)
-                continue
-            try:
-                stat = os.lstat(path)
-            except OSError:
-                continue
-            if entry and entry["oid"] and _same_stat(entry, stat):
-                examined_unchanged += entry["live"]
-                continue
-            tombstone = _in_deleted(rel)
-            try:
-                read = self._read(Path(path), entry, adopt and not check_only and not tombstone, tombstone, report)
-            except MemoryFileError as exc:
-                watch.add(rel)
-                if not tombstone:
-                    report.skipped.append(exc)
-                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
-                    if entry["live"]:
-                        report.removed.append(rel)
-                    drop.add(rel)
-                continue
-            memory, digest, stat, oid = read
-            if seen is not None and not by_git and rel not in seen[1] and stat.st_ctime_ns >= asked_at - RACY_NS:
-                unsure = True
-            if entry and entry["sha256"] == digest:  # touched, not changed
-                examined_unchanged += entry["live"]
-                renewed = {**entry, **_stat_fields(stat, asked_at), "oid": oid}
-                if renewed != entry:
-                    put[rel] = renewed
-                continue
-            if tombstone:  # no row: recorded for find() only
-                put[rel] = {"id": memory.id, **_stat_fields(stat, asked_at), "sha256": digest, "oid": oid, "live": 0}
-                continue
-            fresh_reads.append((rel, memory, digest, stat, oid, entry))
-
-        # Two files claiming one id: the one the record already has keeps it.
-        claimed = self.state.owners(m.id for _, m, *_ in fresh_reads) if header is not None else {}
-        ids_in_use = {i: rel for i, rel in claimed.items() if rel not in scope or rel in on_disk}
-        to_index: list[tuple[str, Memory, str, os.stat_result, str]] = []
-        for rel, memory, digest, stat, oid, entry in fresh_reads:
-            owner = ids_in_use.get(memory.id)
-            if owner is not None and owner != rel:
-                report.skipped.append(MemoryFileError(Path(on_disk[rel]), f"id {memory.id} is already used by {owner}"))
-                watch.add(rel)
-                if entry is not None:
-                    if entry["live"]:
-                        report.removed.append(rel)
-                    drop.add(rel)
-                continue
-            ids_in_use[memory.id] = rel
-            (report.changed if entry and entry["live"] else report.added).append(rel)
-            report.ids[rel] = memory.id
-            to_index.append((rel, memory, digest, stat, oid))
-        report.removed.sort()
-        if paths is not None:
-            report.unchanged = examined_unchanged
-        else:
-            report.unchanged = max(live - len(repaired) - len(report.removed) - len(report.changed), 0)
-
-        if check_only:
-            return report
-        self._apply(report, to_index, progress, maintain)
-        for rel, memory, digest, stat, oid in to_index:
-            put[rel] = {"id": memory.id, **_stat_fields(stat, asked_at), "sha256": digest, "oid": oid, "live": 1}
-        drop -= set(put)
-        meta: dict[str, Any] = {}
-        if header is None or header["model"] != model:
-            meta["model"] = model
-        dirty = dirty_add = None
-        if paths is None:
-            if seen is not None and not unsure:
-                # Synced to HEAD: the paths where the record differs from it, with their blob there
-                # (a path git does not name is as HEAD has it, and so is its record).
-                at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
-                dirty = {rel: oid for rel, oid in at_head.items() if (rel in scope or _entry_path(rel))
-                         and (rel in watch or self._recorded_oid(rel, put, drop, known) != oid)}
-                if header is None or header["commit"] != seen[0]:
-                    meta["commit"] = seen[0]
-                folders = self._folders_after(folders_seen, look_in, asked_at)
-                if header is None or folders != header["folders"]:
-                    meta["folders"] = folders
-                report.unlike_head = {rel: oid for rel, oid in dirty.items()
-                                      if self._recorded_oid(rel, put, drop, known) != oid}
-                if dirty == old_dirty and not fresh:
-                    dirty = None
-                if by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
-                    from memvault import gitrepo
-
-                    gitrepo.refresh_index(self.root)  # files git sees as touched: its stat data renewed
-            elif header is not None and header["commit"]:
-                meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
-                meta["folders"] = {}
-        elif header is not None and header["commit"]:
-            # What this write changed differs from the synced commit: until a sync sees that commit
-            # (or the file as it was), the path stays under watch, with its blob at that commit.
-            dirty_add = {rel: (known[rel]["oid"] if rel in known else "") for rel in set(put) | drop
-                         if rel not in old_dirty}
-            if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
-                meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
-        if put or drop or meta or dirty is not None or dirty_add or fresh:
-            self.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=fresh)
-        return report
-
-    @staticmethod
-    def _recorded_oid(rel: str, put: dict, drop: set, known: dict) -> str:
-        """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""
-        if rel in put:
-            return put[rel]["oid"]
-        if rel in drop:
-            return ""
-        entry = known.get(rel)
-        return entry["oid"] if entry else ""
-
-    def sync_paths(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None) -> SyncReport:
-        """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
-        return self.sync(paths=paths, progress=progress)
+    def check(self) -> SyncReport:
+        """The drift between files and index (`reindex --check`): every file and every row
+        compared with the record; writes nothing (the caller holds a shared lock, or none)."""
+        return _Sync(self, _How(write=False, verify=True), None).run()
 
     def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, dict[str, Any]]:
         """{text: row} for the live rows of this conversation and role whose text is one of `texts`."""
@@ -760,6 +554,287 @@ class Index:
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
         columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim)
         return pa.Table.from_pydict(columns, schema=schema)
+
+
+@dataclass
+class _How:
+    """What one sync is for; set by Index's entry points (catch_up, take_in, reindex, check)."""
+
+    paths: Iterable[Path] | None = None  # only these files; None: whatever changed
+    adopt: bool = False  # give files without front matter one
+    write: bool = True  # False: report the drift, write nothing
+    verify: bool = False  # compare every row with the record, not only their number
+    full: bool = False  # rebuild from every file
+    upkeep: bool = True  # the table's upkeep after writing
+
+
+class _Sync:
+    """One sync, in steps (`run`): decide whether the table must be rebuilt or repaired, choose
+    the files to look at, read those whose stat differs from the record, settle ids claimed
+    twice, write the rows, then the record, in one transaction, last (docs/design.md, "The
+    index"): a sync killed at any point leaves the old record, and the next one finishes."""
+
+    def __init__(self, index: Index, how: _How, progress: Callable[[int, int], None] | None):
+        self.index, self.how, self.progress = index, how, progress
+        self.paths = how.paths
+        self.report = SyncReport()
+        self.asked_at = time.time_ns()
+        self.git_answer = None
+        self.look_in: list[str] | None = None
+        self.folders_seen: dict[str, int] | None = None
+        self.stray: set[str] = set()  # paths of rows the record does not vouch for (a sync cut short)
+        self.repaired: list[str] = []  # records whose row is missing, doubled or stale
+        self.watch: set[str] = set()  # files left out (unreadable, an id taken): looked at again next time
+        self.unsure = False  # a file read without git's word on it that changed after git looked
+        self.put: dict[str, dict[str, Any]] = {}
+        self.drop: set[str] = set()
+
+    def run(self) -> SyncReport:
+        self.start()
+        self.judge_table()
+        if self.report.rebuilt and not self.how.write:
+            return self.report
+        self.clear()
+        self.choose_files()
+        to_index = self.claim_ids(self.look())
+        if not self.how.write:
+            return self.report
+        self.index._apply(self.report, to_index, self.progress, self.how.upkeep)
+        for rel, memory, digest, stat, oid in to_index:
+            self.put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                             "live": 1}
+        self.record()
+        return self.report
+
+    def start(self) -> None:
+        """The record's header; git asked what changed (its processes run meanwhile); the model."""
+        index, how = self.index, self.how
+        self.state_existed = index.state_path.exists()
+        self.header = header = index._header()
+        self.fresh = header is None
+        if self.paths is None and how.write and index._git_ok():
+            from memvault import gitrepo
+
+            head = gitrepo.read_head(index.root)
+            index._object_format = "sha256" if head and len(head) == 64 else "sha1"
+            self.look_in, self.folders_seen = index._folders_to_look_in(header, self.asked_at)
+            self.git_answer = gitrepo.changes_since(index.root, header["commit"] if header else None, files.ENTRIES,
+                                                    untracked_in=self.look_in)
+        elif self.paths is not None and header is not None and header["commit"]:
+            index._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
+        self.live = index.state.count() if header is not None else 0
+        self.model = index.model_info() if how.write or (header and header["model"]) else None
+
+    def judge_table(self) -> None:
+        """report.rebuilt when the table must be built anew (--full, another model, no table, no
+        record, unreadable); otherwise the rows to repair when their number (or, verifying, their
+        paths and hashes) disagrees with the record."""
+        index, how, report, header = self.index, self.how, self.report, self.header
+        if how.full:
+            report.rebuilt = "--full"
+        elif self.live and header["model"] != self.model:
+            old = (header["model"] or {}).get("name", "an unknown model")
+            report.rebuilt = f"index was built with {old}; rebuilding with {self.model['name']}"
+        if report.rebuilt or not (how.write or how.verify):
+            return
+        try:
+            table = index.table() if how.write or index.dir.is_dir() else None
+            if table is None and self.live:
+                report.rebuilt = f"index table in {index.dir} is missing; rebuilding it"
+            elif table is not None:
+                rows = table.count_rows()
+                if rows and not self.live:
+                    report.rebuilt = f"index state {index.state_path} is missing; rebuilding the index"
+                elif how.verify or rows != self.live:
+                    self.repaired, self.stray = index._mismatch(table)
+                if rows and how.write and not index._filter_indexes_checked:
+                    try:
+                        index.ensure_filter_indexes(table)
+                    except Exception:  # only speed is at stake: searched without them
+                        pass
+        except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
+            report.rebuilt = f"index in {index.dir} is unreadable ({type(exc).__name__}); rebuilding it"
+
+    def clear(self) -> None:
+        """A rebuild drops record and table; stray rows are deleted (then every file is looked at)."""
+        index, report = self.index, self.report
+        if report.rebuilt:
+            if report.rebuilt != "--full":
+                index.notice(f"memvault: {report.rebuilt}")
+            # The record goes first: a rebuild killed half-way must not leave a record that vouches
+            # for rows the new table does not have yet.
+            index.state.remove()
+            index._reset()
+            self.header, self.fresh, self.live, self.paths = None, True, 0, None
+        elif self.stray:
+            if self.how.write:
+                index.notice(f"memvault: the index in {index.dir} did not match its files "
+                             f"({len(self.repaired)} rows missing or stale, "
+                             f"{len(self.stray) - len(self.repaired)} stray); repairing it")
+                for chunk in _chunks(sorted(self.stray), 500):
+                    index.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+            self.paths = None  # look at every file: those on disk are indexed again below
+
+    def choose_files(self) -> None:
+        """scope (the paths to look at), on_disk (those of them that are memory files now) and
+        known (what the record says of them): the given paths, git's answer, or every file."""
+        index, root, header = self.index, self.index.root, self.header
+        self.seen = self.git_answer() if self.git_answer is not None else None  # (HEAD, {path: blob at HEAD})
+        self.old_dirty: dict[str, str] = index.state.dirty() if header is not None else {}
+        self.by_git = self.seen is not None and header is not None and bool(header["commit"]) and not self.stray
+        if self.paths is not None:
+            # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
+            scope = {rel for p in self.paths if _entry_path(rel := index.vault.relative(Path(p)))}
+            self.known = index.state.entries(scope) if header is not None else {}
+        elif self.by_git:
+            scope = {rel for rel in set(self.seen[1]) | set(self.old_dirty) if _entry_path(rel)
+                     or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(root, rel)))}
+            self.known = index.state.entries(scope)
+        else:
+            self.on_disk = _scan_entries(root, tombstones=True)
+            self.known = index.state.entries() if header is not None else {}
+            self.scope = set(self.known) | set(self.on_disk)
+            live_files = sum(1 for rel in self.on_disk if not _in_deleted(rel))
+            if not self.state_existed and not self.report.rebuilt and live_files and self.how.write:
+                index.notice(f"memvault: no index in {index.vault.sidecar}; building it from {live_files} files")
+            self.report.removed.extend(sorted(p for p in self.stray if p not in self.on_disk))
+        if self.paths is not None or self.by_git:
+            self.scope = scope
+            self.on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(root, rel))}
+        for rel in self.repaired:
+            self.known.pop(rel, None)  # indexed again below if it is still there
+        self.drop = set(self.repaired)
+
+    def look(self) -> list[tuple[str, Memory, str, os.stat_result, str, dict | None]]:
+        """Read the files whose size or mtime is not as recorded (or that have no blob id yet: a
+        record carried over); the new or changed memories among them."""
+        report, known, put, drop = self.report, self.known, self.put, self.drop
+        fresh_reads = []
+        self.examined_unchanged = 0
+        for rel in sorted(self.scope):
+            path = self.on_disk.get(rel)
+            entry = known.get(rel)
+            if path is None:
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                        report.ids[rel] = entry["id"]
+                    drop.add(rel)
+                continue
+            try:
+                stat = os.lstat(path)
+            except OSError:
+                continue
+            if entry and entry["oid"] and _same_stat(entry, stat):
+                self.examined_unchanged += entry["live"]
+                continue
+            tombstone = _in_deleted(rel)
+            try:
+                read = self.index._read(Path(path), entry, self.how.adopt and self.how.write and not tombstone,
+                                        tombstone, report)
+            except MemoryFileError as exc:
+                self.watch.add(rel)
+                if not tombstone:
+                    report.skipped.append(exc)
+                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    drop.add(rel)
+                continue
+            memory, digest, stat, oid = read
+            if self.seen is not None and not self.by_git and rel not in self.seen[1] \
+                    and stat.st_ctime_ns >= self.asked_at - RACY_NS:
+                self.unsure = True
+            if entry and entry["sha256"] == digest:  # touched, not changed
+                self.examined_unchanged += entry["live"]
+                renewed = {**entry, **_stat_fields(stat, self.asked_at), "oid": oid}
+                if renewed != entry:
+                    put[rel] = renewed
+                continue
+            if tombstone:  # no row: recorded for find() only
+                put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                            "live": 0}
+                continue
+            fresh_reads.append((rel, memory, digest, stat, oid, entry))
+        return fresh_reads
+
+    def claim_ids(self, fresh_reads) -> list[tuple[str, Memory, str, os.stat_result, str]]:
+        """Two files claiming one id: the one the record already has keeps it; the other is
+        skipped (and watched). What is left is to be indexed."""
+        report, header = self.report, self.header
+        claimed = self.index.state.owners(m.id for _, m, *_ in fresh_reads) if header is not None else {}
+        ids_in_use = {i: rel for i, rel in claimed.items() if rel not in self.scope or rel in self.on_disk}
+        to_index = []
+        for rel, memory, digest, stat, oid, entry in fresh_reads:
+            owner = ids_in_use.get(memory.id)
+            if owner is not None and owner != rel:
+                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                self.watch.add(rel)
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    self.drop.add(rel)
+                continue
+            ids_in_use[memory.id] = rel
+            (report.changed if entry and entry["live"] else report.added).append(rel)
+            report.ids[rel] = memory.id
+            to_index.append((rel, memory, digest, stat, oid))
+        report.removed.sort()
+        if self.paths is not None:
+            report.unchanged = self.examined_unchanged
+        else:
+            report.unchanged = max(self.live - len(self.repaired) - len(report.removed) - len(report.changed), 0)
+        return to_index
+
+    def record(self) -> None:
+        """The record's one transaction: the files read, the model, and what it is synced to."""
+        index, header, known, put = self.index, self.header, self.known, self.put
+        self.drop -= set(put)
+        drop, old_dirty, seen = self.drop, self.old_dirty, self.seen
+        meta: dict[str, Any] = {}
+        if header is None or header["model"] != self.model:
+            meta["model"] = self.model
+        dirty = dirty_add = None
+        if self.paths is None:
+            if seen is not None and not self.unsure:
+                # Synced to HEAD: the paths where the record differs from it, with their blob there
+                # (a path git does not name is as HEAD has it, and so is its record).
+                at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
+                dirty = {rel: oid for rel, oid in at_head.items() if (rel in self.scope or _entry_path(rel))
+                         and (rel in self.watch or self.recorded_oid(rel) != oid)}
+                if header is None or header["commit"] != seen[0]:
+                    meta["commit"] = seen[0]
+                folders = index._folders_after(self.folders_seen, self.look_in, self.asked_at)
+                if header is None or folders != header["folders"]:
+                    meta["folders"] = folders
+                self.report.unlike_head = {rel: oid for rel, oid in dirty.items() if self.recorded_oid(rel) != oid}
+                if dirty == old_dirty and not self.fresh:
+                    dirty = None
+                if self.by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
+                    from memvault import gitrepo
+
+                    gitrepo.refresh_index(index.root)  # files git sees as touched: its stat data renewed
+            elif header is not None and header["commit"]:
+                meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
+                meta["folders"] = {}
+        elif header is not None and header["commit"]:
+            # What this write changed differs from the synced commit: until a sync sees that commit
+            # (or the file as it was), the path stays under watch, with its blob at that commit.
+            dirty_add = {rel: (known[rel]["oid"] if rel in known else "") for rel in set(put) | drop
+                         if rel not in old_dirty}
+            if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
+                meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
+        if put or drop or meta or dirty is not None or dirty_add or self.fresh:
+            index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh)
+
+    def recorded_oid(self, rel: str) -> str:
+        """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""
+        if rel in self.put:
+            return self.put[rel]["oid"]
+        if rel in self.drop:
+            return ""
+        entry = self.known.get(rel)
+        return entry["oid"] if entry else ""
 
 
 def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:

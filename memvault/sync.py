@@ -34,7 +34,7 @@ def check(vault: Vault) -> SyncReport:
                 stack.enter_context(vault_lock(vault.lock_path, shared=True))
             except OSError:
                 pass
-        return vault.index.sync(check_only=True, verify=True)
+        return vault.index.check()
 
 
 def reindex(vault: Vault, full: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
@@ -60,7 +60,7 @@ def commit_hand_edits(vault: Vault, command: str, full: bool = False,
         with vault.change(command) as change:
             if first is not None:
                 first()
-            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=verify)
+            report = vault.index.reindex(full=full, verify=verify, progress=progress)
             _record_hand_edits(vault, change, report)
     finally:
         vault.auto_index = auto_index

@@ -311,7 +311,7 @@ class Change:
             if self.progress is not None:
                 self.progress(done + current, max(self.expected or 0, done + total))
 
-        report = self.vault.index.sync(paths=self._pending, progress=progress, maintain=last) \
+        report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last) \
             if self._pending else None
         if last and report is None and self._indexed:
             self.vault.index.maintain()

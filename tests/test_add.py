@@ -107,8 +107,9 @@ def test_a_bulk_add_is_written_and_indexed_a_batch_at_a_time_in_one_commit(vault
 
     monkeypatch.setattr(vault, "INDEX_BATCH", 4)
     indexed = []
-    sync = index.Index.sync
-    monkeypatch.setattr(index.Index, "sync", lambda self, **kw: indexed.append(len(kw.get("paths") or ())) or sync(self, **kw))
+    take_in = index.Index.take_in
+    monkeypatch.setattr(index.Index, "take_in",
+                        lambda self, paths, **kw: indexed.append(len(paths)) or take_in(self, paths, **kw))
     seed("The user keeps bees")
     indexed.clear()
     texts = [f"bulk memory number {n}" for n in range(9)] + ["bulk memory number 2", "The user keeps bees"]

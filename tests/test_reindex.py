@@ -230,7 +230,7 @@ def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeyp
     from memvault.vault import Vault
 
     add("The user owns a kayak", "The user bakes bread")
-    Index(Vault.open(vault_dir)).sync()  # takes in the add's commit (the record notes what it is synced to)
+    Index(Vault.open(vault_dir)).catch_up()  # takes in the add's commit (the record notes what it is synced to)
     state = vault_dir / ".memvault/state.db"
     before = (state.stat().st_mtime_ns, state.read_bytes())
 
@@ -239,7 +239,7 @@ def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeyp
 
     monkeypatch.setattr(models, "get_embedder", no_loading)
     models._embedders.clear()
-    report = Index(Vault.open(vault_dir)).sync()
+    report = Index(Vault.open(vault_dir)).catch_up()
     assert report.unchanged == 2 and not report.drift
     assert (state.stat().st_mtime_ns, state.read_bytes()) == before
 
@@ -351,7 +351,7 @@ def test_a_state_json_of_an_earlier_memvault_is_carried_over_without_embedding_a
 
     monkeypatch.setattr(models, "get_embedder", no_loading)
     models._embedders.clear()
-    report = Index(Vault.open(vault_dir)).sync()
+    report = Index(Vault.open(vault_dir)).catch_up()
     assert not report.drift and report.unchanged == 2
     assert state_db.exists() and not (vault_dir / ".memvault/state.json").exists()
     assert set(Index(Vault.open(vault_dir)).state.entries()) == set(rels)
