@@ -92,16 +92,20 @@ def _parse_status(block: str) -> list[tuple[str, str, str | None, str, str | Non
     The blob is the file after the commit, or before it when the commit removed it; the blob
     before is given for a file changed in place (an edit, to show what it said before)."""
     rows = []
-    for line in block.splitlines():
-        parts = line.split("\t")
-        meta = parts[0].split()
-        if not line.startswith(":") or len(parts) < 2 or len(meta) < 5:
+    for line in block.split("\n"):  # an import's commit has 100,000 of these lines: kept lean
+        if line[:1] != ":":
             continue
-        old_blob, new_blob, letter = meta[2], meta[3], meta[4][0]
-        if letter in "RC" and len(parts) == 3:
-            rows.append((letter, parts[2], parts[1], new_blob, old_blob if meta[4] != "R100" else None))
+        head, _, paths = line.partition("\t")
+        meta = head.split(" ")
+        if not paths or len(meta) < 5:
+            continue
+        old_blob, new_blob, status = meta[2], meta[3], meta[4]
+        letter = status[0]
+        if letter in "RC" and "\t" in paths:
+            old_path, _, new_path = paths.partition("\t")
+            rows.append((letter, new_path, old_path, new_blob, old_blob if status != "R100" else None))
         else:
-            rows.append((letter, parts[1], None, old_blob if letter == "D" else new_blob,
+            rows.append((letter, paths, None, old_blob if letter == "D" else new_blob,
                          old_blob if letter == "M" else None))
     return rows
 
@@ -203,7 +207,7 @@ def _memory_rows(rows):
 def _count_memories(rows) -> int:
     """How many memories these changed files are, without reading them: a file and its tombstone
     share a name (<ts>__<id>.md), so a move that git saw as a delete plus an add counts once."""
-    names = [PurePosixPath(row[1]).name for row in rows]
+    names = [row[1].rpartition("/")[2] for row in rows]  # not PurePosixPath: 0.6 s at 100,000 rows
     return len({name for name in names if "__" in name}) + sum(1 for name in names if "__" not in name)
 
 
