@@ -20,6 +20,7 @@ import collections
 import functools
 import hashlib
 import json
+import sqlite3
 import os
 import shutil
 import subprocess
@@ -95,8 +96,9 @@ def load(data: Path, conversations: list[str] | None, max_questions: int | None,
 
 def vault_count(vault: Path) -> int:
     try:
-        return len(json.loads((vault / ".memvault" / "state.json").read_text())["files"])
-    except (OSError, ValueError, KeyError):
+        with sqlite3.connect(f"file:{vault / '.memvault' / 'state.db'}?mode=ro", uri=True) as db:
+            return db.execute("SELECT count(*) FROM files WHERE live = 1").fetchone()[0]
+    except sqlite3.Error:
         return -1
 
 
