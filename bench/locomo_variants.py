@@ -1,47 +1,48 @@
-"""The in-process variants of `bench/locomo.py --experiments`.
+"""The in-process variants of `bench/locomo.py --experiments`: issue 15's ablations.
 
-name -> {"query": retrieval.Query fields, "fts": full-text index options (optional)}. All of
-them: no rerank (none is available here) and, unless the name says otherwise, no recency and
-no MMR, so that they compare how candidates are found and how the fused score becomes relevance.
+name -> {"query": retrieval.Query fields, "fts_column": the column BM25 searches (optional,
+default index_text), "fts": full-text index options (optional)}. No rerank in any (none is
+available here). BEFORE is the read path as it was before issue 15; NOW the defaults after it.
+Each direction is measured alone (added to BEFORE) and taken out of NOW.
 """
 
-PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0}
-DEFAULTS = {"rerank": False}  # the product's recency and MMR
+from memvault.config import Settings
+
+_S = Settings()
+BEFORE = {"rerank": False, "bm25_column": "text", "relevance": "minmax", "recency_blend": "add",
+          "recency_weight": 0.2, "mmr_lambda": 0.7, "mmr_min_similarity": 0.0, "relevance_floor": 0.0}
+NOW = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
+       "relevance_floor": _S.relevance_floor}
+PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
 
 
-def v(fts=None, **query):
-    return {"query": {**PURE, **query}, **({"fts": fts} if fts else {})}
+def before(**changes):
+    query = {**BEFORE, **changes}
+    return {"query": query, **({"fts_column": "text"} if query["bm25_column"] == "text" else {})}
+
+
+def now(**changes):
+    query = {**NOW, **changes}
+    return {"query": query, **({"fts_column": "text"} if query.get("bm25_column") == "text" else {})}
 
 
 VARIANTS = {
-    # retrievers alone, and the fusion of the two
-    "dense": v(use_bm25=False),
-    "bm25": v(use_dense=False),
-    "hybrid-convex": v(fusion="convex"),
-    "hybrid-rrf": v(fusion="rrf"),
-    # how dense and BM25 are scaled before the convex combination
-    "convex-tm": v(fusion="convex-tm"),
-    "convex-z": v(fusion="convex-z"),
-    # convex weights
-    "convex-dense0.3": v(fusion="convex", dense_weight=0.3),
-    "convex-dense0.7": v(fusion="convex", dense_weight=0.7),
-    # candidate depth (top_k * factor per retriever), and the union of both lists
-    "convex-depth5": v(fusion="convex", candidate_factor=5),
-    "convex-depth10": v(fusion="convex", candidate_factor=10),
-    "convex-union": v(fusion="convex", pool="union"),
-    "rrf-depth5": v(fusion="rrf", candidate_factor=5),
-    # RRF weighting of the candidate lists (dense, BM25)
-    "rrf-bm25x1.5": v(fusion="rrf", rrf_weights=(1.0, 1.5)),
-    "rrf-densex1.5": v(fusion="rrf", rrf_weights=(1.5, 1.0)),
-    # the full-text index's tokenizer and stemming
-    "bm25-nostem": v(use_dense=False, fts={"stem": False}),
-    "bm25-stopwords-kept": v(use_dense=False, fts={"remove_stop_words": False}),
-    "bm25-nostem-stopwords-kept": v(use_dense=False, fts={"stem": False, "remove_stop_words": False}),
-    "convex-nostem": v(fusion="convex", fts={"stem": False}),
-    # a floor under the candidate depth, for small top_k (run these with -k 5)
-    "convex-min50": v(fusion="convex", min_candidates=50),
-    "convex-min50+recency+mmr": {"query": {**DEFAULTS, "fusion": "convex", "min_candidates": 50}},
-    # the product's recency and MMR on top
-    "convex+recency+mmr": {"query": {**DEFAULTS, "fusion": "convex"}},
-    "rrf+recency+mmr": {"query": {**DEFAULTS, "fusion": "rrf"}},
+    "before": before(),
+    "before, retrieval only": before(**PURE),
+    # each direction alone, on the read path as it was
+    "before + turn context": before(bm25_column="index_text"),
+    "before + recency as a factor 0.1": before(recency_blend="scale", recency_weight=0.1),
+    "before + MMR on near-duplicates only": before(mmr_min_similarity=0.9),
+    "before + relevance x match": before(relevance="match"),
+    "before + relevance floor 0.15": before(relevance_floor=0.15),
+    # all of them: the new defaults, and each taken out again
+    "now": now(),
+    "now, retrieval only": now(**PURE),
+    "now - turn context": now(bm25_column="text"),
+    "now - recency as a factor (additive 0.2)": now(recency_blend="add", recency_weight=0.2),
+    "now - MMR on near-duplicates only": now(mmr_min_similarity=0.0),
+    "now - relevance x match": now(relevance="minmax"),
+    "now - relevance floor": now(relevance_floor=0.0),
+    "now, no recency": now(recency_weight=0.0),
+    "now, no MMR": now(mmr_lambda=1.0),
 }

@@ -33,8 +33,9 @@ class Settings:
     default_top_k: int = 5
     max_entries: int = 500
     mmr_lambda: float = 0.7
-    recency_weight: float = 0.2
+    recency_weight: float = 0.1
     score_threshold: float | None = None
+    relevance_floor: float = 0.15
     enable_summarization: bool = True
     enable_git_versioning: bool = True
     soft_decay_minutes: float = 10.0
@@ -59,6 +60,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "mmr_lambda": (0.0, 1.0),
     "recency_weight": (0.0, 1.0),
     "score_threshold": (0.0, 1.0),
+    "relevance_floor": (0.0, 1.0),
     "soft_decay_minutes": (0.0, None),
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),

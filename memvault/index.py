@@ -24,12 +24,14 @@ from memvault.errors import MemoryFileError
 from memvault.files import Memory
 
 TABLE = "memories"
-STATE_VERSION = 1
+# 2: the index_text column (what BM25 reads: a turn with its context, memvault/turn_context.py).
+STATE_VERSION = 2
 EMBED_BATCH = 256
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
 COMPACT_FRAGMENTS = 16
-# The BM25 index on text: words lower-cased, accents folded, English stop words dropped, stemmed.
+# The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
+FTS_COLUMN = "index_text"
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
@@ -152,7 +154,10 @@ class Index:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
             if state.get("version") == STATE_VERSION and isinstance(state.get("files"), dict):
                 return state
-            self.notice(f"index state {self.state_path} has an unknown format; rebuilding the index")
+            if isinstance(state.get("version"), int) and state["version"] < STATE_VERSION:
+                self.notice("memvault: the index was built by an older memvault; rebuilding it (once)")
+            else:
+                self.notice(f"index state {self.state_path} has an unknown format; rebuilding the index")
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
@@ -209,6 +214,7 @@ class Index:
             ("created_at", pa.string()),
             ("tags", pa.string()),  # "|a|b|" so a tag filter is one LIKE
             ("text", pa.string()),
+            ("index_text", pa.string()),  # what BM25 reads: the text, a turn with its context
             ("sha256", pa.string()),
             ("meta", pa.string()),  # the other front-matter keys as JSON
             ("vector", pa.list_(pa.float32(), self.embedder.dim)),
@@ -220,14 +226,14 @@ class Index:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def ensure_fts(self, table) -> None:
-        """A BM25 index on text; rows added later are still searched (unindexed rows are scanned)."""
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
-        if "text_idx" not in indices and table.count_rows() > 0:
+        if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
             import warnings
 
             with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
                 warnings.simplefilter("ignore", DeprecationWarning)
-                table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+                table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
 
     # -- sync ------------------------------------------------------------------
     def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
@@ -350,7 +356,8 @@ class Index:
 
         if check_only:
             return report
-        self._apply(known, report, to_index, progress)
+        contexts = self._turn_contexts(known, report, to_index)
+        self._apply(known, report, to_index, progress, contexts)
         state["model"] = model
         if touched or report.removed:  # a no-op sync (every search) writes nothing
             self.save_state(state)
@@ -433,8 +440,27 @@ class Index:
                 raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
         return memory, adopted, hashlib.sha256(raw).hexdigest(), stat
 
-    def _apply(self, known, report: SyncReport, to_index, progress) -> None:
-        stale = report.removed + report.changed
+    def _turn_contexts(self, known, report: SyncReport, to_index):
+        """What BM25 reads for the memories to index (turn_context.py), and the turns whose context
+        changed with them (the turns after a turn added, changed or removed), added to to_index."""
+        from memvault.turn_context import TurnContexts
+
+        contexts = TurnContexts(self.root, {rel: memory for rel, memory, _, _ in to_index})
+        touched = [rel for rel, *_ in to_index] + report.removed
+        for rel in sorted(contexts.after(touched)):
+            if rel not in known:  # not indexed (yet): a sync of every file reads it anyway
+                continue
+            try:
+                memory, _adopted, digest, stat = self._read(self.root / rel, False, SyncReport())
+            except MemoryFileError:
+                continue
+            to_index.append((rel, memory, digest, stat))
+            contexts.pending[rel] = memory
+            contexts.refreshed.append(rel)
+        return contexts
+
+    def _apply(self, known, report: SyncReport, to_index, progress, contexts=None) -> None:
+        stale = report.removed + report.changed + (contexts.refreshed if contexts is not None else [])
         table = self.table(create=bool(to_index))
         if table is not None and stale:
             for chunk in _chunks(stale, 500):
@@ -450,7 +476,7 @@ class Index:
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
             vectors = self.embedder.embed([m.text for _, m, _, _ in batch])
-            table.add(self._arrow_rows(batch, vectors))
+            table.add(self._arrow_rows(batch, vectors, contexts))
             for rel, memory, digest, stat in batch:
                 known[rel] = {"id": memory.id, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
             done += len(batch)
@@ -462,12 +488,13 @@ class Index:
                 table.optimize()  # compaction into one fragment, the new rows into the BM25 index
 
 
-    def _arrow_rows(self, batch, vectors):
+    def _arrow_rows(self, batch, vectors, contexts=None):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
         import numpy as np
         import pyarrow as pa
 
-        rows = [_row(rel, memory, digest, None) for rel, memory, digest, _ in batch]
+        rows = [_row(rel, memory, digest, None, contexts.index_text(rel, memory) if contexts else memory.text)
+                for rel, memory, digest, _ in batch]
         schema = self._schema()
         columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
@@ -475,7 +502,7 @@ class Index:
         return pa.Table.from_pydict(columns, schema=schema)
 
 
-def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
+def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
     created = memory.created_at
     return {
         "id": memory.id,
@@ -486,6 +513,7 @@ def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
         "created_at": files.format_time(created),
         "tags": "|" + "|".join(memory.tags) + "|" if memory.tags else "",
         "text": memory.text,
+        "index_text": memory.text if index_text is None else index_text,
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
                            default=str, ensure_ascii=False),

@@ -19,7 +19,7 @@ CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant")  # summari
 @dataclass
 class Query:
     """One search. Built with `Query.from_settings`, which fills what the caller leaves open from
-    the vault's settings (top_k, recency_weight, mmr_lambda, threshold)."""
+    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor)."""
 
     text: str
     top_k: int
@@ -42,11 +42,21 @@ class Query:
     fusion: str = "convex"  # relevance without a reranker: "convex" (dense + BM25 magnitudes) or "rrf"
     dense_weight: float = 0.5  # convex fusion: weight of the dense part, BM25 gets the rest
     pool: str = "rrf"  # "rrf": the fused top `depth` per scope; "union": every row either retriever returned
+    relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
+    mmr_min_similarity: float = ranking.NEAR_DUPLICATE  # MMR pushes down only candidates this similar
+    # For bench/locomo.py's ablations: what BM25 searches ("index_text": a turn with its context,
+    # "text": the turn alone, given an FTS index on it), relevance without a reranker ("match":
+    # min-max fused x absolute match; "minmax": min-max fused alone) and the recency blend
+    # ("scale": relevance x (1 - w + w x recency); "add": (1 - w) x relevance + w x recency).
+    bm25_column: str = "index_text"
+    relevance: str = "match"
+    recency_blend: str = "scale"
 
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
-                      mmr_lambda: float | None = None, threshold: float | None = None, **options: Any) -> "Query":
+                      mmr_lambda: float | None = None, threshold: float | None = None,
+                      relevance_floor: float | None = None, **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
         settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
         from memvault.config import coerce
@@ -59,7 +69,8 @@ class Query:
         return cls(text=text, top_k=pick("top_k", top_k, "default_top_k"),
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
                    mmr_lambda=pick("mmr_lambda", mmr_lambda, "mmr_lambda"),
-                   threshold=pick("threshold", threshold, "score_threshold"), **options)
+                   threshold=pick("threshold", threshold, "score_threshold"),
+                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"), **options)
 
 
 @dataclass
@@ -92,6 +103,28 @@ class SearchOutcome:
     rerank_note: str | None = None  # why the rerank stage did not run
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for -v
     note_shown: bool = False  # the rerank note was just said on the notice channel
+    left_out: int = 0  # candidates below the relevance floor or the threshold
+    floor: float = 0.0  # the relevance floor that applied (none with a reranker)
+
+    @property
+    def reordered(self) -> bool:
+        """Whether the results are not in score order (MMR moved a near-duplicate down)."""
+        scores = [r.score for r in self.results]
+        return any(a < b - 1e-12 for a, b in zip(scores, scores[1:]))
+
+    def notes(self) -> list[str]:
+        """What someone reading the results should know: why they are not in score order, and why
+        nothing came back although there were candidates."""
+        notes = []
+        if self.reordered:
+            notes.append("listed by score, except that near-duplicates were moved down (MMR; "
+                         "--mmr-lambda 1 keeps score order)")
+        if not self.results and self.left_out:
+            why = f"relevance_floor {self.floor:g}" if self.floor and not self.reranked else "--threshold"
+            notes.append(f"no memory matches well enough ({self.left_out} candidates below {why}; "
+                         "--relevance-floor 0 shows them)" if "floor" in why else
+                         f"no memory matches well enough ({self.left_out} candidates below {why})")
+        return notes
 
     def to_json(self) -> list[dict[str, Any]]:
         """The results as `search --json` prints them."""
@@ -123,7 +156,7 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns="text"),
+                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=query.bm25_column),
                                       where).limit(depth).to_list()
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
@@ -207,13 +240,29 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
     return found
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[list[Result], bool]:
-    """Relevance (reranker or fused score), threshold, recency blend, MMR. Returns (picked, reranked)."""
+def match_scores(pool: list[Result], query: Query, rows: int) -> None:
+    """Each candidate's absolute match (0-1), comparable across searches: dense_weight times its
+    cosine on an absolute scale plus the rest times its BM25 on an absolute scale (ranking.py)."""
+    terms = len(ranking.query_terms(query.text))
+    for result in pool:
+        dense = ranking.dense_match(result.scores["dense"])
+        lexical = ranking.lexical_match(result.scores.get("bm25", 0.0), rows, terms)
+        if query.use_dense and query.use_bm25:
+            match = query.dense_weight * dense + (1.0 - query.dense_weight) * lexical
+        else:
+            match = dense if query.use_dense else lexical
+        result.scores["match"] = match
+
+
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
+    """Relevance (reranker, or fused score times absolute match), floor and threshold, recency,
+    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, left out)."""
     import numpy as np
 
     if not pool:
-        return [], False
+        return [], False, 0
     reranked = False
+    before = len(pool)
     if reranker is not None and query.rerank:
         logits = reranker.score(query.text, [r.text for r in pool])
         for result, logit in zip(pool, logits):
@@ -224,26 +273,38 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[lis
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
+        # Rank within the search by the fused score (what finds the evidence: bench/README.md), times
+        # the absolute match, so that the best of a search that matches nothing well scores low.
         fuse_scores(pool, query.use_dense, query.use_bm25, method=query.fusion, dense_weight=query.dense_weight)
-        relevance = ranking.min_max([r.scores["fused"] for r in pool])
+        match_scores(pool, query, rows)
+        fused = [r.scores["fused"] for r in pool]
+        if query.relevance == "minmax":  # before issue 15
+            relevance = ranking.min_max(fused)
+        else:
+            within = ranking.min_max(fused) if max(fused) - min(fused) > 1e-12 else [1.0] * len(pool)  # all the best
+            relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+        keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
+                and (query.threshold is None or relevance[i] >= query.threshold)]
+        pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
     for result, rel in zip(pool, relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
-        result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight)
+        result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight, query.recency_blend)
     if not pool:
-        return [], reranked
+        return [], reranked, before
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
     vectors = np.asarray([r.vector for r in pool], dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = vectors / np.where(norms == 0, 1.0, norms)
     similarity = (vectors @ vectors.T).tolist()
-    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda)
+    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda,
+                        query.mmr_min_similarity)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
         picked.append(pool[index])
-    return picked, reranked
+    return picked, reranked, before - len(pool)
 
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
@@ -267,10 +328,11 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     pool = list(candidates(table, query, vector).values())
     lap("candidates")
     now = query.now or files.utcnow()
-    picked, reranked = rank(pool, query, reranker if query.rerank else None, now)
+    picked, reranked, left_out = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
-    return SearchOutcome(picked, reranked, note, timings)
+    return SearchOutcome(picked, reranked, note, timings, left_out=left_out,
+                         floor=0.0 if reranked else query.relevance_floor)
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):
