@@ -265,6 +265,9 @@ class Config:
     neighbour: float = 0.0  # + b * max(relevance of the turns before / after)
     scale: str = "minmax"  # minmax | abs
     gate: float = 0.05
+    delta: float = 0.2
+    bdelta: float = 0.5
+    fdelta: float = 0.5
     c0: float = 0.1
     match: str = "avg"
     times_match: float = 0.0
@@ -317,6 +320,17 @@ def run_config(cfg: Config, turns, queries, vecs: Vectors, bm: Bm25, score_one):
                 sd = np.clip((d - cfg.c0) / (cfg.c1 - cfg.c0), 0, 1)
                 sl = np.clip(b / (math.log(1 + len(ids)) * max(n_terms(qb), 1)), 0, 1)
                 rel = cfg.dense_weight * sd + (1 - cfg.dense_weight) * sl
+            elif cfg.scale.startswith("damp"):  # min-max, but a spread under delta is not stretched to 0-1
+                def damp(x, delta):
+                    hi, lo = x.max(), x.min()
+                    return np.clip(1 - (hi - x) / max(hi - lo, delta, 1e-12), 0, 1)
+                fused = cfg.dense_weight * damp(d, cfg.delta) + (1 - cfg.dense_weight) * damp(b, cfg.bdelta * b.max())
+                rel = {"damp": fused, "damp-mm": mm(fused), "damp-max": fused / max(fused.max(), 1e-12),
+                       "damp2": damp(fused, cfg.fdelta)}[cfg.scale]
+            elif cfg.scale in ("tm", "tm-mm"):  # value / max per retriever (0 the theoretical minimum)
+                tm = lambda x: np.maximum(x, 0) / x.max() if x.max() > 1e-12 else np.full_like(x, 0.5)  # noqa: E731
+                fused = cfg.dense_weight * tm(d) + (1 - cfg.dense_weight) * tm(b)
+                rel = fused / fused.max() if cfg.scale == "tm" else mm(fused)
             else:
                 fused = cfg.dense_weight * mm(d) + (1 - cfg.dense_weight) * mm(b)
                 rel = mm(fused)

@@ -33,7 +33,7 @@ class Settings:
     default_top_k: int = 5
     max_entries: int = 500
     mmr_lambda: float = 0.7
-    recency_weight: float = 0.1
+    recency_weight: float = 0.2
     score_threshold: float | None = None
     relevance_floor: float = 0.15
     enable_summarization: bool = True

@@ -14,6 +14,9 @@ RRF_K = 60
 # The absolute match of a memory (no reranker): dense cosine of this much or more counts as a full
 # semantic match (MiniLM: unrelated texts score about 0-0.2, a paraphrase 0.6-0.9).
 FULL_COSINE = 0.8
+# How far apart scores must be before they are stretched to 0-1 within a search (stretch()):
+# cosine similarity, BM25 (a share of the best score), the fused score.
+DENSE_SPREAD, BM25_SPREAD, FUSED_SPREAD = 0.2, 0.5, 0.5
 # MMR pushes down only near-duplicates: pairs of candidates at least this similar (cosine). Distinct
 # evidence of one topic (LoCoMo turns of one exchange: 0.5-0.85) is left in place.
 NEAR_DUPLICATE = 0.9
@@ -68,6 +71,20 @@ def lexical_match(bm25: float, rows: int, terms: int) -> float:
 def dense_match(cosine: float) -> float:
     """Cosine similarity on an absolute 0-1 scale: 0 at orthogonal, 1 at FULL_COSINE and above."""
     return min(max(cosine / FULL_COSINE, 0.0), 1.0)
+
+
+def stretch(values: Sequence[float], at_least: float) -> list[float]:
+    """Min-max scaling that does not stretch a narrow range: the best 1.0, the others
+    1 - gap / max(range, at_least). A pool of 60 candidates spans more than `at_least` and scales
+    exactly as min-max; in a pool of two near-equal memories min-max would make them 1.0 and 0.0,
+    and nothing (recency) could decide between them any more."""
+    if not values:
+        return []
+    high = max(values)
+    span = max(high - min(values), at_least)
+    if span <= 1e-12:
+        return [1.0] * len(values)
+    return [max(0.0, 1.0 - (high - v) / span) for v in values]
 
 
 def sigmoid(logit: float) -> float:

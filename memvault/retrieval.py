@@ -5,6 +5,7 @@ Every number is kept per result so that `search --explain` can show it.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -194,23 +195,32 @@ def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = Tru
                 method: str = "convex", dense_weight: float = 0.5) -> None:
     """The fused retrieval score, the relevance when no reranker runs.
 
-    convex: dense_weight * min-max(dense cosine) + (1 - dense_weight) * min-max(BM25). RRF picks
-    the candidates; for *relevance* the magnitudes matter (a clear winner should stay clearly
-    ahead), which rank-only RRF throws away. BM25 is 0 where a candidate was not among the BM25 hits.
+    convex: dense_weight * min-max(dense cosine) + (1 - dense_weight) * min-max(BM25), where a
+    narrow range is not stretched (ranking.stretch: cosines closer than 0.2, BM25 scores within
+    half the best). RRF picks the candidates; for *relevance* the magnitudes matter (a clear winner
+    should stay clearly ahead), which rank-only RRF throws away. BM25 is 0 where a candidate was
+    not among the BM25 hits, and adds nothing when none was.
     rrf: the candidates' RRF score itself.
     """
     if method == "rrf":
         for result in pool:
             result.scores["fused"] = result.scores.get("rrf", 0.0)
         return
-    scale = {"convex": ranking.min_max, "convex-tm": _scale_from_zero, "convex-z": _z_scores}.get(method)
-    if scale is None:
-        raise ValueError(f"unknown fusion {method!r} (convex, convex-tm, convex-z or rrf)")
+    if method == "convex":
+        dense_scale = functools.partial(ranking.stretch, at_least=ranking.DENSE_SPREAD)
+
+        def bm25_scale(values):
+            top = max(values, default=0.0)
+            return ranking.stretch(values, ranking.BM25_SPREAD * top) if top > 0 else [0.0] * len(values)
+    else:
+        dense_scale = bm25_scale = {"convex-tm": _scale_from_zero, "convex-z": _z_scores}.get(method)
+        if dense_scale is None:
+            raise ValueError(f"unknown fusion {method!r} (convex, convex-tm, convex-z or rrf)")
     parts = []
     if use_dense:
-        parts.append((dense_weight if use_bm25 else 1.0, scale([r.scores["dense"] for r in pool])))
+        parts.append((dense_weight if use_bm25 else 1.0, dense_scale([r.scores["dense"] for r in pool])))
     if use_bm25:
-        parts.append((1.0 - dense_weight if use_dense else 1.0, scale([r.scores.get("bm25", 0.0) for r in pool])))
+        parts.append((1.0 - dense_weight if use_dense else 1.0, bm25_scale([r.scores.get("bm25", 0.0) for r in pool])))
     total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
         result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
@@ -281,7 +291,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         if query.relevance == "minmax":  # before issue 15
             relevance = ranking.min_max(fused)
         else:
-            within = ranking.min_max(fused) if max(fused) - min(fused) > 1e-12 else [1.0] * len(pool)  # all the best
+            within = ranking.stretch(fused, ranking.FUSED_SPREAD)
             relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
         keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
                 and (query.threshold is None or relevance[i] >= query.threshold)]

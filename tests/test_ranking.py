@@ -102,3 +102,38 @@ def test_fuse_scores_other_scalings():
     assert [r.scores["fused"] for r in items] == pytest.approx([1.0, 0.25])
     fuse_scores(items, method="convex-z")  # z-scores: +1 and -1 for two values
     assert [r.scores["fused"] for r in items] == pytest.approx([1.0, -1.0])
+
+
+def test_blend_scales_relevance_by_recency():
+    # recency can take at most recency_weight off the relevance, and never adds to it
+    assert ranking.blend(0.5, 1.0, 0.2) == pytest.approx(0.5)
+    assert ranking.blend(0.5, 0.0, 0.2) == pytest.approx(0.4)
+    assert ranking.blend(0.0, 1.0, 0.2) == 0.0  # a fresh but irrelevant memory stays at 0
+    assert ranking.blend(0.5, 0.0, 0.2, mode="add") == pytest.approx(0.4)  # the blend before issue 15
+    assert ranking.blend(0.0, 1.0, 0.2, mode="add") == pytest.approx(0.2)
+
+
+def test_mmr_pushes_down_only_near_duplicates():
+    scores = [0.9, 0.88, 0.8]
+    sim = [[1.0, 0.98, 0.1], [0.98, 1.0, 0.1], [0.1, 0.1, 1.0]]
+    assert ranking.mmr(scores, sim, k=3, lam=0.7, min_similarity=0.9) == [0, 2, 1]  # 0.98: a near-duplicate
+    related = [[1.0, 0.8, 0.1], [0.8, 1.0, 0.1], [0.1, 0.1, 1.0]]
+    assert ranking.mmr(scores, related, k=3, lam=0.7, min_similarity=0.9) == [0, 1, 2]  # 0.8: distinct
+    assert ranking.mmr(scores, related, k=3, lam=0.7) == [0, 2, 1]  # plain MMR would push it down
+
+
+def test_stretch_is_min_max_except_for_a_narrow_range():
+    assert ranking.stretch([0.9, 0.5, 0.1], 0.2) == pytest.approx([1.0, 0.5, 0.0])  # wide: min-max
+    assert ranking.stretch([0.77, 0.75], 0.2) == pytest.approx([1.0, 0.9])  # min-max would say 1.0, 0.0
+    assert ranking.stretch([0.3], 0.2) == [1.0] and ranking.stretch([], 0.2) == []
+
+
+def test_absolute_match_parts():
+    assert ranking.query_terms("What is my wife's name?") == {"wife", "name"}
+    assert ranking.query_terms("what should I not eat") == {"eat"}
+    assert ranking.dense_match(0.4) == pytest.approx(0.5) and ranking.dense_match(0.95) == 1.0
+    assert ranking.dense_match(-0.1) == 0.0
+    # a word found in 1 memory of 1,000 scores about its IDF, ln(1000 / 1.5) ~ 6.5: nearly a full match
+    assert ranking.lexical_match(6.5, 1000, 1) == pytest.approx(6.5 / math.log(1001))
+    assert ranking.lexical_match(6.5, 1000, 2) == pytest.approx(6.5 / math.log(1001) / 2)  # half the words
+    assert ranking.lexical_match(0.0, 1000, 2) == 0.0 and ranking.lexical_match(50.0, 10, 1) == 1.0

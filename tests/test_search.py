@@ -122,8 +122,8 @@ def test_tiny_reranker_logits_flow_through_relevance_threshold_recency_and_mmr(v
         relevance = (logits[text] - low) / (high - low)
         assert scores["relevance"] == pytest.approx(relevance, abs=1e-4)
         age = (now - created[texts.index(text)]).days
-        # recency_weight 0.1 by default: recency scales relevance by 0.9 to 1.
-        assert scores["score"] == pytest.approx(relevance * (0.9 + 0.1 * ranking.recency(age)), abs=1e-4)
+        # recency_weight 0.2 by default, as a factor: recency scales relevance by 0.8 to 1.
+        assert scores["score"] == pytest.approx(relevance * (0.8 + 0.2 * ranking.recency(age)), abs=1e-4)
     assert [r["text"] for r in results] == sorted(texts, key=lambda t: -by_text[t]["scores"]["score"])
     # The threshold compares the absolute probability sigmoid(logit), not the batch-relative relevance.
     cut = (ranking.sigmoid(logits[texts[1]]) + ranking.sigmoid(logits[texts[2]])) / 2
