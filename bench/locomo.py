@@ -58,6 +58,9 @@ CONFIGS = {
     "hybrid": ("hybrid candidates only (no rerank, recency, MMR or floor)",
                ["--no-rerank", "--recency-weight", "0", "--mmr-lambda", "1.0", "--relevance-floor", "0"]),
 }
+# Configurations that need the LLM (the settings in MEMVAULT_LLM_* of this process, e.g.
+# `eval "$(../shared/llm/local-llm.sh env)"`); not run unless named in --configs.
+LLM_CONFIGS = {"llm-rerank": ("default + LLM reranker (llm_rerank)", [], {"MEMVAULT_LLM_RERANK": "true"})}
 QUICK_CONFIGS = ["default", "bm25", "hybrid"]
 K = 25  # locomo_score.py wants at least 25 ranked ids
 KEPT_AT = 10  # "results returned" for unanswerable questions: how many of the first 10 places are filled
@@ -223,6 +226,11 @@ def build_personal(workdir: Path, mv, env) -> str:
 
 def ranked_ids(results: list[dict]) -> list[str]:
     return [r.get("meta", {}).get("memory_id") for r in results if r.get("meta", {}).get("memory_id")]
+
+
+def llm_env(env: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """env plus this process's LLM settings and `extra` (child_env drops every MEMVAULT_ variable)."""
+    return {**env, **{k: v for k, v in os.environ.items() if k.startswith("MEMVAULT_LLM_")}, **extra}
 
 
 def search_cli(vault: str, requests: list[dict], flags: list[str], mv, env, qfile: Path) -> tuple[dict, float]:
@@ -435,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conversations", default=None,
                     help="comma-separated conv ids, or 'tuning' / 'untouched' (default: all)")
     ap.add_argument("--max-questions", type=int, default=None, help="first N questions per conversation")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"which of: {', '.join(CONFIGS)}")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"which of: {', '.join([*CONFIGS, *LLM_CONFIGS])} (default: all but {', '.join(LLM_CONFIGS)})")
     ap.add_argument("-k", type=int, default=K, help=f"results per question (default {K}; the scorer wants >= 25)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke: the first 150 turns of conv-26, 30 questions on them, 3 configurations")
@@ -459,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         conversations = (named.get(args.conversations) or args.conversations.split(",")) if args.conversations \
             else None
         max_q, configs, workdir = args.max_questions, args.configs.split(","), args.workdir
-    unknown = [c for c in configs if c not in CONFIGS]
+    unknown = [c for c in configs if c not in CONFIGS and c not in LLM_CONFIGS]
     if unknown:
         ap.error(f"unknown configuration {unknown[0]!r}")
     out = args.out or HERE / "out" / ("locomo-quick.json" if args.quick else "locomo.json")
@@ -493,18 +502,21 @@ def main(argv: list[str] | None = None) -> int:
     rows, experiment_rows = [], []
     if not args.only_experiments:
         for name in configs:
-            desc, flags = CONFIGS[name]
-            ranked, seconds = run_cli_config(name, flags, queries, absent, vaults, workdir, mv, env, args.k)
+            desc, flags, extra = CONFIGS[name] + ({},) if name in CONFIGS else LLM_CONFIGS[name]
+            config_env = llm_env(env, extra) if extra else env
+            ranked, seconds = run_cli_config(name, flags, queries, absent, vaults, workdir, mv, config_env, args.k)
             splits = score_splits(ranked, queries, absent, args.data, workdir, name)
             whole = splits.get("all") or next(iter(splits.values()))
             entry = {"description": desc, "flags": flags, "seconds": seconds, "splits": splits,
                      **{k: v for k, v in whole.items() if k != "summary"}, "summary": whole["summary"]}
             if personal:
-                entry["personal"] = run_personal(personal, flags, workdir, mv, env)
+                entry["personal"] = run_personal(personal, flags, workdir, mv, config_env)
             report["configs"][name] = entry
             for split, h in splits.items():
                 rows.append((name, split, h, seconds if split == "all" or len(splits) == 1 else 0.0))
             log(f"{name}: R@10 {whole['cat1_4']['recall@10']:.3f} ({seconds:.0f} s)")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(report, indent=1, default=list), encoding="utf-8")  # so far
     if args.experiments or args.only_experiments:
         sys.path.insert(0, str(HERE))
         only = args.variants.split(",") if args.variants else None

@@ -9,9 +9,9 @@ Each direction is measured alone (added to BEFORE) and taken out of NOW.
 from memvault.config import Settings
 
 _S = Settings()
-BEFORE = {"rerank": False, "bm25_column": "text", "relevance": "minmax", "recency_blend": "add",
+BEFORE = {"rerank": False, "threshold": None, "bm25_column": "text", "relevance": "minmax", "recency_blend": "add",
           "recency_weight": 0.2, "mmr_lambda": 0.7, "mmr_min_similarity": 0.0, "relevance_floor": 0.0}
-NOW = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
+NOW = {"rerank": False, "threshold": None, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
        "relevance_floor": _S.relevance_floor}
 PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
 

@@ -36,6 +36,7 @@ class Settings:
     recency_weight: float = 0.2
     score_threshold: float | None = None
     relevance_floor: float = 0.15
+    llm_rerank: bool = False
     enable_summarization: bool = True
     enable_git_versioning: bool = True
     soft_decay_minutes: float = 10.0

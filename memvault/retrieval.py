@@ -106,6 +106,7 @@ class SearchOutcome:
     note_shown: bool = False  # the rerank note was just said on the notice channel
     left_out: int = 0  # candidates below the relevance floor or the threshold
     floor: float = 0.0  # the relevance floor that applied (none with a reranker)
+    llm_reranked: bool = False  # the LLM put the results in its order (llm_rerank.py)
 
     @property
     def reordered(self) -> bool:
@@ -117,7 +118,9 @@ class SearchOutcome:
         """What someone reading the results should know: why they are not in score order, and why
         nothing came back although there were candidates."""
         notes = []
-        if self.reordered:
+        if self.llm_reranked:
+            notes.append("ordered by the LLM (llm_rerank): the memories it found helpful first")
+        elif self.reordered:
             notes.append("listed by score, except that near-duplicates were moved down (MMR; "
                          "--mmr-lambda 1 keeps score order)")
         if not self.results and self.left_out:

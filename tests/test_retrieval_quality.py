@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import memvault
 from conftest import run_cli, seed
+from fake_llm import refused_url
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 ISSUE_VAULT = ["The user's wife is named Anne", "The user lives in Lisbon", "The user is allergic to peanuts"]
@@ -130,3 +131,24 @@ def test_the_printed_order_says_when_it_is_not_the_score_order(vault_dir):
     assert "near-duplicates were moved down" in result.stderr
     plain = run_cli("search", "-k", "3", "--mmr-lambda", "1", "What does the user like to drink?")
     assert "moved down" not in plain.stderr
+
+
+def test_the_llm_reranker_orders_results_when_asked(vault_dir, llm_env, monkeypatch):
+    seed("The user's wife is named Anne", "The user's sister is named Clara", "The user's dog is named Rex")
+    plain = [r["text"] for r in search("-k", "2", "--relevance-floor", "0", "What is my sister called?")]
+    monkeypatch.setenv("MEMVAULT_LLM_RERANK", "true")
+    llm_env.push('{"numbers": [3]}')
+    result = run_cli("search", "--relevance-floor", "0", "-k", "2", "What is my sister called?")
+    assert result.exit_code == 0, result.stderr
+    # The model read the question and the results (up to 10, though 2 were asked for) and chose one.
+    asked = llm_env.requests[0]["messages"][-1]["content"]
+    assert "What is my sister called?" in asked and asked.count("[") == 3
+    chosen = asked.split("[3] ")[1].splitlines()[0]
+    printed = [line.split("] ", 1)[1] for line in result.stdout.splitlines()]
+    assert printed[0] == chosen and len(printed) == 2
+    assert "ordered by the LLM" in result.stderr
+    # Off by default, and an LLM that cannot be reached leaves the order as it was, said once.
+    monkeypatch.setenv("MEMVAULT_LLM_BASE_URL", refused_url())
+    down = run_cli("search", "--relevance-floor", "0", "-k", "2", "What is my sister called?")
+    assert down.exit_code == 0 and "llm_rerank" in down.stderr
+    assert [line.split("] ", 1)[1] for line in down.stdout.splitlines()] == plain

@@ -57,6 +57,8 @@ SETTING_HELP = {
                       "(0 = ignore age).",
     "score_threshold": "Drop results whose relevance (with a reranker: its probability) is below this (0 to 1); "
                        "unset keeps all.",
+    "llm_rerank": "Without a cross-encoder: let the LLM (llm_model) put the first 10 results of a search in "
+                  "its order, the memories it finds helpful first. One LLM call per search.",
     "relevance_floor": "Without a reranker: leave out memories whose absolute match with the query (0 to 1: "
                        "cosine and the share of the query's words they hold) is below this (0 = off).",
     "enable_summarization": "Keep a rolling summary per conversation.",
