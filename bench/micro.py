@@ -12,6 +12,10 @@
    and after table.optimize() (what the sync now does past index.COMPACT_FRAGMENTS fragments).
 3. rows: handing a batch of rows to LanceDB as Python dicts with vectors as lists of floats vs
    as one Arrow table (index.Index._arrow_rows).
+4. front matter: reading (files.parse_memory) and writing (files.render) a typical memory file,
+   per file, for this checkout and, with --baseline CHECKOUT, for another checkout's files.py
+   loaded beside it (issue 17: python-frontmatter vs the pyyaml code before it), interleaved;
+   the pure-Python PyYAML classes (yaml.safe_load / safe_dump of the header) as the reference.
 
 Writes bench/out/micro.json and prints the figures. Medians of interleaved repeats.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -153,27 +158,94 @@ def arrow_rows(n: int, repeats: int) -> dict:
     return {"rows": n, **{f"{k}_s": statistics.median(v) for k, v in times.items()}}
 
 
+def front_matter(n: int, repeats: int, baseline: Path | None) -> dict:
+    """CPU ms per file (this thread's: other processes' load stretches it less than wall time) to read
+    and to write a typical memory, per implementation, interleaved."""
+    import importlib.util
+    import timeit
+
+    import yaml
+
+    from memvault import files
+
+    impls = {"this checkout": files}
+    if baseline is not None:
+        spec = importlib.util.spec_from_file_location("baseline_files", baseline / "memvault" / "files.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["baseline_files"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+        impls = {f"baseline ({baseline})": module, **impls}
+    memories = [files.new_memory(r["text"], conversation_id=r.get("conversation_id", "global"),
+                                 extra={k: v for k, v in r.items() if k in ("tags", "source", "rationale", "meta")})
+                for r in synth.memories(n)]
+    texts = [files.render(m) for m in memories]
+    root = Path("/tmp/memvault-micro")
+    paths = [root / files.relative_path_for(m) for m in memories]
+    headers = [t.split("---\n")[1] for t in texts]
+    metas = [m.front_matter() for m in memories]
+    options = dict(sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    clock = time.thread_time
+    runs: dict[str, dict[str, list[float]]] = {name: {"read": [], "write": []} for name in
+                                                [*impls, "pure-Python PyYAML (header only)"]}
+    for r in range(repeats):
+        for name, module in (list(impls.items()) if r % 2 == 0 else list(impls.items())[::-1]):  # A B, B A, ...
+            assert [module.render(m) for m in memories] == texts  # byte for byte the same files
+            runs[name]["read"].append(timeit.timeit(
+                lambda: [module.parse_memory(t, p, None, root) for t, p in zip(texts, paths)], number=1,
+                timer=clock) / n)
+            runs[name]["write"].append(timeit.timeit(lambda: [module.render(m) for m in memories], number=1,
+                                                     timer=clock) / n)
+        pure = runs["pure-Python PyYAML (header only)"]
+        pure["read"].append(timeit.timeit(lambda: [yaml.load(h, Loader=yaml.SafeLoader) for h in headers],
+                                          number=1, timer=clock) / n)
+        pure["write"].append(timeit.timeit(lambda: [yaml.dump(m, Dumper=yaml.SafeDumper, **options) for m in metas],
+                                           number=1, timer=clock) / n)
+    return {"files": n, **{name: {k: 1000 * statistics.median(v) for k, v in row.items()} for name, row in runs.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "micro.json")
+    ap.add_argument("--baseline", type=Path, metavar="CHECKOUT", help="also time front matter with the files.py of "
+                                                                        "this other checkout (e.g. /work/main)")
+    ap.add_argument("--only", choices=["padding", "fragments", "rows", "front_matter"], action="append",
+                    help="run only these (repeatable)")
     args = ap.parse_args(argv)
     n, repeats = (200, 1) if args.quick else (1000, 3)
-    report = {"padding": padding(n, repeats), "fragments": fragments(5 if args.quick else 15),
-              "rows": arrow_rows(10 * n, repeats)}
+    wanted = set(args.only or ["padding", "fragments", "rows", "front_matter"])
+    report = {}
+    if "padding" in wanted:
+        report["padding"] = padding(n, repeats)
+    if "fragments" in wanted:
+        report["fragments"] = fragments(5 if args.quick else 15)
+    if "rows" in wanted:
+        report["rows"] = arrow_rows(10 * n, repeats)
+    if "front_matter" in wanted:
+        report["front_matter"] = front_matter(500 if args.quick else 2000, 3 if args.quick else 9, args.baseline)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
-    print("1. length-sorted batches (batch 64)")
-    for name, row in report["padding"].items():
-        print(f"   {name:9s} {row['texts']} texts, {row['mean_tokens']:.1f} tokens: padded/real "
-              f"{row['padded_per_token_file_order']:.2f} -> {row['padded_per_token_sorted']:.2f}; "
-              f"{row['per_s_file_order']:.0f} -> {row['per_s_sorted']:.0f} texts/s ({row['speedup']:.2f} x)")
-    print("2. fragments (2,000 rows + 1,000 more; one dense + one BM25 query)")
-    for mode, row in report["fragments"].items():
-        print(f"   {mode:9s} {row['fragments']:5d} fragments: {row['query_pair_ms']:.0f} ms; optimize "
-              f"{row['optimize_s']:.2f} s; after {row['query_pair_ms_after_optimize']:.0f} ms")
-    r = report["rows"]
-    print(f"3. rows to LanceDB ({r['rows']} rows): Python dicts {r['dicts_s']:.2f} s -> Arrow {r['arrow_s']:.2f} s")
+    if "padding" in report:
+        print("1. length-sorted batches (batch 64)")
+        for name, row in report["padding"].items():
+            print(f"   {name:9s} {row['texts']} texts, {row['mean_tokens']:.1f} tokens: padded/real "
+                  f"{row['padded_per_token_file_order']:.2f} -> {row['padded_per_token_sorted']:.2f}; "
+                  f"{row['per_s_file_order']:.0f} -> {row['per_s_sorted']:.0f} texts/s ({row['speedup']:.2f} x)")
+    if "fragments" in report:
+        print("2. fragments (2,000 rows + 1,000 more; one dense + one BM25 query)")
+        for mode, row in report["fragments"].items():
+            print(f"   {mode:9s} {row['fragments']:5d} fragments: {row['query_pair_ms']:.0f} ms; optimize "
+                  f"{row['optimize_s']:.2f} s; after {row['query_pair_ms_after_optimize']:.0f} ms")
+    if "rows" in report:
+        r = report["rows"]
+        print(f"3. rows to LanceDB ({r['rows']} rows): Python dicts {r['dicts_s']:.2f} s -> Arrow {r['arrow_s']:.2f} s")
+    if "front_matter" in report:
+        fm = report["front_matter"]
+        print(f"4. front matter, CPU ms per typical memory file ({fm['files']} files, median of interleaved runs; "
+              f"load average {os.getloadavg()[0]:.1f})")
+        for name, row in fm.items():
+            if isinstance(row, dict):
+                print(f"   {name:45s} read {row['read']:.4f} ms   write {row['write']:.4f} ms")
     print(f"\nwrote {args.out}")
     return 0
 

@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat conversations edit export import log ls mcp models reconcile reindex restore rm search show stats summarize undo' -- "$cur"
+                _memvault_compgen -W 'add chat clone conversations edit episodes export import log ls mcp models reconcile reindex restore rm search show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -116,6 +116,11 @@ _memvault() {
                 _memvault_compgen -W '--clear --context --conversation --help --json --model --no-learn --no-memory --no-stream --now -c -h' -- "$cur"
             fi
             ;;
+        clone)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json -h' -- "$cur"
+            fi
+            ;;
         conversations)
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json -h' -- "$cur"
@@ -126,6 +131,15 @@ _memvault() {
                 _memvault_compgen -W '--help --json -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids live)" -- "$cur"
+            fi
+            ;;
+        episodes)
+            case $prev in
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                --now) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--close --conversation --dry-run --help --json --now --rebuild -c -h' -- "$cur"
             fi
             ;;
         export)
@@ -160,7 +174,7 @@ _memvault() {
         ls)
             case $prev in
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
-                --kind) _memvault_compgen -W 'fact note decision turn' -- "$cur"; return ;;
+                --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
                 -t|--tag|--since|--until|-n|--max-count) :; return ;;
             esac
             if [[ $cur == -* ]]; then
@@ -208,7 +222,7 @@ _memvault() {
             case $prev in
                 -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor) :; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
-                --kind) _memvault_compgen -W 'fact note decision turn' -- "$cur"; return ;;
+                --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
                 --retriever) _memvault_compgen -W 'hybrid dense bm25' -- "$cur"; return ;;
                 --format) _memvault_compgen -W 'text prompt json' -- "$cur"; return ;;
                 --queries) _memvault_files; return ;;
@@ -236,6 +250,14 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--conversation --help --json --print --rebuild --style -c -h' -- "$cur"
+            fi
+            ;;
+        sync)
+            case $prev in
+                --remote) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json --no-push --remote -h' -- "$cur"
             fi
             ;;
         undo)

@@ -9,7 +9,8 @@
 
 `open_vault` returns a `Memvault` (memvault/api.py), with one method per operation: add,
 add_jsonl, add_extracted, search, search_many, chat, ask, session, clear_session, reconcile,
-summarize, reindex, check, watch, log, get, recent, edit, remove, models, warm. Errors are `MemvaultError`s.
+summarize, reindex, check, watch, sync, log, get, recent, edit, remove, models, warm; `clone_vault`
+copies a vault from a git remote. Errors are `MemvaultError`s.
 Importing this package is cheap; models, the index and the LLM client load on first use.
 """
 
@@ -18,7 +19,8 @@ import os as _os
 from memvault.errors import LLMError, MemvaultError, NotFound, UsageError
 
 __version__ = "0.1.0"
-__all__ = ["LLMError", "Memvault", "MemvaultError", "NotFound", "UsageError", "open_vault", "__version__"]
+__all__ = ["LLMError", "Memvault", "MemvaultError", "NotFound", "UsageError", "clone_vault", "open_vault",
+           "__version__"]
 
 # onnxruntime (under fastembed) and huggingface_hub phone home unless told not to;
 # memvault makes no network call the user did not configure. Explicit user values win.
@@ -32,6 +34,13 @@ def open_vault(path=None, **options):
     from memvault.api import open_vault as _open_vault
 
     return _open_vault(path, **options)
+
+
+def clone_vault(url, path=None, **options):
+    """Clone a vault from a git remote and build its index: see `memvault.api.clone_vault`."""
+    from memvault.api import clone_vault as _clone_vault
+
+    return _clone_vault(url, path, **options)
 
 
 def __getattr__(name: str):

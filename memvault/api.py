@@ -32,7 +32,7 @@ from memvault import files
 from memvault.errors import MemvaultError, NotFound, UsageError
 from memvault.files import DEFAULT_CONVERSATION, Memory
 
-__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault"]
+__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
 
 Notice = Callable[[str], None]
 
@@ -55,6 +55,19 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
     return Memvault(vault, watch=watch)
 
 
+def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | None = None,
+                progress: Callable[[str, int, int], None] | None = None, **overrides: Any):
+    """Clone the vault at `url` (any git URL: a bare repository on a server, GitHub, a folder) into
+    `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`; a new or empty folder) and build
+    its index. progress(stage, done, total) while git transfers and while the index is built.
+    Returns remote.CloneResult, whose `vault` is the opened Memvault."""
+    from memvault import remote
+    from memvault.config import default_vault_path
+
+    root = Path(path).expanduser() if path is not None else default_vault_path()
+    return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
+
+
 class Added(list):
     """The memories an add stored (a list of files.Memory), plus what it did not store because a live
     memory of the same conversation and kind already says exactly that: `duplicates`, as (the text
@@ -64,6 +77,8 @@ class Added(list):
         super().__init__(stored)
         self.duplicates: list[tuple[Memory, Memory]] = list(duplicates)
         self.commit = commit
+        self.learned = None  # learn.Learned, when turns were learned from (add_jsonl with extract)
+        self.episodes: list = []  # episodes.Closed written from the batch's turns
 
     def to_json(self, root: Path) -> list[dict[str, Any]]:
         """What `add --json` prints: each stored memory, and for each duplicate the memory that held it
@@ -114,6 +129,31 @@ class ReconcileOutcome:
     def to_json(self) -> list[dict[str, Any]]:
         return [{"conversation_id": p.conversation, "newest": {"id": p.newest.id, "text": p.newest.text},
                  "steps": [s.to_json() for s in p.steps]} for p in self.plans]
+
+
+@dataclass
+class EpisodesOutcome:
+    """A conversation's episodes (`memvault episodes`): the live ones, oldest first; the turns not in
+    one yet, cut as they would be (`pending`: the closed segments, then the open one); and what this
+    call wrote (`closed`: episodes.Closed) or replaced (`rebuilt`: episodes.Rebuilt)."""
+
+    conversation: str
+    episodes: list[Memory]
+    pending: list = field(default_factory=list)  # episodes.Segment
+    closed: list = field(default_factory=list)  # episodes.Closed
+    rebuilt: Any = None
+    dry_run: bool = False
+
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        from memvault.episodes import episode_json
+
+        return {"conversation_id": self.conversation, "dry_run": self.dry_run,
+                "episodes": [episode_json(e, root) for e in self.episodes],
+                "pending": [{"started_at": files.format_time(s.started_at), "ended_at": files.format_time(s.ended_at),
+                             "turns": len(s.turns), "boundary": s.boundary} for s in self.pending],
+                "closed": [c.to_json(root) for c in self.closed],
+                "replaced": [{"id": old.id, "replaced_by": new.id} for old, new in
+                             (self.rebuilt.replaced if self.rebuilt else [])]}
 
 
 class Memvault:
@@ -185,17 +225,57 @@ class Memvault:
                                        created_at=_time(created_at, "created_at"))
         return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
 
-    def add_jsonl(self, text: str, origin: str = "stdin", *, allow_duplicate: bool = False,
+    def add_jsonl(self, text: str, origin: str = "stdin", *, allow_duplicate: bool = False, extract: bool = False,
                   progress: Callable[[int, int], None] | None = None, **defaults: Any) -> "Added":
-        """Store one memory per JSON line ({"text", "conversation_id"?, "created_at"?, "kind"?, "tags"?,
-        "source"?, "rationale"?, "alternatives"?, "meta"?}); every line is checked before anything is
-        written. defaults: the same keys, for lines that leave them out. Duplicates as for `add`."""
+        """Store one memory per JSON line ({"text", "conversation_id"?, "created_at"?, "kind"?, "role"?,
+        "tags"?, "source"?, "rationale"?, "alternatives"?, "meta"?}); every line is checked before
+        anything is written. defaults: the same keys, for lines that leave them out. Duplicates as for
+        `add`. A line with "role": "user" or "assistant" is a chat turn; with extract, the turns are
+        learned from (per message, or per episode in extraction_mode predict-calibrate) and cut into
+        episodes, the batch's last one closed (`Added.learned`, `Added.episodes`)."""
         from memvault import ingest
 
         memories = ingest.parse_jsonl(text, origin, defaults)
         if not memories:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
-        return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
+        turns = [m for m in memories if m.role in ingest.TURN_ROLES]
+        if extract and not turns:
+            raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
+                             '"role": "user" or "assistant"')
+        added = self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
+        if extract:
+            self._learn_from_batch([m for m in added if m.role in ingest.TURN_ROLES], added)
+        return added
+
+    def _learn_from_batch(self, turns: list[Memory], added: "Added") -> None:
+        """Learning from a batch of stored turns (`add --jsonl --extract`): per user message in
+        extraction_mode message (as `add --extract`), then every conversation's turns not in an episode
+        yet cut into episodes, the last one closed with boundary `import` (and, in predict-calibrate,
+        learned from per episode)."""
+        from memvault import learn
+        from memvault.llm import LLMConfig
+
+        settings = self.settings
+        cfg = LLMConfig.from_settings(settings)
+        added.learned = learn.Learned()
+        if settings.extraction_mode == "message":
+            for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
+                self._fresh_index()
+                plan = learn.plan(self._vault, cfg, turn.text, turn.conversation_id, summarize=False, warn=self._say,
+                                  reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
+                if plan.decisions:
+                    with self._vault.change("add") as change:
+                        change.title = f"facts from a turn of {turn.conversation_id}"
+                        learned = learn.apply(change, plan, now=turn.created_at, max_entries=settings.max_entries)
+                    added.learned.facts += learned.facts
+                    added.learned.events += learned.events
+        for conversation in dict.fromkeys(t.conversation_id for t in turns):
+            latest = max(t.created_at for t in turns if t.conversation_id == conversation)
+            for closed in self.close_episodes(conversation, end="import", now=latest, command="add", strict=True):
+                added.episodes.append(closed)
+                if closed.learned:
+                    added.learned.facts += closed.learned.facts
+                    added.learned.events += closed.learned.events
 
     def add_memories(self, memories: list[Memory], *, allow_duplicate: bool = True,
                      progress: Callable[[int, int], None] | None = None) -> "Added":
@@ -251,6 +331,17 @@ class Memvault:
         settings, clock = self.settings, _time(now, "now")
         cfg = LLMConfig.from_settings(settings)
         total = learn.Learned()
+        if settings.extraction_mode == "predict-calibrate":
+            # The texts given together are one episode (no episode file: no turns to point at); a
+            # model that gives no valid answer leaves the per-text path below.
+            self._fresh_index()
+            said = [files.new_memory(piece, "user", conversation, created_at=clock) for piece in texts]
+            plan = learn.plan_episode(self._vault, cfg, said, conversation, None,
+                                      summarize=settings.enable_summarization, warn=self._say,
+                                      reconcile_mode=settings.reconcile_mode)
+            if plan is not None:
+                with self._vault.change("add") as change:
+                    return learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
         for piece in texts:
             self._fresh_index()  # facts learned from the previous text are candidates for this one
             plan = learn.plan(self._vault, cfg, piece, conversation, summarize=settings.enable_summarization,
@@ -297,6 +388,36 @@ class Memvault:
 
         return undo.restore(self._vault, id_or_prefix)
 
+    def episodes(self, conversation: str = DEFAULT_CONVERSATION, *, close: bool = False, rebuild: bool = False,
+                 dry_run: bool = False, now: datetime | str | None = None) -> EpisodesOutcome:
+        """The conversation's episodes (docs/design.md, "Episodes"), and the turns not in one yet, cut
+        where they would be. Every episode that has closed (a time gap, a clear, a topic shift) is
+        written now, with learning in extraction_mode predict-calibrate; close: the open one too.
+        rebuild: cut the turns the episodes cover again (old episode files soft-deleted with
+        replaced_by; nothing learned again). dry_run: say what would be written, call no model,
+        write nothing."""
+        from memvault import episodes
+        from memvault.llm import LLMConfig
+
+        files.check_conversation_id(conversation)
+        self._vault.require_existing()
+        clock = _time(now, "now") or files.utcnow()
+        self._fresh_index()
+        cfg = LLMConfig.from_settings(self.settings)
+        outcome = EpisodesOutcome(conversation, [], dry_run=dry_run)
+        if rebuild:
+            outcome.rebuilt = episodes.rebuild(self._vault, cfg, conversation, dry_run=dry_run, now=clock,
+                                               warn=self._say)
+            if not dry_run:
+                self._fresh_index()
+        outcome.pending = episodes.pending_segments(self._vault, conversation, clock, "closed" if close else None)
+        if not dry_run and any(s.boundary for s in outcome.pending):
+            outcome.closed = episodes.close(self._vault, cfg, conversation, now=clock, refresh=self._fresh_index,
+                                            warn=self._say, segments=outcome.pending)
+            outcome.pending = [s for s in outcome.pending if s.boundary is None]
+        outcome.episodes = episodes.live_episodes(self._vault, conversation)
+        return outcome
+
     # -- moving in and out -------------------------------------------------------------------
     def import_from(self, source: str, path: str | Path, *, conversation_prefix: str = "", extract: bool = False,
                     since: datetime | str | None = None, dry_run: bool = False,
@@ -318,8 +439,15 @@ class Memvault:
         if extract:
             if not dry_run and importer.user_turns:
                 self._fresh_index()  # the facts already known are what new ones are checked against
+            # In extraction_mode predict-calibrate, learning waits for the episodes (this only counts).
+            by_episode = self.settings.extraction_mode == "predict-calibrate"
             result.extraction = importing.learn_from_turns(self._vault, importer, self.settings, progress,
-                                                           self._say, dry_run=dry_run)
+                                                           self._say, dry_run=dry_run or by_episode)
+            if not dry_run and importer.user_turns and result.extraction.error is None:
+                importing.episodes_from_turns(
+                    self._vault, importer, result.extraction, self.settings.extraction_mode,
+                    lambda conversation, when: self.close_episodes(conversation, end="import", now=when,
+                                                                   command="import", strict=True), self._say)
         return result
 
     def export(self, output, *, conversation: str = DEFAULT_CONVERSATION, all_conversations: bool = False,
@@ -508,7 +636,7 @@ class Memvault:
                 return []  # the first chat of a new vault
             return self.search(text, top_k=top, conversation=conversation, now=clock).results
 
-        return chat.start(self._vault, cfg, message, options, memories, warn=self._say)
+        return chat.start(self._vault, cfg, message, options, memories, warn=self._say, refresh=self._fresh_index)
 
     def ask(self, message: str, **options: Any):
         """`chat` in one call, without streaming: the reply, stored, and the upkeep done."""
@@ -533,7 +661,30 @@ class Memvault:
         from memvault import chat
 
         files.check_conversation_id(conversation)
-        chat.clear_session(self._vault, conversation, _time(now, "now"))
+        clock = _time(now, "now") or files.utcnow()
+        chat.clear_session(self._vault, conversation, clock)
+        self.close_episodes(conversation, end="session-clear", now=clock, command="chat")
+
+    def close_episodes(self, conversation: str, *, end: str | None, now: datetime, command: str,
+                       strict: bool = False) -> list:
+        """Write the conversation's episodes that have closed (the last one too, when `end` says why),
+        learning from them in extraction_mode predict-calibrate. A model that fails is a warning (strict:
+        an LLMError): the turns stay, and the next close (a chat, `memvault episodes`) takes them up."""
+        from memvault import episodes
+        from memvault.errors import LLMError
+        from memvault.llm import LLMConfig
+
+        if not self.exists():
+            return []
+        self._fresh_index()
+        try:
+            return episodes.close(self._vault, LLMConfig.from_settings(self.settings), conversation, now=now,
+                                  end=end, refresh=self._fresh_index, warn=self._say, command=command)
+        except LLMError as exc:
+            if strict:
+                raise
+            self._say(f"memvault: warning: episode not closed, the turns wait for the next close: {exc}")
+            return []
 
     # -- upkeep ------------------------------------------------------------------------------
     def reconcile(self, conversation: str = DEFAULT_CONVERSATION, *, all_conversations: bool = False,
@@ -590,6 +741,19 @@ class Memvault:
         self._vault.require_existing()
         with self._read_lock:
             return sync.reindex(self._vault, full=full, progress=progress)
+
+    def sync(self, remote: str | None = None, *, push: bool = True,
+             progress: Callable[[str, int, int], None] | None = None):
+        """One vault on several machines (docs/design.md, "One vault on several machines"): commit the
+        hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
+        bring its changes in (a fast-forward, or a merge whose conflicts are settled by memvault's
+        rules: never a conflict marker in a file), re-index only the files that changed, and push
+        (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
+        the credentials or rejects the push raises RemoteError (its `result`: what was done before);
+        nothing is lost, and the next sync finishes the job."""
+        from memvault import remote as remotes
+
+        return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""
@@ -655,6 +819,10 @@ class Memvault:
             outcome.timings["llm_rerank"] = time.perf_counter() - asked
         else:
             outcome = search(index, query, reranker, notes[0] if notes else None)
+        if outcome.results:
+            from memvault.episodes import annotate
+
+            annotate(index, outcome.results)  # each result's episode, for --json and the grouped prompt block
         outcome.timings = {"sync": synced - started, "reranker": loaded - synced, **outcome.timings}
         # A missing reranker is said once per vault (and again when the reason changes); the outcome
         # keeps the note for those who ask (`search --explain`, `-v`, `models`).

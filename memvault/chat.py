@@ -60,6 +60,7 @@ class ChatResult:
     session_note: str | None = None  # why a fresh session started, if one did
     upkeep_error: str | None = None  # the memory upkeep failed (the reply is kept)
     partial: bool = False  # the reader stopped before the reply was complete
+    episodes: list = field(default_factory=list)  # episodes.Closed: episodes this exchange closed
 
     def to_json(self) -> dict:
         return {"conversation_id": self.conversation, "reply": self.reply,
@@ -67,7 +68,8 @@ class ChatResult:
                 "learned": self.learned.to_json() if self.learned else [],
                 "user_turn": self.user_turn.id if self.user_turn else None,
                 "assistant_turn": self.assistant_turn.id if self.assistant_turn else None,
-                "folded_turns": self.folded, "upkeep_error": self.upkeep_error}
+                "folded_turns": self.folded, "upkeep_error": self.upkeep_error,
+                "episodes": [c.to_json() for c in self.episodes]}
 
 
 def build_messages(message: str, results: list[Result], summary: str | None, session: sessions.Session,
@@ -93,11 +95,12 @@ class ChatTurn:
 
     def __init__(self, vault, cfg, message: str, options: ChatOptions, session: sessions.Session,
                  messages: list[dict], result: ChatResult, folded_until: datetime | None,
-                 warn: Callable[[str], None]):
+                 warn: Callable[[str], None], refresh: Callable[[], object] | None = None):
         self.vault, self.cfg, self.message, self.options = vault, cfg, message, options
         self.session, self.messages, self.result = session, messages, result
         self._folded_until = folded_until
         self._warn = warn
+        self._refresh = refresh or vault.index.sync
         self._started = files.utcnow()
         self.now = options.now or self._started
         self._pieces = self._reply()
@@ -165,8 +168,9 @@ class ChatTurn:
         if not result.reply or result.partial:
             return result
         answered_at = result.assistant_turn.created_at
+        per_message = settings.extraction_mode == "message"  # else learning waits for the episode to close
         try:
-            if self.options.learn:
+            if self.options.learn and per_message:
                 plan = learn.plan(self.vault, self.cfg, self.message, self.options.conversation,
                                   summarize=settings.enable_summarization, warn=self._warn,
                                   reconcile_mode=settings.reconcile_mode, learned_from=result.user_turn.id)
@@ -175,13 +179,19 @@ class ChatTurn:
             else:
                 with self.vault.change("chat") as change:
                     change.evict(self.options.conversation, settings.max_entries, now=answered_at)
+            if self.options.learn:  # episodes that closed before this exchange (docs/design.md, "Episodes")
+                from memvault import episodes
+
+                result.episodes = episodes.close(self.vault, self.cfg, self.options.conversation, now=answered_at,
+                                                 refresh=self._refresh, warn=self._warn, command="chat",
+                                                 limit=episodes.EPISODES_PER_CHAT)
         except LLMError as exc:
             result.upkeep_error = str(exc)
         return result
 
 
 def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str, int, datetime], list[Result]],
-          warn: Callable[[str], None]) -> ChatTurn:
+          warn: Callable[[str], None], refresh: Callable[[], object] | None = None) -> ChatTurn:
     """Prepare an exchange: the session (folding old turns: a model call), the memories, the
     messages, and the user's turn on disk. Nothing here holds the lock for long."""
     from memvault import llm, prompts
@@ -221,7 +231,7 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
         change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,
-                    folded[-1].created_at if folded else None, warn)
+                    folded[-1].created_at if folded else None, warn, refresh)
 
 
 def clear_session(vault, conversation: str, now: datetime | None = None) -> None:

@@ -241,8 +241,8 @@ def add(
     each_line: bool = typer.Option(False, "--each-line", help="One memory per non-empty line (list markers stripped)."),
     jsonl: Optional[str] = typer.Option(
         None, "--jsonl", metavar="FILE|-",
-        help="One JSON object per line: text, and optional conversation_id, created_at, kind, tags, "
-             "source, rationale, alternatives, meta.",
+        help="One JSON object per line: text, and optional conversation_id, created_at, kind, role "
+             "(user or assistant: a chat turn), tags, source, rationale, alternatives, meta.",
     ),
     conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
                                      autocompletion=complete_conversation),
@@ -251,8 +251,10 @@ def add(
     source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
     rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
     alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
-    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract and reconcile facts "
-                                                           "instead of storing the text verbatim."),
+    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never "
+                                                           "from a question or request) and reconcile them instead of "
+                                                           "storing the text verbatim (with --jsonl: learn from the "
+                                                           "turns, cut them into episodes)."),
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
                                               "says exactly that."),
@@ -276,8 +278,8 @@ def add(
         if jsonl is not None:
             raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
             added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=allow_duplicate,
-                                    progress=bar, conversation_id=conversation, kind=kind.value, tags=tag,
-                                    source=source, rationale=rationale, alternatives=alternative)
+                                    extract=extract, progress=bar, conversation_id=conversation, kind=kind.value,
+                                    tags=tag, source=source, rationale=rationale, alternatives=alternative)
         else:
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
@@ -300,6 +302,11 @@ def add(
     else:
         for memory in added:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")
+    for closed in added.episodes:
+        info(ctx, episode_line(closed))
+    if added.learned is not None:
+        for line in change_lines(added.learned.to_json()):
+            info(ctx, f"memvault: {line}")
 
 
 def _print_learned(ctx, learned, as_json: bool, stream) -> None:
@@ -312,6 +319,12 @@ def _print_learned(ctx, learned, as_json: bool, stream) -> None:
         info(ctx, "memvault: no facts found")
     for line in change_lines(rows):
         stream.write(line + "\n")
+
+
+def episode_line(closed) -> str:
+    """An episode just written (episodes.Closed), as one notice line."""
+    return (f"memvault: episode {closed.episode.id[:8]} \"{closed.episode.extra.get('title')}\" "
+            f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
 
 
 def change_lines(rows: list[dict]) -> list[str]:
@@ -342,7 +355,9 @@ def log(
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
     json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
 ) -> None:
-    """History of memory changes, from git."""
+    """History of memory changes, from git.
+
+    Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     entries = state.open().log(memory_id, limit=max_count, since=since)
     if json_output or state.json:
@@ -352,9 +367,11 @@ def log(
         typer.echo(f"{entry.date:%Y-%m-%d %H:%M:%S}  {entry.command}  {entry.commit[:8]}  {entry.subject}")
         for change in entry.changes:
             mark = _ACTION_MARKS.get(change.action, "?")
+            text = f"{change.before}  -> {change.text}" if change.before is not None else change.text
             tail = f"  -> {change.replaced_by[:8]}" if change.replaced_by else ""
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
-            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.text}{reason}{tail}")
+            cause = f"  [{change.cause}]" if change.cause else ""
+            typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.kind or '?':<8} {text}{reason}{tail}{cause}")
 
 
 @app.command()
@@ -607,6 +624,7 @@ class SearchKind(str, Enum):
     note = "note"
     decision = "decision"
     turn = "turn"
+    episode = "episode"
 
 
 class Retriever(str, Enum):
@@ -773,6 +791,92 @@ def reindex(
 
 
 @app.command()
+def clone(
+    ctx: typer.Context,
+    url: str = typer.Argument(..., metavar="URL", help="The vault's git URL: a bare repository on a server "
+                                                       "(ssh://, user@host:path), GitHub or any git host, a folder."),
+    path: Optional[Path] = typer.Argument(None, metavar="[PATH]", help="Where to put it: a new or empty folder "
+                                                                       "(default: --vault, $MEMVAULT_DIR, else "
+                                                                       "~/.local/share/memvault)."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was cloned as JSON."),
+) -> None:
+    """Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)."""
+    from memvault.api import clone_vault
+
+    state = _state(ctx)
+    with term.stage_progress(not state.quiet) as progress:
+        result = clone_vault(url, path if path is not None else state.vault_path, notice=state.notice,
+                             progress=progress, **state.overrides)
+    if json_output or state.json:
+        emit_json(result.to_json())
+        return
+    data = result.to_json()
+    count = data["indexed"]
+    typer.echo(f"cloned {data['url']} into {data['path']} ({data['branch'] or 'no branch yet'}): "
+               f"{count} memor{'y' if count == 1 else 'ies'} indexed")
+
+
+@app.command()
+def sync(
+    ctx: typer.Context,
+    remote: Optional[str] = typer.Option(None, "--remote", metavar="NAME",
+                                         help="The git remote (default: the branch's upstream, else origin, else "
+                                              "the only one)."),
+    no_push: bool = typer.Option(False, "--no-push", help="Pull and merge only; push nothing."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was pulled, pushed, re-indexed and "
+                                                           "resolved as JSON."),
+) -> None:
+    """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
+
+    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job.
+    """
+    from memvault.errors import RemoteError, SyncConflict
+
+    state = _state(ctx)
+    as_json = json_output or state.json
+    vault = state.open()
+    try:
+        with term.stage_progress(not state.quiet) as progress:
+            result = vault.sync(remote, push=not no_push, progress=progress)
+    except (RemoteError, SyncConflict) as exc:
+        if as_json and exc.result is not None:
+            emit_json({**exc.result.to_json(), "error": str(exc)})
+        raise
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for line in sync_lines(result):
+        typer.echo(line)
+
+
+def sync_lines(result) -> list[str]:
+    """What `sync` prints: what it committed, pulled, settled, re-indexed and pushed."""
+    where = f"{result.remote}/{result.remote_branch}"
+    lines = []
+    if result.hand_edits:
+        lines.append(f"committed {len(result.hand_edits)} hand edit{'s' if len(result.hand_edits) != 1 else ''}")
+    if result.integration == "up to date":
+        lines.append(f"nothing to pull from {where}")
+    elif result.integration == "resumed":
+        lines.append(f"finished an interrupted sync: {len(result.pulled)} files")
+    else:
+        commits = f"{result.pulled_commits} commit{'s' if result.pulled_commits != 1 else ''}"
+        lines.append(f"pulled {commits} from {where}: {len(result.pulled)} file{'s' if len(result.pulled) != 1 else ''} "
+                     f"({result.integration})")
+    for r in result.resolved:
+        kept = "kept this machine's version" if r.kept == "ours" else "kept the remote's version"
+        other = f"; the other version is the tombstone {r.sibling}" if r.sibling else ""
+        lines.append(f"resolved {r.path}: {r.case}: {kept}{other}")
+    report = result.reindexed
+    if report is not None and report.drift:
+        lines.append(f"re-indexed: {len(report.added)} added, {len(report.changed)} changed, "
+                     f"{len(report.removed)} removed")
+    if result.pushed:
+        lines.append(f"pushed {result.pushed_commits} commit{'s' if result.pushed_commits != 1 else ''} to {where}")
+    return lines
+
+
+@app.command()
 def models(
     ctx: typer.Context,
     download: bool = typer.Option(False, "--download", help="Fetch the configured models into fastembed's cache "
@@ -869,6 +973,11 @@ def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool)
     elif result.learned and not as_json:
         for line in change_lines(result.learned.to_json()):
             info(ctx, f"memvault: {line}")
+    if not as_json:
+        for closed in result.episodes:  # what closed before this exchange, and what it taught
+            info(ctx, episode_line(closed))
+            for line in change_lines(closed.learned.to_json() if closed.learned else []):
+                info(ctx, f"memvault: {line}")
 
 
 def _interactive(ctx, vault, options: dict, stream: bool) -> None:
@@ -972,6 +1081,54 @@ def reconcile(
             typer.echo(f"  {step.decision:<6} {step.memory.id[:8]}  {step.memory.first_line()}  {what}".rstrip())
     changed = sum(1 for s in outcome.steps if s.decision != "KEEP")
     info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(outcome.steps)} older facts")
+
+
+@app.command()
+def episodes(
+    ctx: typer.Context,
+    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation whose episodes to list.",
+                                      autocompletion=complete_conversation),
+    close: bool = typer.Option(False, "--close", help="Close the open episode too (write it, learn from it)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Cut the turns into episodes again; the old episode "
+                                                          "files are soft-deleted with replaced_by."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show where the turns would be cut; no model, no writes."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the episodes and what was done as JSON."),
+) -> None:
+    """List a conversation's episodes: what happened, in order, each a title and a short narrative.
+
+    Episodes that have closed since (a silence over soft_decay_minutes, chat --clear, a change of
+    topic) are written first; with extraction_mode = predict-calibrate, facts are learned from them.
+    """
+    state = _state(ctx)
+    vault = state.open()
+    outcome = vault.episodes(conversation, close=close, rebuild=rebuild, dry_run=dry_run, now=now)
+    if json_output or state.json:
+        emit_json(outcome.to_json(vault.root))
+        return
+    written = {c.episode.id for c in outcome.closed} | {e.id for e in (outcome.rebuilt.written if outcome.rebuilt else [])}
+    for episode in outcome.episodes:
+        meta = episode.extra
+        mark = "+" if episode.id in written else " "
+        typer.echo(f"{mark} {str(meta.get('started_at'))[:16].replace('T', ' ')}  {episode.id[:8]}  "
+                   f"{meta.get('title')}  ({len(meta.get('turn_ids') or [])} turns, {meta.get('boundary')})")
+        if state.verbose:
+            typer.echo(f"    {' '.join(episode.text.split())}")
+    if outcome.rebuilt and dry_run:
+        info(ctx, f"memvault: --rebuild would cut the {sum(len(s.turns) for s in outcome.rebuilt.segments)} "
+                  f"covered turns into {len(outcome.rebuilt.segments)} episodes")
+    elif outcome.rebuilt and outcome.rebuilt.replaced:
+        info(ctx, f"memvault: {len(outcome.rebuilt.replaced)} episodes replaced by {len(outcome.rebuilt.written)}")
+    for segment in outcome.pending:
+        when = f"{segment.started_at:%Y-%m-%d %H:%M} - {segment.ended_at:%H:%M}"
+        state_word = f"would close ({segment.boundary})" if segment.boundary else "open"
+        info(ctx, f"memvault: {len(segment.turns)} turns {when}: {state_word}")
+    for closed in outcome.closed:
+        if closed.learned:
+            for line in change_lines(closed.learned.to_json()):
+                info(ctx, f"memvault: {line}")
+    if not outcome.episodes and not outcome.pending:
+        info(ctx, f"memvault: no episodes in {conversation} yet")
 
 
 @app.command()

@@ -43,6 +43,7 @@ class Settings:
     hard_decay_minutes: float = 30.0
     max_session_tokens: int = 8000
     reconcile_mode: str = "pairs"
+    extraction_mode: str = "message"
     lock_timeout: float = 600.0
 
     def replace(self, **changes: Any) -> "Settings":
@@ -71,6 +72,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
 # Allowed values of string keys that are a choice.
 CHOICES: dict[str, tuple[str, ...]] = {
     "reconcile_mode": ("pairs", "list"),
+    "extraction_mode": ("message", "predict-calibrate"),
 }
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

@@ -46,3 +46,24 @@ class LLMError(MemvaultError):
 class VaultStateError(MemvaultError):
     """The vault's git repository is in a state where memvault must not write (a merge in
     progress, a detached HEAD, git missing); the message says what to run."""
+
+
+class RemoteError(MemvaultError):
+    """A git remote that could not be used (none configured, unreachable, refusing the credentials,
+    rejecting a push); the message says which, what to do, and that nothing was lost here.
+    `result`: what the sync had done before it stopped, if anything."""
+
+    def __init__(self, message: str, kind: str = "failed", result=None):
+        super().__init__(message)
+        self.kind = kind  # no-remote, unreachable, auth, rejected, failed
+        self.result = result
+
+
+class SyncConflict(MemvaultError):
+    """What a sync does not settle by itself (a file outside entries/ changed on both sides, a file
+    changed by hand and not committed that the remote changed too): names the file; nothing was
+    changed."""
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result

@@ -19,7 +19,8 @@ from memvault import prompts
 from memvault.llm import LLMConfig, LLMError, structured, structured_probs
 
 __all__ = [
-    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "third_person",
+    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "states_something",
+    "third_person",
 ]
 
 MAX_FACTS = 3
@@ -29,6 +30,10 @@ MAX_PAIRS_PER_FACT = 3
 # this: a coin flip keeps it (bench/reconcile_pairs.py: on its 122 labelled pairs, the plain
 # argmax, 0.5, replaced 3 more true memories and caught 1 more contradiction).
 MIN_UNTRUE = 0.52
+
+# What the rules keep of a message (statements.statement_part) is learned from unless the model
+# is at least this sure it tells nothing lasting (bench/learning_gate.py chose it).
+MIN_NOTHING = 0.5
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
@@ -56,16 +61,23 @@ def _single_string(item: dict) -> Any:
 
 
 def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
-    """0-3 short standalone facts about the user from their own words.
+    """0-3 short standalone facts about the user from what their message states.
 
-    A fact must share a word with the user's text (see `_grounded`): small models echo
-    the prompt's example or invent facts. Invalid model output (after one retry) gives
-    []. LLMError propagates: the caller decides whether a down endpoint is fatal
-    (add --extract) or not (chat upkeep).
+    Only the statement part of the message is looked at (statements.statement_part: its
+    questions, requests and greetings are cut out by rules, so "What is my job?" never
+    reaches the model and can never create or replace a fact); then the model is asked
+    whether that part tells anything lasting (`states_something`); only then are facts
+    extracted, from that part alone. A fact must share a word with it (see `_grounded`):
+    small models echo the prompt's example or invent facts. Invalid model output (after
+    one retry) gives []. LLMError propagates: the caller decides whether a down endpoint
+    is fatal (add --extract) or not (chat upkeep).
     """
-    if is_small_talk(user_text):
+    from memvault.statements import statement_part
+
+    statement = statement_part(user_text)
+    if not statement or is_small_talk(statement) or not states_something(cfg, statement):
         return []
-    answer = structured(cfg, prompts.extraction_messages(user_text), ExtractedFacts)
+    answer = structured(cfg, prompts.extraction_messages(statement), ExtractedFacts)
     if answer is None:
         return []
     facts: list[str] = []
@@ -73,10 +85,40 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     for fact in answer.facts:
         fact = third_person(" ".join(fact.split()))
         key = _norm(fact)
-        if key and key not in seen and _grounded(fact, user_text):
+        if key and key not in seen and _grounded(fact, statement):
             seen.add(key)
             facts.append(fact)
     return facts[:MAX_FACTS]
+
+
+class Answer(pydantic.BaseModel):
+    answer: Literal["yes", "no"]
+
+    @pydantic.field_validator("answer", mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        """Accept true/false and "Yes." (servers that do not enforce the schema)."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, str):
+            return value.strip().rstrip(".!").lower()
+        return value
+
+
+class StillTrue(Answer):
+    """Is it still true that ...? (reconciliation)"""
+
+
+class TellsSomething(Answer):
+    """Does the statement part of a message tell anything lasting? (the gate before extraction)"""
+
+
+def states_something(cfg: LLMConfig, statement: str) -> bool:
+    """Whether the model judges `statement` to tell something lasting about the user: False
+    only when it says "no" with probability >= MIN_NOTHING. An invalid answer counts as
+    yes (extraction still has its own "no facts" answer and the grounding check)."""
+    answer = structured_probs(cfg, prompts.states_something_messages(statement), TellsSomething, "answer")
+    return answer is None or answer[1]["no"] < MIN_NOTHING
 
 
 # --- first person to third person ------------------------------------------------------
@@ -211,20 +253,6 @@ class Decision:
     text: str | None  # the fact text for ADD/UPDATE (the new text)
     target: str | None  # the existing memory's real id for UPDATE/DELETE/NONE; None for ADD
     by: str | None = None  # DELETE: the new fact that made the memory untrue
-
-
-class StillTrue(pydantic.BaseModel):
-    answer: Literal["yes", "no"]
-
-    @pydantic.field_validator("answer", mode="before")
-    @classmethod
-    def _lenient(cls, value: Any) -> Any:
-        """Accept true/false and "Yes." (servers that do not enforce the schema)."""
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, str):
-            return value.strip().rstrip(".!").lower()
-        return value
 
 
 def reconcile(
@@ -467,3 +495,70 @@ def _carries(text: str, fact: str) -> bool:
         return False
     content = fact_words - _FILLER
     return content <= text_words if content else _norm(fact) == _norm(text)
+
+
+# --- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ------
+# Per closed episode: the model predicts, from the related known facts alone, what the user said;
+# the model extracts the facts the user's messages state (without seeing the prediction, which a
+# small model copies back); memvault keeps the facts the prediction did not already say: new ones,
+# and changed ones (a changed fact has other words or another polarity, so no prediction carries
+# it). The facts kept go through `reconcile` like any others. None from either call means "no
+# valid answer": the caller falls back to per-message extraction for that episode.
+
+MAX_EPISODE_FACTS = 5
+
+
+class Prediction(pydantic.BaseModel):
+    prediction: list[str] = pydantic.Field(json_schema_extra={"maxItems": 4})
+
+    @pydantic.field_validator("prediction", mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list):
+            return [_single_string(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+
+class CalibratedFacts(ExtractedFacts):
+    facts: list[str] = pydantic.Field(json_schema_extra={"maxItems": MAX_EPISODE_FACTS})
+
+
+def predict(cfg: LLMConfig, known: list[str]) -> list[str] | None:
+    """What the user most likely said, from the known facts alone ([] without any: no call)."""
+    if not known:
+        return []
+    answer = structured(cfg, prompts.predict_messages(known), Prediction)
+    if answer is None:
+        return None
+    return [" ".join(p.split()) for p in answer.prediction if p and p.strip()][:4]
+
+
+def calibrate(cfg: LLMConfig, prediction: list[str], user_texts: list[str]) -> list[str] | None:
+    """The facts `user_texts` state (their statement parts: statements.statement_part) that
+    `prediction` missed or got wrong: extracted by the model
+    (third person, each sharing a word with the user's texts, no two alike), then every fact a
+    prediction statement already says (`_carries`: all its words, the same polarity) dropped; at
+    most MAX_EPISODE_FACTS. None: no valid answer."""
+    from memvault.statements import statement_part
+
+    # As for one message (extract_facts): only what the messages state, never a question or request.
+    said = [part for part in map(statement_part, user_texts) if part and not is_small_talk(part)]
+    if not said:
+        return []
+    answer = structured(cfg, prompts.calibrate_messages(said), CalibratedFacts)
+    if answer is None:
+        return None
+    source = "\n".join(said)
+    facts: list[str] = []
+    seen: set[str] = set()
+    for fact in answer.facts:
+        fact = third_person(" ".join(fact.split()))
+        key = _norm(fact)
+        if not key or key in seen or not _grounded(fact, source):
+            continue
+        seen.add(key)
+        if not any(_carries(expected, fact) for expected in prediction):
+            facts.append(fact)
+    return facts[:MAX_EPISODE_FACTS]

@@ -1,9 +1,12 @@
 """The vault as a git repository: init, one commit per command, history.
 
-A command commits exactly the files it wrote or moved (and `reindex` the hand edits it
-accepted), never whatever else lies in the folder: a stray file, a file reindex rejected,
-something the user staged. Plain git processes, as few as a write allows: `git update-index`
-and `git commit --only` for a change to an existing vault. Before anything is written,
+Through GitPython: `Repo` for what it reads from the repository's files without starting git
+(HEAD, refs, config, remotes: see remote.py), and its `Git` command wrapper where one git
+process does the job, so that a write starts as few processes as it can: `git update-index`
+and `git commit --only` for a change to an existing vault (plus the two `git version` probes
+GitPython runs when it is imported). A command commits exactly the files it wrote or moved
+(and `reindex` the hand edits it accepted), never whatever else lies in the folder: a stray
+file, a file reindex rejected, something the user staged. Before anything is written,
 `check_writable` refuses a repository git could not commit to cleanly (docs/design.md,
 "Commits"). Commits carry trailers that say which memories a command touched, so
 `memvault log` can tell the story later:
@@ -16,6 +19,7 @@ and `git commit --only` for a change to an existing vault. Before anything is wr
   Memvault-Removed: <id>
   Memvault-Undoes: <commit>   (an undo: the commit it took back)
   Memvault-Conversation: <conversation> (<n> added)   (a bulk change, an import: instead of every id)
+  Memvault-Resolved: <id or path>: <how>   (a sync that merged: each conflict and what was kept)
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -58,28 +61,71 @@ class GitError(MemvaultError):
 def _git_env() -> None:
     for name in _GIT_REDIRECTS:
         os.environ.pop(name, None)
-    # Never open an editor or pager from inside memvault.
+    # Never open an editor, pager or password prompt from inside memvault.
     os.environ["GIT_TERMINAL_PROMPT"] = "0"
+    # Without git, GitPython's import would raise its own ImportError: memvault says it in one line.
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 
-def _run(root: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+def git_module():
+    """GitPython, imported on first use: ~40-60 ms, and two `git version` probes (its own and
+    its fetch flags')."""
     _git_env()
-    # git's messages in English, whatever the locale (as under GitPython before): _git_cause
-    # looks for "fatal:" and "error:".
-    env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C"}
+    import git
+
+    return git
+
+
+def repo(root: Path):
+    """The vault's repository as a GitPython `Repo` (reads .git's files; starts no process)."""
+    git = git_module()
     try:
-        return subprocess.run(["git", "-C", str(root), *args], input=input, capture_output=True, env=env,
-                              stdin=None if input is not None else subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise MemvaultError("git is not installed (or set enable_git_versioning = false)") from None
+        return git.Repo(str(root))
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise MemvaultError(f"{root} is not a git repository") from None
+
+
+def _run(root: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> tuple[int, bytes, str]:
+    """One git command in the vault through GitPython's command wrapper: (status, stdout, stderr).
+    git's messages are in English whatever the locale (GitPython sets LC_ALL=C): _git_cause looks
+    for "fatal:" and "error:"."""
+    git = git_module()
+    with _stdin(input) as stream:
+        try:
+            return git.Git(str(root)).execute(
+                [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args], istream=stream, env=env,
+                with_extended_output=True, with_exceptions=False, stdout_as_string=False,
+                strip_newline_in_stdout=False)
+        except git.GitCommandNotFound:
+            raise MemvaultError("git is not installed (or set enable_git_versioning = false)") from None
+
+
+class _stdin:
+    """Bytes for a git command's stdin, as GitPython takes them: an open file (a pipe written
+    while git reads it would need a thread)."""
+
+    def __init__(self, data: bytes | None):
+        self.data, self.handle = data, None
+
+    def __enter__(self):
+        if self.data is None:
+            return None
+        self.handle = tempfile.TemporaryFile()
+        self.handle.write(self.data)
+        self.handle.seek(0)
+        return self.handle
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()
 
 
 def git_output(root: Path, *args: str, input: bytes | None = None) -> str:
     """stdout of one git command in the vault; GitError naming the cause if it fails."""
-    done = _run(root, *args, input=input)
-    if done.returncode != 0:
-        raise GitError(root, args[0], done.stderr.decode("utf-8", "replace"))
-    return done.stdout.decode("utf-8", "surrogateescape")
+    status, out, err = _run(root, *args, input=input)
+    if status != 0:
+        raise GitError(root, args[0], err)
+    return out.decode("utf-8", "surrogateescape")
 
 
 def is_repo(root: Path) -> bool:
@@ -92,10 +138,9 @@ def init_repo(root: Path) -> None:
 
     Runs before every change, so on a vault that has its first commit it starts no process.
     """
-    _git_env()
     born = is_repo(root) and head_sha(root) is not None
     if not born:
-        git_output(root, "init", "-q")  # also completes a .git that a killed `git init` left half-made
+        git_module().Repo.init(str(root), quiet=True)  # also completes a .git a killed `git init` left half-made
     ignore = root / ".gitignore"
     if not ignore.exists():
         from memvault.files import atomic_write
@@ -111,12 +156,19 @@ def init_repo(root: Path) -> None:
 def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
     """The text of many `<rev>:<path>` objects through one `git cat-file --batch`; None where an
     object is missing."""
+    return {name: None if data is None else data.decode("utf-8", "replace")
+            for name, data in read_blob_bytes(root, names).items()}
+
+
+def read_blob_bytes(root: Path, names: list[str]) -> dict[str, bytes | None]:
+    """read_blobs, as bytes."""
     if not names:
         return {}
-    out = _run(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
-    if out.returncode != 0:
-        raise GitError(root, "cat-file", out.stderr.decode("utf-8", "replace"))
-    data, result, pos = out.stdout, {}, 0
+    status, data, err = _run(root, "cat-file", "--batch", input=("\n".join(names) + "\n").encode("utf-8"))
+    if status != 0:
+        raise GitError(root, "cat-file", err)
+    result: dict[str, bytes | None] = {}
+    pos = 0
     for name in names:
         end = data.index(b"\n", pos)
         header = data[pos:end].decode("utf-8", "replace")
@@ -125,7 +177,7 @@ def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
             result[name] = None
             continue
         size = int(header.rsplit(" ", 1)[1])
-        result[name] = data[pos:pos + size].decode("utf-8", "replace")
+        result[name] = data[pos:pos + size]
         pos += size + 1
     return result
 
@@ -133,9 +185,9 @@ def read_blobs(root: Path, names: list[str]) -> dict[str, str | None]:
 def check_date(root: Path, text: str, option: str = "--since") -> None:
     """Refuse a date git would not understand. git reads anything (`--since garbage` silently means
     "now"), so a text that comes back as the present moment without saying so is not a date."""
-    done = _run(root, "rev-parse", f"--since={text}")
-    value = done.stdout.decode("ascii", "replace").strip().rpartition("=")[2]
-    if done.returncode != 0 or not value.isdigit() or (
+    status, out, _ = _run(root, "rev-parse", f"--since={text}")
+    value = out.decode("ascii", "replace").strip().rpartition("=")[2]
+    if status != 0 or not value.isdigit() or (
             abs(int(value) - time.time()) <= 2 and text.strip().lower() not in ("now", "today")):
         raise UsageError(f"{option} {text!r} is not a date (try 2026-01-31, \"2 weeks ago\" or yesterday)")
 
@@ -143,39 +195,24 @@ def check_date(root: Path, text: str, option: str = "--since") -> None:
 def head_sha(root: Path) -> str | None:
     """The commit HEAD points at, None before the first commit.
 
-    Read from the files when they are the plain kind (HEAD naming a branch, a loose or packed
-    ref); anything else (a detached HEAD, a worktree, the reftable backend) is asked of git.
+    GitPython reads it from the files (HEAD, a loose or packed ref) without starting git; what
+    it cannot read (the reftable backend, a broken ref) is asked of git.
     """
-    git_dir = root / ".git"
-    try:
-        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
-        ref = head[len("ref: "):] if head.startswith("ref: refs/heads/") and ".." not in head else None
-        if ref is not None:
-            try:
-                sha = (git_dir / ref).read_text(encoding="utf-8").strip()
-            except FileNotFoundError:
-                sha = _packed_ref(git_dir, ref)
-                if sha is None and not (git_dir / "reftable").exists():
-                    return None  # an unborn branch: no commit yet
-            if sha and _SHA.match(sha):
-                return sha
-    except OSError:
-        pass
-    done = _run(root, "rev-parse", "-q", "--verify", "HEAD^{commit}")
-    sha = done.stdout.decode("ascii", "replace").strip()
-    return sha if done.returncode == 0 and sha else None
-
-
-def _packed_ref(git_dir: Path, ref: str) -> str | None:
-    try:
-        lines = (git_dir / "packed-refs").read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    if not is_repo(root):
         return None
-    for line in lines:
-        sha, _, name = line.partition(" ")
-        if name == ref:
-            return sha
-    return None
+    git = git_module()
+    try:
+        # The ref's sha as written in the files; `head.commit` would start `git cat-file` to learn
+        # the object's type.
+        return git.SymbolicReference.dereference_recursive(git.Repo(str(root)), "HEAD")
+    except ValueError:  # "Reference at 'refs/heads/main' does not exist": an unborn branch
+        if not (_git_dir(root) / "reftable").exists():
+            return None
+    except Exception:
+        pass
+    status, out, _ = _run(root, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+    sha = out.decode("ascii", "replace").strip()
+    return sha if status == 0 and sha else None
 
 
 def _commit(root: Path, message: str, only: list[str] | None = None) -> bool:
@@ -196,26 +233,40 @@ def _commit(root: Path, message: str, only: list[str] | None = None) -> bool:
         if pathspec:
             args += ["--only", f"--pathspec-from-file={pathspec}", "--pathspec-file-nul"]
         data = _encode(message)
-        done = _run(root, *args, input=data)
-        if done.returncode == 0:
+        status, out, err = _run(root, *args, input=data)
+        if status == 0:
             return True
-        if _nothing_to_commit(root, done, only):
+        if _nothing_to_commit(root, out, only):
             return False
         if not has_identity(root):
             set_fallback_identity(root)
-            done = _run(root, *args, input=data)
-        if done.returncode != 0:
-            raise GitError(root, "commit", done.stderr.decode("utf-8", "replace"))
+            status, out, err = _run(root, *args, input=data)
+        if status != 0:
+            raise GitError(root, "commit", err)
     return True
 
 
-def _nothing_to_commit(root: Path, done: subprocess.CompletedProcess, only: list[str] | None) -> bool:
+def commit_tree(root: Path, tree: str, parents: list[str], message: str) -> str:
+    """A commit of `tree` with these parents (a merge), its message on stdin; the same identity
+    fallback as every commit. Moves no branch: returns the new commit's sha."""
+    args = ["commit-tree", tree, *[arg for parent in parents for arg in ("-p", parent)]]
+    data = _encode(message)
+    status, out, err = _run(root, *args, input=data)
+    if status != 0 and not has_identity(root):
+        set_fallback_identity(root)
+        status, out, err = _run(root, *args, input=data)
+    if status != 0:
+        raise GitError(root, "commit-tree", err)
+    return out.decode("ascii").strip()
+
+
+def _nothing_to_commit(root: Path, stdout: bytes, only: list[str] | None) -> bool:
     if only is not None:
-        # git explains an empty --only commit on stdout (in English: _run sets LC_ALL=C).
-        out = done.stdout.decode("utf-8", "replace")
+        # git explains an empty --only commit on stdout (in English: GitPython sets LC_ALL=C).
+        out = stdout.decode("utf-8", "replace")
         return any(words in out for words in ("nothing to commit", "nothing added to commit",
                                               "no changes added to commit"))
-    return _run(root, "diff", "--cached", "--quiet").returncode == 0
+    return _run(root, "diff", "--cached", "--quiet")[0] == 0
 
 
 class _pathspec_file:
@@ -260,7 +311,7 @@ def _encode(text: str) -> bytes:
 
 def has_identity(root: Path) -> bool:
     """Does git know who commits (user config, environment, or the system's name and mail)?"""
-    return all(_run(root, "var", name).returncode == 0 for name in ("GIT_COMMITTER_IDENT", "GIT_AUTHOR_IDENT"))
+    return all(_run(root, "var", name)[0] == 0 for name in ("GIT_COMMITTER_IDENT", "GIT_AUTHOR_IDENT"))
 
 
 def set_fallback_identity(root: Path) -> None:
@@ -270,8 +321,8 @@ def set_fallback_identity(root: Path) -> None:
 
 
 def clear_stale_index_lock(root: Path, older_than: float = 2.0) -> None:
-    """Lock files left by a killed git (index.lock, HEAD.lock, a branch's ref lock) block every
-    later commit.
+    """Lock files left by a killed git (index.lock, HEAD.lock, a branch's or a remote branch's ref
+    lock, config.lock) block every later commit, fetch or setting.
 
     We only get here while holding the vault lock, so no other memvault process is inside git:
     a lock older than `older_than` seconds belongs to a dead process and goes. A younger one may
@@ -279,10 +330,10 @@ def clear_stale_index_lock(root: Path, older_than: float = 2.0) -> None:
     gets until it is that old to disappear, then goes too.
     """
     git_dir = root / ".git"
-    locks = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
-    heads = git_dir / "refs" / "heads"
-    if heads.is_dir():
-        locks += sorted(heads.rglob("*.lock"))
+    locks = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock", git_dir / "config.lock"]
+    for refs in (git_dir / "refs" / "heads", git_dir / "refs" / "remotes"):  # a branch's, a fetch's (sync)
+        if refs.is_dir():
+            locks += sorted(refs.rglob("*.lock"))
     for lock in locks:
         _clear_lock(lock, older_than)
 

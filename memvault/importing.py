@@ -527,3 +527,43 @@ def _mark(change, turns: list[Memory]) -> None:
         if current is not None and not current.extra.get(EXTRACTED):
             current.extra[EXTRACTED] = True
             change.rewrite(current)
+
+
+def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode: str,
+                        close: Callable[[str, datetime], list], say: Callable[[str], None]) -> None:
+    """--extract, after the turns are in (docs/design.md, "Episodes"): each imported conversation's
+    turns not in an episode yet are cut into episodes, the last one closed with boundary `import`.
+    In extraction_mode predict-calibrate this is the learning (`learn_from_turns` has only counted):
+    the user turns of each episode written are marked `extracted`. An LLM failure stops it, with the
+    error in `extraction` (the same command goes on where it stopped)."""
+    from memvault import learn
+    from memvault.errors import LLMError
+
+    root = vault.root
+    latest: dict[str, datetime] = {}
+    for relative, _fresh in importer.user_turns:
+        try:
+            turn = files.read_memory(root / relative, root)[0]
+        except MemvaultError:
+            continue
+        if not turn.is_deleted:
+            latest[turn.conversation_id] = max(latest.get(turn.conversation_id, turn.created_at), turn.created_at)
+    if mode == "predict-calibrate" and extraction.learned is None:
+        extraction.learned = learn.Learned()
+    for conversation, when in sorted(latest.items()):
+        try:
+            closed = close(conversation, when)
+        except LLMError as exc:
+            extraction.error = f"{exc}; run the same import again to go on"
+            return
+        if mode != "predict-calibrate":
+            continue
+        with vault.change("import") as change:
+            change.title = f"turns of {conversation} learned from, by episode"
+            for episode in closed:
+                users = [t for t in episode.segment.turns if t.role == "user"]
+                _mark(change, users)
+                extraction.done += len(users)
+                if episode.learned:
+                    extraction.learned.facts += episode.learned.facts
+                    extraction.learned.events += episode.learned.events

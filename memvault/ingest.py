@@ -16,7 +16,10 @@ from memvault.files import Memory
 from memvault.vault import Change, Vault
 
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
-JSONL_KEYS = {"text", "conversation_id", "created_at", "kind", "tags", "source", "rationale", "alternatives", "meta"}
+JSONL_KEYS = {"text", "conversation_id", "created_at", "kind", "role", "tags", "source", "rationale", "alternatives",
+              "meta"}
+# A JSON line with `role` is a chat turn: what the user said or what the assistant answered.
+TURN_ROLES = ("user", "assistant")
 
 
 def split_lines(text: str) -> list[str]:
@@ -77,13 +80,20 @@ def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory
         if isinstance(tags, str):
             tags = [tags]
         kind = item.get("kind") or defaults.get("kind", "fact")
+        role = item.get("role")
+        if role is not None and role not in TURN_ROLES:
+            raise UsageError(f"{where}: 'role' must be user or assistant (a chat turn), not {role!r}")
+        if role is not None and item.get("kind"):
+            raise UsageError(f"{where}: give 'kind' or 'role' (a chat turn), not both")
         try:
             created = files.parse_time(item["created_at"], "created_at") if item.get("created_at") else None
             extra = extra_fields(kind, tags, item.get("source", defaults.get("source")),
                                  item.get("rationale", defaults.get("rationale")),
                                  item.get("alternatives", defaults.get("alternatives")))
+            if role is not None:
+                extra[files.ORIGIN_KEY] = "import"  # a turn memvault did not see happen: never evicted
             extra.update(meta)
-            memory = files.new_memory(text_value, role_for_kind(kind),
+            memory = files.new_memory(text_value, role or role_for_kind(kind),
                                       str(item.get("conversation_id") or defaults.get("conversation_id")
                                           or files.DEFAULT_CONVERSATION),
                                       created_at=created, extra=extra)

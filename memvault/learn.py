@@ -38,6 +38,8 @@ class LearningPlan:
     summary: str | None = None  # the new rolling summary, when there is one
     summary_tokens: tuple[int, int] = (0, 0)  # its input and output tokens
     learned_from: str | None = None  # the id of the chat turn the facts come from
+    episode_id: str | None = None  # the episode the facts come from (docs/design.md, "Episodes")
+    prediction: list[str] = field(default_factory=list)  # predict-calibrate: what the known facts predicted
 
 
 @dataclass
@@ -142,6 +144,8 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
     origin = {files.ORIGIN_KEY: "learned"}
     if plan.learned_from:
         origin["learned_from"] = plan.learned_from
+    if plan.episode_id:
+        origin["episode_id"] = plan.episode_id
     known = {i: files.still_live(change.root, m.path, i, m.text) for i, m in plan.known.items()}
     added: dict[str, Memory] = {}
     for decision in plan.decisions:
@@ -180,3 +184,65 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
         change.evict(plan.conversation, max_entries, now=now)
     learned.events = change.events[first:]
     return learned
+
+
+# -- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ---------
+# A path of its own beside `plan`: the facts come from a whole closed episode instead of one
+# message; reconciliation, summary and `apply` are the same.
+
+# Known facts shown to the prediction: the nearest to each of the episode's user messages.
+PREDICTION_FACTS = 8
+
+
+def related_facts(index: Index, conversation: str, texts: list[str], limit: int = PREDICTION_FACTS) -> list[Memory]:
+    """The live facts of the conversation closest to any of `texts` (cosine >= SIMILARITY_FLOOR),
+    closest first, at most `limit`."""
+    if not texts or index.table() is None:
+        return []
+    best: dict[str, tuple[float, dict]] = {}
+    for vector in index.embedder.embed(texts):
+        for row in index.nearest(vector, limit, roles=("memory",), conversation=conversation):
+            cosine = 1.0 - float(row["_distance"])
+            if cosine >= SIMILARITY_FLOOR and cosine > best.get(row["id"], (-1.0, row))[0]:
+                best[row["id"]] = (cosine, row)
+    found = []
+    for memory_id, (_, row) in sorted(best.items(), key=lambda item: -item[1][0]):
+        memory = files.still_live(index.root, index.root / row["path"], memory_id)
+        if memory is not None:
+            found.append(memory)
+    return found[:limit]
+
+
+def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episode_id: str,
+                 summarize: bool = True, warn: Callable[[str], None] | None = None,
+                 reconcile_mode: str = "pairs") -> LearningPlan | None:
+    """Predict-calibrate for one closed episode (LLM calls, no lock, nothing written): the live facts
+    related to the user's messages, the model's prediction from those alone, then the facts the
+    messages state and the prediction missed or got wrong, reconciled like any new facts.
+
+    None when either prompt gets no valid answer or the model fails: the caller learns from each
+    message instead (`plan`), so no turn goes unread."""
+    from memvault.errors import LLMError
+    from memvault.extraction import calibrate, predict, reconcile
+
+    texts = [t.text for t in user_turns]
+    result = LearningPlan(conversation, episode_id=episode_id)
+    try:
+        known = related_facts(vault.index, conversation, texts)
+        prediction = predict(cfg, [m.text for m in known])
+        facts = calibrate(cfg, prediction, texts) if prediction is not None else None
+    except LLMError as exc:
+        if warn:
+            warn(f"memvault: warning: predict-calibrate failed ({exc})")
+        return None
+    if facts is None:
+        return None
+    result.prediction, result.facts = prediction, facts
+    if not facts:
+        return result
+    known, neighbours = nearest_facts(vault.index, conversation, facts)
+    result.known = {m.id: m for m in known}
+    result.decisions = reconcile(cfg, facts, [(m.id, m.text) for m in known], neighbours, reconcile_mode)
+    if summarize:
+        _plan_summary(vault, cfg, result, warn)
+    return result

@@ -27,6 +27,18 @@ requests, keep only what the user reveals about themselves.
 Answer with JSON only, like \
 {"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
 
+# Before extraction: does what is left of the user's message, once the rules took out questions,
+# requests and greetings (statements.py), tell anything lasting? A yes/no with the answer token's
+# probability, like STILL_TRUE: small models judge a yes/no question far better than they follow
+# "return nothing for questions" inside the extraction prompt.
+STATES_SOMETHING = (
+    'The user wrote: "{text}"\n'
+    "Does this tell something lasting about the user or their life (who they are, people in their "
+    "life, likes, dislikes, plans, work, places, things they own or did)? Reactions such as "
+    '"that was helpful", moods of the moment and small talk tell nothing. '
+    'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
+)
+
 # Reconciliation, one question per (existing memory, new fact) pair: is the memory still
 # true? Small models judge "is it still true that ...?" as reading comprehension far better
 # than they pick ADD/UPDATE/DELETE/NONE for a list, or a relation label for a pair (measured
@@ -123,6 +135,11 @@ def extraction_messages(user_text: str) -> list[dict]:
     ]
 
 
+def states_something_messages(statement: str) -> list[dict]:
+    """Messages asking whether `statement` (the statement part of a user message) is worth learning from."""
+    return [{"role": "user", "content": STATES_SOMETHING.format(text=" ".join(statement.split()))}]
+
+
 def reconciliation_messages(existing: list[str], new_facts: list[str]) -> list[dict]:
     """`existing` is shown with ids 0..n-1 (list positions); the caller maps them back."""
     memories = [{"id": i, "text": text} for i, text in enumerate(existing)]
@@ -181,3 +198,61 @@ def estimate_tokens(text: str) -> int:
     """About four characters a token: the measure of every budget here (session size, summary
     depth), close enough for the models memvault talks to without loading a tokenizer."""
     return (len(text) + 3) // 4
+
+
+# --- episodes and predict-calibrate (docs/design.md, "Episodes") -------------------------------
+
+# Title and narrative of one closed episode, from its turns.
+EPISODE = """\
+You write a short record of one part of a conversation between a user and an assistant.
+Give a "title" of at most 8 words saying what it was about, and a "narrative" of 1 to 4 \
+sentences in the third person ("The user ..."): what the user told, asked or decided, and what \
+the assistant answered. Keep names, dates and numbers. Do not invent anything.
+Answer with JSON only, like \
+{"title": "Planning a move to Lisbon", "narrative": "The user said they will move to Lisbon in \
+May. The assistant suggested three neighbourhoods."}"""
+
+# Predict: given only what is known, what did the user most likely say? (An episode's known
+# facts, no turns.) What this misses is what the conversation taught.
+PREDICT = """\
+You guess what a user said in a conversation, knowing only some facts about them.
+Write 1 to 4 short sentences about the user that the conversation most likely contained, using \
+only the known facts. Do not invent new details.
+Answer with JSON only, like \
+{"prediction": ["The user still lives in Oslo", "The user talked about their dog Rex"]}"""
+
+# Calibrate, the model's part: the lasting facts in the user's own messages of an episode. The
+# prediction is NOT shown here: shown "what we expected" beside the real messages, the 1.5B model
+# copied the expectation back ("The user loves pizza" for "I've come to hate pizza"; bench/README.md,
+# "Episodes"). Which facts the prediction missed is decided by memvault (extraction.calibrate).
+CALIBRATE = """\
+You extract lasting facts about the user from the user's messages in one conversation; passing \
+events and moods are not facts.
+Rules:
+- Only what the user states about themselves: identity, people in their life, likes and \
+dislikes, plans, work, places, possessions. When a message changes an earlier one, keep the newer.
+- Each fact is one short standalone sentence about "the user", never "I" or "my": \
+"I love my wife Anne" gives "The user's wife is named Anne".
+- At most 5 facts. Do not invent anything.
+- Greetings, thanks and small talk have no facts: return an empty list. From questions and \
+requests, keep only what the user reveals about themselves.
+Answer with JSON only, like \
+{"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
+
+
+def episode_messages(transcript: str) -> list[dict]:
+    """`transcript`: the episode's turns, one `user: ...` / `assistant: ...` line each."""
+    return [{"role": "system", "content": EPISODE}, {"role": "user", "content": f"Conversation:\n{transcript.strip()}"}]
+
+
+def predict_messages(known: list[str]) -> list[dict]:
+    """Only the known facts: the episode's own title would leak what is new into the prediction,
+    and a new fact the prediction "foresaw" would be lost."""
+    facts = "\n".join(f"- {fact}" for fact in known)
+    user = f"Known facts about the user:\n{facts}"
+    return [{"role": "system", "content": PREDICT}, {"role": "user", "content": user}]
+
+
+def calibrate_messages(user_texts: list[str]) -> list[dict]:
+    said = "\n".join(f"- {' '.join(t.split())}" for t in user_texts)
+    return [{"role": "system", "content": CALIBRATE}, {"role": "user", "content": f"User messages:\n{said}"}]

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from memvault import files, ranking
 from memvault.files import DEFAULT_CONVERSATION
 
-CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant")  # summaries are injected apart
+# Summaries are injected apart; episodes head the facts they taught (docs/design.md, "Episodes").
+CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant", "episode")
 
 
 @dataclass
@@ -85,6 +86,9 @@ class Result:
     meta: dict[str, Any]
     vector: Any = field(repr=False, default=None)
     scores: dict[str, Any] = field(default_factory=dict)
+    # The episode the memory belongs to (an episode: itself): id, title, narrative, started_at
+    # (episodes.annotate; docs/design.md, "Episodes").
+    episode: dict[str, Any] | None = None
 
     @property
     def score(self) -> float:
@@ -94,7 +98,8 @@ class Result:
         return {"id": self.id, "path": self.path, "role": self.role, "conversation_id": self.conversation_id,
                 "created_at": self.created_at, "text": self.text, "score": round(self.score, 6),
                 "scores": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.scores.items()},
-                "meta": self.meta}
+                "meta": self.meta, "episode_id": self.episode["id"] if self.episode else None,
+                "episode_title": self.episode["title"] if self.episode else None}
 
 
 @dataclass
@@ -362,15 +367,34 @@ INJECTION_HEADER = (
 
 
 def injection_block(results: list[Result], summary: str | None = None) -> str:
-    """The block a chat sends before the user's message: summary, then `[role] text` lines."""
+    """The block a chat sends before the user's message: summary, then `[role] text` lines; results
+    that belong to an episode are grouped under it (title, one line of narrative), the episodes in
+    the order of their best result, then the remaining results (docs/design.md, "Episodes")."""
     lines = ["<memory>", INJECTION_HEADER]
     if summary and summary.strip():
         lines += ["", "Conversation summary:", summary.strip()]
     if results:
         lines += ["", "Relevant memories (most relevant first):"]
-        lines += [f"[{r.role}] {' '.join(r.text.split())}" for r in results]
+        groups: dict[str, list[Result]] = {}
+        for r in results:
+            if r.episode:
+                groups.setdefault(r.episode["id"], []).append(r)
+        for members in groups.values():
+            episode = members[0].episode
+            lines.append(f"Episode: {_one_line(episode.get('title') or '', 100)} ({str(episode.get('started_at'))[:10]})"
+                         f": {_one_line(episode.get('narrative') or '', 240)}")
+            lines += [f"  [{r.role}] {' '.join(r.text.split())}" for r in members if r.role != "episode"]
+        rest = [r for r in results if not r.episode]
+        if groups and rest:
+            lines.append("Other memories:")
+        lines += [f"[{r.role}] {' '.join(r.text.split())}" for r in rest]
     lines.append("</memory>")
     return "\n".join(lines)
+
+
+def _one_line(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def read_summary(vault, conversation: str) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -38,14 +39,32 @@ def check(vault: Vault) -> SyncReport:
 
 def reindex(vault: Vault, full: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
     """Sync under the vault lock and commit the hand edits it accepted."""
+    return commit_hand_edits(vault, "reindex", full=full, progress=progress).report
+
+
+@dataclass
+class HandEdits:
+    report: SyncReport  # the index sync that accepted them
+    paths: list[str]  # committed (vault-relative)
+    commit: str | None
+
+
+def commit_hand_edits(vault: Vault, command: str, full: bool = False,
+                      progress: Callable[[int, int], None] | None = None,
+                      first: Callable[[], None] | None = None, verify: bool = True) -> HandEdits:
+    """Under the vault lock: `first` (sync finishes an interrupted sync there), then an index sync
+    that adopts files without front matter, then one commit of the hand edits it accepted.
+    verify: compare every index row with state.json too (reindex does; sync need not)."""
     auto_index, vault.auto_index = vault.auto_index, False  # this command syncs the index itself
     try:
-        with vault.change("reindex") as change:
-            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=True)
+        with vault.change(command) as change:
+            if first is not None:
+                first()
+            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=verify)
             _record_hand_edits(vault, change, report)
     finally:
         vault.auto_index = auto_index
-    return report
+    return HandEdits(report, sorted(vault.relative(p) for p in change.accepted_paths), change.commit_sha)
 
 
 def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:

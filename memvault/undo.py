@@ -111,9 +111,9 @@ def _pick(vault: Vault, commit: str | None) -> tuple[str, str, list[str]]:
         return sha, subject, parents.split()
     # The newest memvault change not taken back yet, so that `undo`, `undo`, `undo` walks back
     # through the history; an undo's own trailer names what it took back. (Hand commits are
-    # skipped, and `init` never touches entries/.)
+    # skipped, so are a sync's merges, and `init` never touches entries/.)
     out = gitrepo.git_output(vault.root, "log", "--format=%H%x1f%s%x1f%P%x1f%(trailers:key=Memvault-Undoes,valueonly)%x1e",
-                             "--grep=^memvault ", "--", files.ENTRIES)
+                             "--grep=^memvault ", "--no-merges", "--", files.ENTRIES)
     undone: set[str] = set()
     for record in out.split("\x1e"):
         if not record.strip("\n"):

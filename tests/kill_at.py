@@ -4,6 +4,7 @@
     KILL_AT='c:posix.replace'              ...   # before the first os.replace (a builtin call)
     KILL_AT='memvault/gitrepo.py:commit_paths;1;0.3'  # 0.3 s after the 1st call: inside git
     PAUSE_AT='memvault/models.py:embed;1;20'        # sleep 20 s there instead of dying
+    PAUSE_AT='memvault/remote.py:_push;1;/tmp/go'   # wait there until /tmp/go exists (at most 300 s)
 
 A spec is ``<where>[;<nth call>[;<delay seconds>]]``; ``<where>`` is ``<file suffix>:<function>``
 for a Python function or ``c:<module>.<name>`` for a builtin (posix.replace, posix.fsync...).
@@ -107,7 +108,12 @@ def main() -> None:
         def sleep() -> None:
             sys.stderr.write(f"pause_at: {spec}\n")
             sys.stderr.flush()
-            time.sleep(float(seconds))
+            try:
+                time.sleep(float(seconds))
+            except ValueError:  # a path: go on once the test creates it
+                deadline = time.monotonic() + 300
+                while not os.path.exists(seconds) and time.monotonic() < deadline:
+                    time.sleep(0.05)
 
         _install(spec, sleep)
     from memvault.cli import main as cli_main

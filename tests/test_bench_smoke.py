@@ -1,4 +1,4 @@
-"""The benchmarks' smoke modes, so that bench/perf.py and bench/locomo.py do not rot.
+"""The benchmarks' smoke modes, so that bench/perf.py, bench/locomo.py and bench/sync.py do not rot.
 
 Not timed tests: they only check that each script runs end to end through the installed
 `memvault`, prints its table and writes sane numbers.
@@ -89,3 +89,15 @@ def test_mcp_quick(tmp_path):
     assert 0 < start["initialize_s"] <= start["tools_list_s"] <= start["first_search_s"] < 300
     assert 0 < start["first_search_after_idle_ms"] < 300_000 and start["idle_s"] == 3
     assert report["meta"]["memories"] >= 60 and report["meta"]["versions"]["mcp"].startswith("2.")
+
+
+def test_sync_quick(tmp_path):
+    out = tmp_path / "sync.json"
+    done = run_script("sync.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "of which embedding" in done.stdout
+    report = json.loads(out.read_text())
+    (row,) = report["rounds"]
+    assert report["n"] == 50
+    assert 0 < row["library"]["embedding_s"] < row["library"]["wall_s"] < 300
+    assert 0 < row["command"]["wall_s"] < 300 and set(row["command"]["seconds"]) >= {"commit", "fetch", "integrate"}

@@ -244,7 +244,8 @@ def _turns(vault_dir, *pairs):
 def test_soft_decay_folds_older_turns(vault_dir, llm_env, monkeypatch):
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
     _turns(vault_dir, *[(i, "user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(6)])
-    llm_env.push("Earlier: turns 0 and 1.", "Sure.", facts())
+    llm_env.push("Earlier: turns 0 and 1.", "Sure.", facts(),
+                 '{"title": "Six turns", "narrative": "The user and the assistant took six turns."}')
     now = T0 + timedelta(minutes=5 + 15)  # 15 minutes of silence: past soft (10), before hard (30)
     result = run_cli("chat", "--now", now.isoformat(), "next")
     assert result.exit_code == 0, result.stderr
@@ -255,12 +256,15 @@ def test_soft_decay_folds_older_turns(vault_dir, llm_env, monkeypatch):
     assert [m["content"] for m in reply[1:]] == ["turn 2", "turn 3", "turn 4", "turn 5", "next"]
     context = json.loads(run_cli("chat", "--context", "--json", "--now", now.isoformat()).stdout)
     assert context["session_summary"] == "Earlier: turns 0 and 1."
+    # The silence also closed an episode of the six older turns (docs/design.md, "Episodes").
+    [episode] = Vault(vault_dir).iter_memories(roles=("episode",))
+    assert episode.extra["boundary"] == "time-gap" and len(episode.extra["turn_ids"]) == 6
 
 
 def test_hard_decay_starts_a_fresh_session(vault_dir, llm_env, monkeypatch):
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
     _turns(vault_dir, (0, "user", "old question"), (1, "assistant", "old answer"))
-    llm_env.push("Fresh start.", facts())
+    llm_env.push("Fresh start.", facts(), '{"title": "An old question", "narrative": "The user asked a question."}')
     now = T0 + timedelta(minutes=45)
     context = json.loads(run_cli("chat", "--context", "--json", "--now", now.isoformat()).stdout)
     assert context["turns"] == [] and "silence" in context["fresh_session"]
@@ -272,10 +276,11 @@ def test_clear_starts_a_fresh_session(vault_dir, llm_env, monkeypatch):
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
     _turns(vault_dir, (0, "user", "question"), (1, "assistant", "answer"))
     now = T0 + timedelta(minutes=2)
+    llm_env.push('{"title": "A question", "narrative": "The user asked a question."}')  # the episode --clear closes
     assert run_cli("chat", "--clear", "--now", now.isoformat()).exit_code == 0
     llm_env.push("Clean slate.", facts())
     assert run_cli("chat", "--now", (now + timedelta(minutes=1)).isoformat(), "hi again").exit_code == 0
-    assert [m["content"] for m in llm_env.requests[0]["messages"][1:]] == ["hi again"]
+    assert [m["content"] for m in llm_env.requests[1]["messages"][1:]] == ["hi again"]
 
 
 def test_token_ceiling_folds_the_oldest_turns(vault_dir, llm_env, monkeypatch):

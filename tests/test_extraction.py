@@ -78,13 +78,14 @@ def test_extract_accepts_a_bare_list_of_objects(fake_llm):
 def test_extract_drops_facts_not_grounded_in_the_text(fake_llm):
     # A small model echoing an example, or inventing: no word of the fact is in the message.
     fake_llm.push('{"facts": ["The user\'s wife is named Anne", "The user\'s son Tim reads comics"]}')
-    facts = extract_facts(fake_llm.config(), "Any comic books you would suggest for my son Tim?")
+    facts = extract_facts(fake_llm.config(), "My son Tim reads comic books every night.")
     assert facts == ["The user's son Tim reads comics"]
 
 
 def test_extract_empty_list_from_model(fake_llm):
     fake_llm.push('{"facts": []}')
-    assert extract_facts(fake_llm.config(), "Could you explain how my router's NAT works?") == []
+    assert extract_facts(fake_llm.config(), "My router is acting up again.") == []
+    assert len(fake_llm.requests) == 1
 
 
 def test_extract_invalid_twice_gives_empty(fake_llm):

@@ -219,3 +219,39 @@ def test_soft_delete_replace_and_evict(tmp_path):
     remaining = sorted(m.text for m in vault.iter_memories())
     assert remaining == ["The user hates pizza", "fact 3", "fact 4", "fact 5", "summary"]
     assert all(m.extra["deleted_reason"] == "evicted" for m in evicted)
+
+
+# -- python-frontmatter ---------------------------------------------------------------------------
+
+def test_files_are_frontmatter_posts_written_as_before(tmp_path):
+    """Read through python-frontmatter (a Post), written by its dumps with memvault's handler: the
+    same bytes as the layout every vault already has on disk."""
+    import frontmatter
+
+    memory = files.new_memory("The user keeps bees", extra={"tags": ["garden"]})
+    text = files.render(memory)
+    assert text == (f"---\nid: {memory.id}\nrole: memory\nconversation_id: global\n"
+                    f"created_at: '{files.format_time(memory.created_at)}'\ntags:\n- garden\n---\nThe user keeps bees\n")
+    post = files.loads(text)
+    assert isinstance(post, frontmatter.Post)
+    assert post.content == "The user keeps bees" and post["tags"] == ["garden"]
+    assert frontmatter.dumps(post) == text
+
+
+@pytest.mark.parametrize("extra", [{"content": "a key python-frontmatter's Post takes as its text"},
+                                   {"handler": "x", 7: "a key that is not a string"}])
+def test_keys_a_post_cannot_take_as_arguments_are_kept(tmp_path, extra):
+    memory = files.new_memory("a fact", extra=extra)
+    path = files.write_memory(tmp_path, memory)
+    read, _ = files.read_memory(path, tmp_path)
+    assert read.extra == extra and read.text == "a fact"
+    files.write_memory(tmp_path, read, path)
+    assert path.read_text(encoding="utf-8") == files.render(memory)
+
+
+def test_a_hand_written_file_with_crlf_line_ends_keeps_its_text(tmp_path):
+    """python-frontmatter's loads turns \\r\\n into \\n; the text of a file written on Windows stays as it is."""
+    path = write(tmp_path / "entries/global/notes/win.md",
+                 b"---\r\nid: w1\r\nrole: note\r\ncreated_at: 2024-01-01\r\n---\r\nline one\r\nline two\r\n")
+    memory, adopted = files.read_memory(path, tmp_path)
+    assert not adopted and memory.text == "line one\r\nline two"

@@ -393,6 +393,8 @@ def test_extract_learns_from_user_turns_and_an_interrupted_run_goes_on(vault_dir
     # "Hello there!" cost no call and was marked when the first run stopped.
     assert "learned from 1 of 1 user turns (2 before)" in second.stdout
     extraction_calls = [r for r in llm_env.requests[asked:] if "Rita" in json.dumps(r) or "Lisbon." in json.dumps(r)]
+    # The conversation's episode record reads every turn (docs/design.md, "Episodes"); extraction does not.
+    extraction_calls = [r for r in extraction_calls if "narrative" not in json.dumps(r.get("response_format"))]
     assert not any("I live in Lisbon." in json.dumps(r) for r in extraction_calls)  # not asked again
     assert {t.extra.get("extracted") for t in turns_of(vault_dir) if t.role == "user"} == {True}
     assert len(turns_of(vault_dir)) == 6  # no imported turn was evicted

@@ -28,14 +28,41 @@ def test_log_shows_adds_replacements_and_hand_edits(vault_dir):
     assert entries[0]["changes"] == [{
         "id": anne.id, "action": "edited", "text": "The user's wife is named Anne Smith",
         "path": anne_path.relative_to(vault_dir).as_posix(), "reason": None, "replaced_by": None, "replaces": None,
+        "role": "memory", "kind": "fact", "before": "The user's wife is named Anne",  # an edit: before -> after
     }]
     chat = {c["id"]: c for c in entries[1]["changes"]}
     assert chat[pizza.id]["action"] == "replaced" and chat[pizza.id]["replaced_by"] == hate.id
     assert chat[hate.id]["action"] == "added" and chat[hate.id]["replaces"] == pizza.id
     assert {c["action"] for c in entries[2]["changes"]} == {"added"}
 
+    assert chat[pizza.id]["cause"] == "chat" and chat[pizza.id]["kind"] == "fact"
+
     text = run_cli("log").stdout
-    assert "+ added" in text and f"> replaced {pizza.id[:8]}  The user loves pizza  -> {hate.id[:8]}" in text
+    assert "+ added" in text and f"> replaced {pizza.id[:8]}  fact     The user loves pizza  -> {hate.id[:8]}" in text
+    assert "The user's wife is named Anne  -> The user's wife is named Anne Smith" in text
+
+
+def test_log_names_the_message_that_replaced_a_fact(vault_dir, llm_env):
+    llm_env.push("Noted.", '{"facts": ["The user lives in Lisbon"]}', "The user lives in Lisbon.")
+    assert run_cli("chat", "I live in Lisbon.").exit_code == 0
+    llm_env.push("Porto it is.", '{"facts": ["The user lives in Porto"]}', '{"answer": "no"}', "The user lives in Porto.")
+    assert run_cli("chat", "I moved to Porto last week.").exit_code == 0
+    [learning, turns] = json.loads(run_cli("log", "--json", "-n", "2").stdout)
+    [replaced] = [c for c in learning["changes"] if c["action"] == "replaced"]
+    assert replaced["text"] == "The user lives in Lisbon" and replaced["cause"] == 'chat: "I moved to Porto last week."'
+    assert {c["kind"] for c in turns["changes"]} == {"turn"} and {c["role"] for c in turns["changes"]} == {"user", "assistant"}
+    assert '[chat: "I moved to Porto last week."]' in run_cli("log", "-n", "1").stdout
+
+
+def test_log_follows_a_merged_branch(vault_dir):
+    seed("on main")
+    git(vault_dir, "checkout", "-qb", "side")
+    seed("made on a branch")
+    git(vault_dir, "checkout", "-q", "-")
+    seed("later on main")
+    git(vault_dir, "merge", "-q", "--no-ff", "side", "-m", "merge side")
+    texts = [c["text"] for e in json.loads(run_cli("log", "--json").stdout) for c in e["changes"]]
+    assert sorted(texts) == ["later on main", "made on a branch", "on main"]
 
 
 def test_log_follows_one_memory_through_replacements(vault_dir):

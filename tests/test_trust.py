@@ -1,6 +1,8 @@
 """Trust (issue #11): what memvault learns, removes and commits is what the user can see and undo.
 
 Each test reproduces a case that was seen before the fix:
+  a question created facts that replaced true ones test_a_question_never_creates_or_replaces_a_fact,
+                                                 test_a_statement_beside_a_question_is_learned
   commits took every file in the folder ........ test_a_write_commits_only_what_it_wrote,
                                                  test_reindex_commits_accepted_hand_edits_only
   a write during a merge closed it ............. test_a_write_during_a_merge_is_refused
@@ -164,6 +166,36 @@ def test_nul_bytes_are_refused_at_the_door(vault_dir, tmp_path):
     assert not (vault_dir / "entries").exists() or live_texts(vault_dir) == []
 
 
+# -- learning only from statements ----------------------------------------------------------
+
+def test_a_question_never_creates_or_replaces_a_fact(vault_dir, llm_env):
+    llm_env.push("Noted.", facts("The user works as a nurse", "The user works at the city hospital"),
+                 "The user is a nurse at the city hospital.")
+    assert run_cli("chat", "--now", T0.isoformat(), "I work as a nurse at the city hospital.").exit_code == 0
+    llm_env.push('{"title": "Work", "narrative": "The user said they are a nurse."}')  # the episode --clear closes
+    assert run_cli("chat", "--clear", "--now", (T0 + timedelta(minutes=1)).isoformat()).exit_code == 0
+    before = len(llm_env.requests)
+    # What the 1.5B model did before the fix: asked to extract from the question, it invented a job.
+    llm_env.push("You are a nurse; you did not say where you live.",
+                 facts("The user's job is a software developer"), NO, NO)
+    result = run_cli("chat", "--json", "--now", (T0 + timedelta(minutes=5)).isoformat(),
+                     "What is my job, and where do I live?")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["learned"] == []
+    assert len(llm_env.requests) == before + 1  # the reply, and no extraction from the question
+    assert live_texts(vault_dir, "memory") == ["The user works as a nurse", "The user works at the city hospital"]
+    assert "software developer" not in run_cli("log").stdout
+
+
+def test_a_statement_beside_a_question_is_learned(vault_dir, llm_env):
+    llm_env.push("Welcome to Berlin!", facts("The user just moved to Berlin"), "The user lives in Berlin.")
+    result = run_cli("chat", "--json", "--now", T0.isoformat(), "I just moved to Berlin. Any tips for good cafés?")
+    assert result.exit_code == 0, result.stderr
+    assert live_texts(vault_dir, "memory") == ["The user just moved to Berlin"]
+    extraction = llm_env.requests[1]["messages"][-1]["content"]
+    assert "moved to Berlin" in extraction and "cafés" not in extraction  # the question never reaches it
+
+
 # -- chat ------------------------------------------------------------------------------------
 
 def test_a_failed_turn_is_kept_unanswered_and_left_out(vault_dir, llm_env, monkeypatch):
@@ -231,6 +263,7 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
                                         extra={files.ORIGIN_KEY: "chat"}))
     monkeypatch.setenv("MEMVAULT_MAX_ENTRIES", "5")
     llm_env.push("Hi.")  # a greeting: no extraction call
+    llm_env.default = '{"title": "An old chat", "narrative": "The user chatted."}'  # episodes the silences closed
     result = run_cli("chat", "--now", T0.isoformat(), "hello")
     assert result.exit_code == 0, result.stderr
     evicted = [line for line in result.stderr.splitlines() if line.startswith("memvault: EVICT")]
@@ -239,7 +272,9 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
     assert "a fact the user added" in live_texts(vault_dir)
     tombstones = [m for m in vault.vault.iter_memories(include_deleted=True) if m.is_deleted]
     assert len(tombstones) == 20 and {m.extra["deleted_reason"] for m in tombstones} == {"evicted"}
-    assert "Memvault-Evicted: " in git(vault_dir, "log", "-1", "--format=%B")
+    assert "Memvault-Evicted: " in git(vault_dir, "log", "-4", "--format=%B")  # then up to 3 episode commits
+    # Each day's silence ended an episode; one chat writes the 3 oldest, the next chats the rest.
+    assert len(list(vault.vault.iter_memories(roles=("episode",)))) == 3
 
 
 # -- undo and restore ------------------------------------------------------------------------

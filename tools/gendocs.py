@@ -71,6 +71,9 @@ SETTING_HELP = {
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",
+    "extraction_mode": "When and how facts are learned: message (from each user message) or predict-calibrate "
+                       "(from each closed episode: the model guesses from the related known facts what was "
+                       "said, then keeps only what the guess missed or got wrong).",
 }
 
 

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Learning only from statements: wrong facts created and true facts replaced, with a real model.
+
+Each message of bench/learning_gate.jsonl (and, with --heldout, learning_gate_heldout.jsonl, a set
+written blind, never used to choose a rule or a threshold) goes through the learning plan that
+`chat` and `add --extract` run (`learn.plan`: extraction, then reconciliation against the nearest
+facts), against a vault that already holds twelve true facts about the user. Nothing is written,
+so every message meets the same vault.
+
+Reported per kind of message (question, request, greeting: nothing to learn; statement, mixed,
+statement_as_question: something to learn):
+  created   messages with nothing to learn that produced a fact (and how many facts)
+  replaced  true facts a message would have deleted or rewritten (a fact the message really
+            changes, `may_replace`, does not count)
+  learned   messages with something to learn whose facts name it (a keyword)
+  calls     LLM calls per message
+
+--gate picks what runs before extraction: `product` (the rules of memvault/statements.py, then
+the model's yes/no; what ships), `rules` (the rules only), `none` (extraction on the whole
+message, as before issue #11: the baseline).
+
+Start the local model first:
+    ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
+usage: bench/learning_gate.py [--gate product|rules|none] [--heldout] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from checkout import REPO, git_commit
+
+sys.path.insert(0, str(REPO))
+
+import memvault  # noqa: E402
+from memvault import extraction, learn, llm, prompts  # noqa: E402
+from memvault.errors import MemvaultError  # noqa: E402
+from memvault.llm import LLMConfig  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+NOTHING_TO_LEARN = ("question", "request", "greeting")
+KNOWN = [
+    "The user works as a nurse at the city hospital", "The user lives in Porto", "The user's wife is named Anne",
+    "The user is allergic to peanuts", "The user's daughter Mara is 7 years old", "The user drives a Volvo",
+    "The user plays tennis on Sundays", "The user is vegetarian", "The user's birthday is on 3 March",
+    "The user works night shifts", "The user has a dog named Rex", "The user speaks Portuguese and English",
+]
+
+
+def extract_without_gate(cfg: LLMConfig, user_text: str) -> list[str]:
+    """Extraction as it was before issue #11: the whole message, only small talk skipped."""
+    if extraction.is_small_talk(user_text):
+        return []
+    answer = llm.structured(cfg, prompts.extraction_messages(user_text), extraction.ExtractedFacts)
+    facts = [extraction.third_person(" ".join(f.split())) for f in (answer.facts if answer else [])]
+    return [f for f in facts if extraction._grounded(f, user_text)][: extraction.MAX_FACTS]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gate", choices=("product", "rules", "none"), default="product")
+    ap.add_argument("--heldout", action="store_true", help="the held-out set instead of the tuning set")
+    ap.add_argument("--messages", help="a JSON-lines file of messages (default: the tuning or held-out set)")
+    ap.add_argument("--json", help="write every message's outcome here")
+    args = ap.parse_args()
+    if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
+        print('set the LLM first: eval "$(../shared/llm/local-llm.sh env)"', file=sys.stderr)
+        return 2
+    source = Path(args.messages or HERE / ("learning_gate_heldout.jsonl" if args.heldout else "learning_gate.jsonl"))
+    rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+
+    if args.gate == "none":
+        extraction.extract_facts = extract_without_gate  # learn.plan looks it up at each call
+    elif args.gate == "rules":
+        extraction.states_something = lambda cfg, statement: True
+    calls = [0]
+    completion = llm._completion
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return completion(*a, **k)
+
+    llm._completion = counted
+
+    vault_dir = Path(tempfile.mkdtemp(prefix="memvault-gate-"))
+    vault = memvault.open_vault(vault_dir, enable_summarization=False)
+    stored = vault.add(KNOWN, conversation="bench")
+    text_of = {m.id: m.text for m in stored}
+    cfg = LLMConfig.from_settings(vault.settings)
+    vault.warm()
+
+    by_kind: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    outcomes, seconds, errors = [], [], []
+    for row in rows:
+        calls[0] = 0
+        started = time.perf_counter()
+        try:
+            plan = learn.plan(vault.vault, cfg, row["text"], "bench", summarize=False)
+        except MemvaultError as exc:  # an endpoint that timed out: say so, count it, go on
+            print(f"  {row['kind']:<22} ERROR {exc}", file=sys.stderr)
+            errors.append({**row, "error": str(exc)})
+            continue
+        seconds.append(time.perf_counter() - started)
+        changed = [text_of[d.target] for d in plan.decisions if d.event in ("DELETE", "UPDATE") and d.target in text_of]
+        wrongly_replaced = [t for t in changed if t not in row.get("may_replace", [])]
+        named = any(k in f.lower() for f in plan.facts for k in row.get("keywords", []))
+        stats = by_kind[row["kind"]]
+        stats["messages"] += 1
+        stats["calls"] += calls[0]
+        stats["replaced"] += len(wrongly_replaced)
+        if row["kind"] in NOTHING_TO_LEARN:
+            stats["created_messages"] += bool(plan.facts)
+            stats["created_facts"] += len(plan.facts)
+        else:
+            stats["learned"] += named
+        outcomes.append({**row, "facts": plan.facts, "replaced": changed, "wrongly_replaced": wrongly_replaced,
+                         "calls": calls[0], "seconds": round(seconds[-1], 2)})
+        flag = ("REPLACED " if wrongly_replaced else "") + (
+            "CREATED " if row["kind"] in NOTHING_TO_LEARN and plan.facts else "") + (
+            "MISSED " if row["kind"] not in NOTHING_TO_LEARN and not named else "")
+        print(f"  {row['kind']:<22} {seconds[-1]:4.1f}s {calls[0]} calls {flag:<9} {row['text'][:60]!r} -> {plan.facts}",
+              file=sys.stderr)
+
+    print(f"learning gate: --gate {args.gate}, {source.name} ({len(rows)} messages), model "
+          f"{os.environ.get('MEMVAULT_LLM_MODEL', '?')}, commit {git_commit()}, load {os.getloadavg()[0]:.1f}")
+    print(f"{'kind':<22} {'msgs':>4} {'created (facts)':>15} {'replaced':>8} {'learned':>8} {'calls/msg':>9}")
+    total = defaultdict(int)
+    for kind in (*NOTHING_TO_LEARN, "statement", "mixed", "statement_as_question"):
+        s = by_kind.get(kind)
+        if not s:
+            continue
+        for key, value in s.items():
+            total[key] += value
+        learnable = kind not in NOTHING_TO_LEARN
+        created = "" if learnable else f"{s['created_messages']} ({s['created_facts']})"
+        learned = f"{s['learned']}/{s['messages']}" if learnable else ""
+        print(f"{kind:<22} {s['messages']:>4} {created:>15} {s['replaced']:>8} {learned:>8} {s['calls'] / s['messages']:>9.2f}")
+    quiet = sum(by_kind[k]["messages"] for k in NOTHING_TO_LEARN)
+    learnable = total["messages"] - quiet
+    print(f"{'all':<22} {total['messages']:>4} {total['created_messages']} ({total['created_facts']}) "
+          f"of {quiet} = {total['created_messages'] / max(quiet, 1):.1%}; replaced {total['replaced']}; "
+          f"learned {total['learned']}/{learnable} = {total['learned'] / max(learnable, 1):.0%}; "
+          f"calls/msg {total['calls'] / total['messages']:.2f}; "
+          f"seconds/msg median {statistics.median(seconds):.2f}; LLM errors {len(errors)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(outcomes + errors, indent=1))
+    vault.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
