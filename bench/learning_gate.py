@@ -15,9 +15,10 @@ statement_as_question: something to learn):
   learned   messages with something to learn whose facts name it (a keyword)
   calls     LLM calls per message
 
---gate picks what runs before extraction: `product` (the rules of memvault/statements.py, then
-the model's yes/no; what ships), `rules` (the rules only), `none` (extraction on the whole
-message, as before issue #11: the baseline).
+--gate picks what runs before extraction: `product` (the rules of memvault/statements.py; what
+ships), `model` (the rules, then the model's own yes/no "does this tell anything lasting?" with
+its token probabilities, stopping at p(no) >= 0.5: measured, not shipped), `none` (extraction on
+the whole message, as before issue #11: the baseline).
 
 Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
@@ -64,9 +65,41 @@ def extract_without_gate(cfg: LLMConfig, user_text: str) -> list[str]:
     return [f for f in facts if extraction._grounded(f, user_text)][: extraction.MAX_FACTS]
 
 
+class TellsSomething(extraction.StillTrue):
+    """The gate's answer: yes or no."""
+
+
+TELLS_SOMETHING = (
+    'The user wrote: "{text}"\n'
+    "Does this tell something lasting about the user or their life (who they are, people in their "
+    "life, likes, dislikes, plans, work, places, things they own or did)? Reactions such as "
+    '"that was helpful", moods of the moment and small talk tell nothing. '
+    'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
+)
+P_NOTHING = []  # every p(no) the gate gave, for the report
+
+
+def extract_after_model_gate(cfg: LLMConfig, user_text: str) -> list[str]:
+    """The rules, then the model's yes/no on what they kept; extraction only on a yes."""
+    from memvault.statements import statement_part
+
+    statement = statement_part(user_text)
+    if statement and not extraction.is_small_talk(statement):
+        messages = [{"role": "user", "content": TELLS_SOMETHING.format(text=" ".join(statement.split()))}]
+        answer = llm.structured_probs(cfg, messages, TellsSomething, "answer")
+        if answer is not None:
+            P_NOTHING.append(round(answer[1]["no"], 2))
+            if answer[1]["no"] >= 0.5:
+                return []
+    return PRODUCT_EXTRACT(cfg, user_text)
+
+
+PRODUCT_EXTRACT = extraction.extract_facts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gate", choices=("product", "rules", "none"), default="product")
+    ap.add_argument("--gate", choices=("product", "model", "none"), default="product")
     ap.add_argument("--heldout", action="store_true", help="the held-out set instead of the tuning set")
     ap.add_argument("--messages", help="a JSON-lines file of messages (default: the tuning or held-out set)")
     ap.add_argument("--json", help="write every message's outcome here")
@@ -79,8 +112,8 @@ def main() -> int:
 
     if args.gate == "none":
         extraction.extract_facts = extract_without_gate  # learn.plan looks it up at each call
-    elif args.gate == "rules":
-        extraction.states_something = lambda cfg, statement: True
+    elif args.gate == "model":
+        extraction.extract_facts = extract_after_model_gate
     calls = [0]
     completion = llm._completion
 
@@ -150,6 +183,9 @@ def main() -> int:
           f"learned {total['learned']}/{learnable} = {total['learned'] / max(learnable, 1):.0%}; "
           f"calls/msg {total['calls'] / total['messages']:.2f}; "
           f"seconds/msg median {statistics.median(seconds):.2f}; LLM errors {len(errors)}")
+    if P_NOTHING:
+        print(f"the model gate's p(no): min {min(P_NOTHING)}, median {statistics.median(P_NOTHING)}, "
+              f"max {max(P_NOTHING)} over {len(P_NOTHING)} statements")
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes + errors, indent=1))
     vault.close()

@@ -47,30 +47,11 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 import synth  # noqa: E402
 from checkout import git_commit  # noqa: E402
-from perf import build_vault, child_env, machine, memvault_exe, versions  # noqa: E402
+from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]  # perf put it first again
 
 GOAL_P50_MS = 40.0
-
-
-def questions(n: int) -> list[tuple[str | None, str]]:
-    """n different (conversation or None, question) pairs over the synthetic vault's vocabulary."""
-    forms = [
-        lambda i: synth.QUERIES[i % len(synth.QUERIES)],
-        lambda i: ("work", f"what did {synth.COLLEAGUES[i % 12]} say about {synth.PROJECTS[i % 15]}"),
-        lambda i: ("family", f"what does {synth.FAMILY[i % 7]} do on {synth.WEEKDAYS[i % 7]}"),
-        lambda i: ("travel", f"the trip to {synth.PLACES[i % 12]} in {synth.MONTHS[i % 12]}"),
-        lambda i: ("global", f"does Dana like {synth.FOODS[i % 12]} or {synth.DRINKS[i % 6]}"),
-        lambda i: ("health", f"when is {synth.HEALTH[i % 8]}"),
-        lambda i: ("work", f"why did the team choose {synth.TOOLS[i % 15]}"),
-        lambda i: ("side-project", f"progress with {synth.HOBBIES[i % 10]} and {synth.BOOKS[i % 10]}"),
-    ]
-    out = []
-    for i in range(n):
-        conversation, question = forms[i % len(forms)](i // len(forms) + i)
-        out.append((conversation if i % 2 == 0 else None, f"{question} ({i})" if i >= 2 * len(forms) else question))
-    return out
 
 
 def arguments(conversation: str | None, question: str) -> dict:
@@ -289,14 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     if not (args.reuse and (vault / ".git").is_dir()):
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        log(f"building a {args.size:,}-memory vault with add --jsonl ...")
-        built = build_vault(mv, env, vault, args.size)
-        log(f"built in {built['seconds']:.1f} s")
-        subprocess.run([*mv, "-q", "--vault", str(vault), "search", "warm up"], env=env, check=True,
-                       capture_output=True)  # page cache and .pyc files, not measured
+        prepare_vault(mv, env, vault, args.size, log)
     memories = sum(1 for _ in (vault / "entries").rglob("*.md"))
-    calls = questions(args.calls)
+    calls = synth.questions(args.calls)
     report = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
                        "machine": machine(), "versions": versions(), "memvault": mv, "memories": memories,
                        "goal_p50_ms": GOAL_P50_MS}}

@@ -165,6 +165,16 @@ def build_vault(mv, env, root: Path, n: int) -> dict:
     return {"seconds": seconds, "rss_mb": rss, "jsonl": str(jsonl), "chunks": 1}
 
 
+def prepare_vault(mv, env, root: Path, n: int, log) -> None:
+    """A vault of n synthetic memories at root, built anew, then read once (page cache and .pyc files
+    warm, not measured): what bench/mcp.py and bench/serve.py measure on."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    log(f"building a {n:,}-memory vault with add --jsonl ...")
+    built = build_vault(mv, env, root, n)
+    log(f"built in {built['seconds']:.1f} s")
+    subprocess.run([*mv, "-q", "--vault", str(root), "search", "warm up"], env=env, check=True, capture_output=True)
+
+
 def edit_one_file(root: Path, round_no: int) -> Path:
     """A hand edit: append a sentence to the body of one fact file (size and content change)."""
     facts = sorted((root / "entries" / "global" / "facts").glob("*.md"))

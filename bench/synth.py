@@ -156,3 +156,22 @@ def memories(n: int, seed: int = 5) -> list[dict]:
             record["tags"] = [conversation, rng.choice(["important", "todo", "idea", "follow-up"])]
         out.append(record)
     return out
+
+
+def questions(n: int) -> list[tuple[str | None, str]]:
+    """n different (conversation or None, question) pairs over the synthetic vault's vocabulary."""
+    forms = [
+        lambda i: QUERIES[i % len(QUERIES)],
+        lambda i: ("work", f"what did {COLLEAGUES[i % 12]} say about {PROJECTS[i % 15]}"),
+        lambda i: ("family", f"what does {FAMILY[i % 7]} do on {WEEKDAYS[i % 7]}"),
+        lambda i: ("travel", f"the trip to {PLACES[i % 12]} in {MONTHS[i % 12]}"),
+        lambda i: ("global", f"does Dana like {FOODS[i % 12]} or {DRINKS[i % 6]}"),
+        lambda i: ("health", f"when is {HEALTH[i % 8]}"),
+        lambda i: ("work", f"why did the team choose {TOOLS[i % 15]}"),
+        lambda i: ("side-project", f"progress with {HOBBIES[i % 10]} and {BOOKS[i % 10]}"),
+    ]
+    out = []
+    for i in range(n):
+        conversation, question = forms[i % len(forms)](i // len(forms) + i)
+        out.append((conversation if i % 2 == 0 else None, f"{question} ({i})" if i >= 2 * len(forms) else question))
+    return out

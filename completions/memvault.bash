@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat clone conversations edit episodes export import log ls mcp models reconcile reindex restore rm search show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add chat clone conversations edit episodes export import log ls mcp models reconcile reindex restore rm search serve show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -229,6 +229,15 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--all-conversations --conversation --explain --format --help --json --kind --mmr-lambda --no-rerank --now --queries --recency-weight --relevance-floor --retriever --since --tag --threshold --top-k --until -a -c -h -k -t' -- "$cur"
+            fi
+            ;;
+        serve)
+            case $prev in
+                --host|--port|--max-body-mb) :; return ;;
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--conversation --help --host --max-body-mb --port -c -h' -- "$cur"
             fi
             ;;
         show)

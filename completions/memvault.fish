@@ -97,6 +97,7 @@ complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index w
 complete -c memvault -n __memvault_needs_command -a restore -d 'Bring one deleted or replaced memory back live, committed'
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
+complete -c memvault -n __memvault_needs_command -a serve -d 'Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
 complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
@@ -207,6 +208,11 @@ complete -c memvault -n '__memvault_using_command search' -l explain -d 'Show ev
 complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text, prompt (the block a chat injects) or json'
 complete -c memvault -n '__memvault_using_command search' -l queries -r -F -d 'Many searches: JSON lines {"qid", "query", "conversation_id"?, "now"?, "k"?}; prints {"qid", "results"} lines'
 complete -c memvault -n '__memvault_using_command search' -l json -d 'Results as JSON'
+
+complete -c memvault -n '__memvault_using_command serve' -l host -x -d 'Address to listen on; any other than a loopback one needs MEMVAULT_SERVE_API_KEY'
+complete -c memvault -n '__memvault_using_command serve' -l port -x -d 'Port to listen on (0: any free port)'
+complete -c memvault -n '__memvault_using_command serve' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation of the requests that name none'
+complete -c memvault -n '__memvault_using_command serve' -l max-body-mb -x -d 'Largest request body, in MB (413 above)'
 
 complete -c memvault -n '__memvault_using_command show' -l raw -d 'Print the file\'s bytes as they are'
 complete -c memvault -n '__memvault_using_command show' -l json -d 'Print the memory as JSON'

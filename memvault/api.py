@@ -606,14 +606,15 @@ class Memvault:
     def chat(self, message: str, *, conversation: str = DEFAULT_CONVERSATION, stream: bool = True,
              learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
              model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
-             llm_options: Mapping[str, Any] | None = None):
+             user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None):
         """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
         for the reply's text pieces (both turns are stored and committed when it ends), then call
         `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
 
         history: the messages before this one as a client keeps them (OpenAI shape), sent as they
-        are instead of memvault's own session. llm_options: sampling options for the model
-        (max_tokens, top_p, stop, temperature...)."""
+        are instead of memvault's own session. user_message: with history, the client's own message
+        object for this message (its content may carry images besides `message`, its text), sent as
+        it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...)."""
         from memvault import chat
         from memvault.config import coerce
         from memvault.llm import LLMConfig
@@ -629,6 +630,7 @@ class Memvault:
         options = chat.ChatOptions(conversation=conversation, learn=learn, use_memory=use_memory, stream=stream,
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
+                                   user_message=dict(user_message) if user_message is not None else None,
                                    llm_options=dict(llm_options or {}))
 
         def memories(text: str, top: int, clock: datetime):
@@ -637,6 +639,13 @@ class Memvault:
             return self.search(text, top_k=top, conversation=conversation, now=clock).results
 
         return chat.start(self._vault, cfg, message, options, memories, warn=self._say, refresh=self._fresh_index)
+
+    def llm_models(self) -> list[dict[str, Any]]:
+        """The models the configured LLM endpoint serves (its `/models` list, OpenAI shape: each with
+        an `id`). LLMError naming the endpoint when it cannot be asked."""
+        from memvault import llm
+
+        return llm.list_models(llm.LLMConfig.from_settings(self.settings))
 
     def ask(self, message: str, **options: Any):
         """`chat` in one call, without streaming: the reply, stored, and the upkeep done."""
@@ -851,8 +860,9 @@ class Memvault:
         """The index, in step with the files before a read (docs/design.md, "Reading while others
         write"): synced here unless another process is writing right now (then read as it is:
         that process is syncing it), except when there is no index state yet (a build or rebuild
-        is under way: wait for it). A read-only vault is read as it is. With watch=True, the walk
-        happens only after the folder changed."""
+        is under way: wait for it). A read-only vault is read as it is. With watch=True, only what
+        changed since the last read is looked at: the files the folder's events named, or every
+        file after a folder was created, moved or removed."""
         import errno
 
         from memvault.lock import vault_lock
@@ -861,14 +871,19 @@ class Memvault:
         index = vault.index
         if not vault.root.is_dir():
             return index  # no vault yet: nothing to read, and reading creates nothing
-        if self._watcher is not None and not self._watcher.take_changes():
+        changes = self._watcher.take_changes() if self._watcher is not None else None
+        if self._watcher is not None and changes is None:
             return index
+        paths = None if changes is None or changes.walk or not index.state_path.exists() else changes.paths
         with self._read_lock:
             try:
                 vault.sidecar.mkdir(exist_ok=True)
                 with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                    report = index.sync() if got else None
-                if report is None and not index.state_path.exists():
+                    report = (index.sync(paths=paths) if paths else index.sync() if paths is None else None) \
+                        if got else None
+                if not got and changes is not None:
+                    self._watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
+                if not got and not index.state_path.exists():
                     with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
                                     holder="search (index sync)", on_wait=vault.notice):
                         report = index.sync()
@@ -888,29 +903,43 @@ class Memvault:
         return index
 
 
+@dataclass
+class _Changes:
+    """What the folder's events said since the last read: the files named, or that a folder was
+    created, moved or removed (its files were not named one by one: every file must be looked at)."""
+
+    paths: set = field(default_factory=set)
+    walk: bool = False
+
+
 class _FolderWatch:
     """File-system events under the vault (watchdog) that tell a warm process its index may lag:
-    a hand edit, a `git pull`, another process's write (its state.json)."""
+    a hand edit, a `git pull`, another process's write (its files, and its state.json)."""
 
     def __init__(self, vault):
         from watchdog.events import FileSystemEventHandler
         from watchdog.observers import Observer
 
-        self._changed = threading.Event()
-        self._changed.set()  # the first read syncs
-        changed = self._changed
+        self._lock = threading.Lock()
+        self._changes: _Changes | None = _Changes(walk=True)  # the first read syncs everything
+        watch = self
 
         class Entries(FileSystemEventHandler):
             def on_any_event(self, event):
-                if event.event_type not in ("opened", "closed_no_write"):  # reads are not changes
-                    changed.set()
+                if event.event_type in ("opened", "closed", "closed_no_write"):  # reads and our own writes' closes
+                    return
+                if event.is_directory:
+                    if event.event_type != "modified":  # a file in it changed: that file has its own event
+                        watch._note(walk=True)
+                    return
+                watch._note(event.src_path, getattr(event, "dest_path", "") or None)
 
         class Sidecar(FileSystemEventHandler):  # only state.json: the lock file changes on every read
             def on_any_event(self, event):
                 names = (getattr(event, "dest_path", "") or "", event.src_path or "")
                 if any(Path(str(name)).name == "state.json" for name in names) \
-                        and event.event_type not in ("opened", "closed_no_write"):
-                    changed.set()
+                        and event.event_type not in ("opened", "closed", "closed_no_write"):
+                    watch._note()  # another process indexed: see its rows (its files have events too)
 
         vault.root.mkdir(parents=True, exist_ok=True)
         for folder in (vault.entries, vault.sidecar):
@@ -921,12 +950,22 @@ class _FolderWatch:
         self._observer.daemon = True
         self._observer.start()
 
-    def take_changes(self) -> bool:
-        """Whether anything changed since the last call."""
-        if not self._changed.is_set():
-            return False
-        self._changed.clear()
-        return True
+    def _note(self, *paths: str | None, walk: bool = False) -> None:
+        with self._lock:
+            if self._changes is None:
+                self._changes = _Changes()
+            self._changes.paths.update(Path(str(p)) for p in paths if p)
+            self._changes.walk |= walk
+
+    def take_changes(self) -> "_Changes | None":
+        """What changed since the last call (None: nothing)."""
+        with self._lock:
+            changes, self._changes = self._changes, None
+            return changes
+
+    def put_back(self, changes: "_Changes") -> None:
+        """Changes a read could not sync (another process held the lock): for the next read."""
+        self._note(*changes.paths, walk=changes.walk)
 
     def stop(self) -> None:
         self._observer.stop()

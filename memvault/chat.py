@@ -16,6 +16,7 @@ answers or thinks, so another command (a cron `add`, a search, a second chat) go
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterator
@@ -43,6 +44,9 @@ class ChatOptions:
     # The conversation so far as the client keeps it (an OpenAI client through `serve`): sent as
     # it is, instead of memvault's own session; None: memvault's session (docs/design.md, "Chat").
     history: list[dict] | None = None
+    # The client's own last message (OpenAI shape: its content may hold images besides the text),
+    # sent as it is in place of a plain {"role": "user", "content": message}.
+    user_message: dict | None = None
     llm_options: dict = field(default_factory=dict)  # sampling options passed to the model (max_tokens...)
 
 
@@ -73,13 +77,13 @@ class ChatResult:
 
 
 def build_messages(message: str, results: list[Result], summary: str | None, session: sessions.Session,
-                   history: list[dict] | None = None) -> list[dict]:
+                   history: list[dict] | None = None, user_message: dict | None = None) -> list[dict]:
     """What the model gets: memvault's system prompt with the memory block, the session, the message.
     With a client's own history, that history as it is, the memory block in a system message
-    right before the message."""
+    right before the message (the client's own message object when given)."""
     block = injection_block(results, summary)
     if history is not None:
-        return [*history, {"role": "system", "content": block}, {"role": "user", "content": message}]
+        return [*history, {"role": "system", "content": block}, user_message or {"role": "user", "content": message}]
     system = SYSTEM_PROMPT + "\n\n" + block
     if session.summary:
         system += "\n\nEarlier in this chat (summary):\n" + session.summary
@@ -104,7 +108,12 @@ class ChatTurn:
         self._started = files.utcnow()
         self.now = options.now or self._started
         self._pieces = self._reply()
+        self.received: list[str] = []  # the reply's pieces so far
+        # Called with the whole reply once the model has finished, before the turns are stored: a
+        # server answers its client then, and stores while the response goes out.
+        self.on_reply: Callable[[str], None] | None = None
         self._stored = False
+        self._store_lock = threading.Lock()  # abandon() may store from another thread than the reader's
         self._finished = False
 
     def __iter__(self) -> Iterator[str]:
@@ -113,7 +122,7 @@ class ChatTurn:
     def _reply(self) -> Iterator[str]:
         from memvault import llm
 
-        pieces: list[str] = []
+        pieces = self.received
         try:
             if self.options.stream:
                 for piece in llm.chat_stream(self.cfg, self.messages, **self.options.llm_options):
@@ -128,16 +137,36 @@ class ChatTurn:
         except (GeneratorExit, KeyboardInterrupt):  # the reader left (a client hung up, Ctrl-C)
             self._store("".join(pieces).strip() or None, partial=True)
             raise
-        self._store("".join(pieces).strip())
+        reply = "".join(pieces).strip()
+        if self.on_reply is not None:
+            self.on_reply(reply)
+        self._store(reply)
 
     def close(self) -> None:
         """Stop reading the reply: what arrived is kept, marked partial."""
         self._pieces.close()
 
-    def _store(self, reply: str | None, partial: bool = False) -> None:
-        if self._stored:
-            return
-        self._stored = True
+    def abandon(self) -> bool:
+        """Store what arrived so far, marked partial (or the user's turn alone, unanswered), from any
+        thread, while the reader may still be waiting for the model: for a server that must stop
+        now. A store under way in the reader's thread is waited for instead; the reader's own store,
+        if it comes later, does nothing. Whether this call stored the turns."""
+        return self._store("".join(self.received).strip() or None, partial=True)
+
+    @property
+    def stored(self) -> bool:
+        """Whether the turns are stored (the reply complete, cut short or failed)."""
+        return self._stored
+
+    def _store(self, reply: str | None, partial: bool = False) -> bool:
+        with self._store_lock:
+            if self._stored:
+                return False
+            self._stored = True
+            self._write(reply, partial)
+            return True
+
+    def _write(self, reply: str | None, partial: bool) -> None:
         result, conversation = self.result, self.options.conversation
         answered_at = self.now + (files.utcnow() - self._started)
         with self.vault.change("chat") as change:
@@ -223,11 +252,13 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
         found = search(message, top_k + len(in_session), now)
         result.memories = [r for r in found if r.id not in in_session and not r.meta.get("unanswered")][:top_k]
     summary = read_rolling_summary(vault, conversation)
-    messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history)
-    # The user's words are on disk before the model is asked (committed with the reply).
+    messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history,
+                              options.user_message)
+    # The user's words are on disk before the model is asked (indexed and committed with the reply,
+    # which rewrites the file anyway: it loses its `unanswered` mark).
     result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
                                         extra={files.ORIGIN_KEY: "chat", "unanswered": True})
-    with vault.change("chat", commit=False) as change:
+    with vault.change("chat", commit=False, index=False) as change:
         change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,

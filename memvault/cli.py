@@ -1304,6 +1304,36 @@ def mcp(ctx: typer.Context) -> None:
     os._exit(0)
 
 
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; any other than a loopback one "
+                                                          "needs MEMVAULT_SERVE_API_KEY."),
+    port: int = typer.Option(8100, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
+    conversation: str = typer.Option("global", "-c", "--conversation", autocompletion=complete_conversation,
+                                     help="Conversation of the requests that name none."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", min=0.001, help="Largest request body, in MB (413 above)."),
+) -> None:
+    """Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API.
+
+    Point any OpenAI client's base URL at http://HOST:PORT/v1: each chat request gets the memories
+    that fit its last message, is answered by the configured LLM (llm_model, llm_base_url), and is
+    stored; facts are learned after the response. Also /v1/models, /health and /v1/memories (add,
+    search, get, delete). Stops cleanly on SIGTERM or Ctrl-C.
+    """
+    from memvault.files import check_conversation_id
+
+    from memvault.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
+
+    state = _state(ctx)
+    check_conversation_id(conversation)
+    api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
+    check_bind(host, api_key)
+    vault = state.open(watch=True)
+    run(vault, ServeOptions(host=host, port=port, conversation=conversation, max_body=int(max_body_mb * 1024 * 1024),
+                            api_key=api_key, access_log=state.verbose), state.notice)
+
+
 def main() -> None:
     app(prog_name="memvault")
 

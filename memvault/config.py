@@ -45,13 +45,14 @@ class Settings:
     reconcile_mode: str = "pairs"
     extraction_mode: str = "message"
     lock_timeout: float = 600.0
+    serve_api_key: str | None = field(default=None, repr=False)
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
 
 
 # Keys that must never be written to memvault.toml, which is committed to git.
-SECRET_KEYS = {"llm_api_key"}
+SECRET_KEYS = {"llm_api_key", "serve_api_key"}
 
 # (low, high) inclusive bounds for numeric keys; None means unbounded.
 BOUNDS: dict[str, tuple[float | None, float | None]] = {

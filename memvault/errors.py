@@ -40,12 +40,39 @@ class LockTimeout(MemvaultError):
 
 class LLMError(MemvaultError):
     """The LLM endpoint could not be used, or its answers stayed unusable; str() is one line
-    naming the endpoint and the setting to change (never the API key)."""
+    naming the endpoint and the setting to change (never the API key). status: the HTTP status
+    the endpoint answered with, when it answered with an error."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class LLMTimeout(LLMError):
+    """The LLM endpoint did not answer within llm_timeout."""
 
 
 class VaultStateError(MemvaultError):
     """The vault's git repository is in a state where memvault must not write (a merge in
     progress, a detached HEAD, git missing); the message says what to run."""
+
+
+def validation_problem(error) -> str:
+    """A pydantic ValidationError as one sentence naming each argument or field (the MCP tools' and
+    `serve`'s bad input)."""
+    import json
+
+    parts = []
+    for problem in error.errors():
+        where = ".".join(str(p) for p in problem["loc"]) or "the arguments"
+        if problem["type"] == "missing":
+            parts.append(f"{where} is required")
+        elif problem["type"] == "extra_forbidden":
+            parts.append(f"{where}: unknown field")
+        else:
+            message = problem["msg"][:1].lower() + problem["msg"][1:]
+            parts.append(f"{where}: {message} (got {json.dumps(problem.get('input'), default=str)[:80]})")
+    return "; ".join(parts)
 
 
 class RemoteError(MemvaultError):

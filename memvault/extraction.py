@@ -19,8 +19,7 @@ from memvault import prompts
 from memvault.llm import LLMConfig, LLMError, structured, structured_probs
 
 __all__ = [
-    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "states_something",
-    "third_person",
+    "Decision", "MAX_FACTS", "MAX_PAIRS_PER_FACT", "extract_facts", "is_small_talk", "reconcile", "third_person",
 ]
 
 MAX_FACTS = 3
@@ -30,10 +29,6 @@ MAX_PAIRS_PER_FACT = 3
 # this: a coin flip keeps it (bench/reconcile_pairs.py: on its 122 labelled pairs, the plain
 # argmax, 0.5, replaced 3 more true memories and caught 1 more contradiction).
 MIN_UNTRUE = 0.52
-
-# What the rules keep of a message (statements.statement_part) is learned from unless the model
-# is at least this sure it tells nothing lasting (bench/learning_gate.py chose it).
-MIN_NOTHING = 0.5
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
@@ -64,10 +59,12 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     """0-3 short standalone facts about the user from what their message states.
 
     Only the statement part of the message is looked at (statements.statement_part: its
-    questions, requests and greetings are cut out by rules, so "What is my job?" never
-    reaches the model and can never create or replace a fact); then the model is asked
-    whether that part tells anything lasting (`states_something`); only then are facts
-    extracted, from that part alone. A fact must share a word with it (see `_grounded`):
+    questions, requests, greetings and reactions are cut out by rules, so "What is my job?"
+    never reaches the model and can never create or replace a fact); facts are extracted
+    from that part alone. (A yes/no "does this tell anything lasting?" asked of the 1.5B
+    model before extraction was measured and dropped: its p(no) stayed within 0.35-0.54 for
+    every statement and reaction alike; bench/learning_gate.py --gate model.) A fact must
+    share a word with the statement part (see `_grounded`):
     small models echo the prompt's example or invent facts. Invalid model output (after
     one retry) gives []. LLMError propagates: the caller decides whether a down endpoint
     is fatal (add --extract) or not (chat upkeep).
@@ -75,7 +72,7 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     from memvault.statements import statement_part
 
     statement = statement_part(user_text)
-    if not statement or is_small_talk(statement) or not states_something(cfg, statement):
+    if not statement or is_small_talk(statement):
         return []
     answer = structured(cfg, prompts.extraction_messages(statement), ExtractedFacts)
     if answer is None:
@@ -107,18 +104,6 @@ class Answer(pydantic.BaseModel):
 
 class StillTrue(Answer):
     """Is it still true that ...? (reconciliation)"""
-
-
-class TellsSomething(Answer):
-    """Does the statement part of a message tell anything lasting? (the gate before extraction)"""
-
-
-def states_something(cfg: LLMConfig, statement: str) -> bool:
-    """Whether the model judges `statement` to tell something lasting about the user: False
-    only when it says "no" with probability >= MIN_NOTHING. An invalid answer counts as
-    yes (extraction still has its own "no facts" answer and the grounding check)."""
-    answer = structured_probs(cfg, prompts.states_something_messages(statement), TellsSomething, "answer")
-    return answer is None or answer[1]["no"] < MIN_NOTHING
 
 
 # --- first person to third person ------------------------------------------------------

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from memvault.errors import LLMError
+from memvault.errors import LLMError, LLMTimeout
 
 __all__ = [
-    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "structured", "structured_probs",
-    "json_schema", "parse_structured", "strip_think",
+    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "list_models", "structured",
+    "structured_probs", "json_schema", "parse_structured", "strip_think",
 ]
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -120,6 +120,24 @@ def chat_stream(cfg: LLMConfig, messages: list[dict], **options: Any) -> Iterato
         raise _llm_error(cfg, exc) from exc
     if rest := think.flush():
         yield rest
+
+
+def list_models(cfg: LLMConfig) -> list[dict]:
+    """The endpoint's `GET /models` list (OpenAI shape: `data`, each with an `id`), asked with httpx:
+    litellm has no call for it that works with every OpenAI-compatible server."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {cfg.api_key or _NO_KEY}"}
+    try:
+        response = httpx.get(cfg.base_url.rstrip("/") + "/models", headers=headers, timeout=cfg.timeout)
+        response.raise_for_status()
+        data = response.json().get("data")
+    except Exception as exc:
+        raise _llm_error(cfg, exc) from exc
+    if not isinstance(data, list):
+        raise LLMError(f"LLM endpoint {display_url(cfg.base_url)} answered /models without a list of models; "
+                       "check llm_base_url (MEMVAULT_LLM_BASE_URL) points at an OpenAI-compatible /v1 API")
+    return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 def structured(
@@ -359,11 +377,13 @@ def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
 
     url = display_url(cfg.base_url)
     chain = _exception_chain(exc)
+    kind, status = LLMError, None
     if any(isinstance(e, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)) for e in chain):
         msg = (
             f"LLM endpoint {url} did not answer within {cfg.timeout:g}s; "
             "check llm_base_url (MEMVAULT_LLM_BASE_URL), or raise llm_timeout (MEMVAULT_LLM_TIMEOUT)"
         )
+        kind = LLMTimeout
     elif any(isinstance(e, (openai.APIConnectionError, httpx.TransportError, ConnectionError)) for e in chain):
         msg = (
             f"LLM endpoint {url} is unreachable ({_connect_reason(chain)}); "
@@ -394,7 +414,7 @@ def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
         )
     if cfg.api_key and len(cfg.api_key) >= 4:  # a server may echo the key in its error text
         msg = msg.replace(cfg.api_key, "***")
-    return LLMError(msg)
+    return kind(msg, status=status)
 
 
 def display_url(url: str) -> str:

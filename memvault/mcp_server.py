@@ -31,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from memvault import __version__, files
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, validation_problem
 
 Kind = Literal["fact", "note", "decision"]
 SearchKind = Literal["fact", "note", "decision", "turn"]
@@ -187,22 +187,9 @@ class _Server(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"Error executing tool {name}: {_arguments_problem(exc.__cause__)}") \
+                raise ToolError(f"Error executing tool {name}: {validation_problem(exc.__cause__)}") \
                     from exc.__cause__
             raise
-
-
-def _arguments_problem(error: ValidationError) -> str:
-    """A pydantic validation error as one sentence naming each argument."""
-    parts = []
-    for problem in error.errors():
-        where = ".".join(str(p) for p in problem["loc"]) or "the arguments"
-        if problem["type"] == "missing":
-            parts.append(f"{where} is required")
-        else:
-            message = problem["msg"][:1].lower() + problem["msg"][1:]
-            parts.append(f"{where}: {message} (got {json.dumps(problem.get('input'), default=str)[:80]})")
-    return "; ".join(parts)
 
 
 def _failure(exc: BaseException) -> ToolError:

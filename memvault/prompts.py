@@ -27,18 +27,6 @@ requests, keep only what the user reveals about themselves.
 Answer with JSON only, like \
 {"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
 
-# Before extraction: does what is left of the user's message, once the rules took out questions,
-# requests and greetings (statements.py), tell anything lasting? A yes/no with the answer token's
-# probability, like STILL_TRUE: small models judge a yes/no question far better than they follow
-# "return nothing for questions" inside the extraction prompt.
-STATES_SOMETHING = (
-    'The user wrote: "{text}"\n'
-    "Does this tell something lasting about the user or their life (who they are, people in their "
-    "life, likes, dislikes, plans, work, places, things they own or did)? Reactions such as "
-    '"that was helpful", moods of the moment and small talk tell nothing. '
-    'Answer with JSON: {{"answer": "yes"}} or {{"answer": "no"}}.'
-)
-
 # Reconciliation, one question per (existing memory, new fact) pair: is the memory still
 # true? Small models judge "is it still true that ...?" as reading comprehension far better
 # than they pick ADD/UPDATE/DELETE/NONE for a list, or a relation label for a pair (measured
@@ -133,11 +121,6 @@ def extraction_messages(user_text: str) -> list[dict]:
         {"role": "system", "content": FACT_EXTRACTION},
         {"role": "user", "content": f"User message:\n{user_text.strip()}"},
     ]
-
-
-def states_something_messages(statement: str) -> list[dict]:
-    """Messages asking whether `statement` (the statement part of a user message) is worth learning from."""
-    return [{"role": "user", "content": STATES_SOMETHING.format(text=" ".join(statement.split()))}]
 
 
 def reconciliation_messages(existing: list[str], new_facts: list[str]) -> list[dict]:

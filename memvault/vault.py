@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import threading
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from memvault import files
 from memvault.config import Settings, load_settings
-from memvault.errors import MemoryFileError, MemvaultError, NotFound, UsageError
+from memvault.errors import LockTimeout, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.files import Memory
 from memvault.lock import vault_lock
 
@@ -45,6 +46,9 @@ class Vault:
         # off only for callers that sync the index themselves.
         self.auto_index = auto_index
         self._index = None
+        # The threads of one process (a server's) queue here for their writes, in turn, rather than
+        # all polling the flock, which favours none of them (docs/design.md, "Locking").
+        self._writers = threading.RLock()
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -134,13 +138,15 @@ class Vault:
     # -- writing -------------------------------------------------------------
     @contextmanager
     def change(self, command: str, lock_timeout: float | None = None, commit: bool = True,
-               progress: Callable[[int, int], None] | None = None) -> Iterator["Change"]:
+               progress: Callable[[int, int], None] | None = None, index: bool = True) -> Iterator["Change"]:
         """Lock, create if needed, collect writes, then index + commit (also when the command fails,
         so that what was already written is kept and recorded).
 
         Waits up to `lock_timeout` (default: the lock_timeout setting) for another writer.
         commit=False: write and index only; a later change of the same command rewrites these
         files and commits them (a chat's user turn, written before the model answers).
+        index=False (with commit=False): write only; that later change indexes them too, and a
+        process killed in between leaves a file that the next sync reads like a hand edit.
         progress(done, total): called while the written files are embedded.
         """
         if self.settings.enable_git_versioning:
@@ -149,14 +155,19 @@ class Vault:
             gitrepo.check_writable(self.root)  # before anything is written
         self._make_folders()
         timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
-        with vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice):
+        if not self._writers.acquire(timeout=timeout):
+            raise LockTimeout(f"another write of this process has held {self.lock_path} for over {timeout:.0f}s "
+                              "(setting lock_timeout); try again")
+        with contextlib.ExitStack() as held:
+            held.callback(self._writers.release)
+            held.enter_context(vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice))
             self._init_repository()
             change = Change(self, command)
             try:
                 yield change
             finally:
                 if change.touched:
-                    if self.auto_index and (change.written_paths or change.removed_paths):
+                    if self.auto_index and index and (change.written_paths or change.removed_paths):
                         report = self.index.sync_paths(change.written_paths | change.removed_paths, progress)
                         for problem in report.skipped:
                             self.say(f"memvault: skipped {problem}")

@@ -20,15 +20,8 @@ LLM call the test did not script shows up even when the code under test swallows
 error (reconcile does). Set ``fake_llm.default = '{"facts": []}'`` (any script item) to
 answer unscripted calls instead.
 
-Standing answers: ``fake_llm.standing`` maps a response schema's name (the ``json_schema``
-name of a structured request) to the item that answers every such request, without taking
-from the queue. By default the statement gate (``TellsSomething``: "does this message tell
-anything lasting?") is answered "yes", so tests about what extraction and reconciliation do
-script only those calls; tests of the gate itself set ``fake_llm.standing = {}`` and push.
-
-``fake_llm.requests`` holds the parsed JSON body of every chat completion request answered
-from the script (``fake_llm.standing_requests`` the others), and ``fake_llm.headers`` the HTTP
-headers of every request.
+``fake_llm.requests`` holds the parsed JSON body of every chat completion request, and
+``fake_llm.headers`` their HTTP headers.
 ``refused_url()`` returns a ``/v1`` base URL on a closed local port (endpoint down).
 """
 
@@ -75,8 +68,6 @@ class FakeLLM:
         self.headers: list = []  # the HTTP headers of each recorded request (email.message.Message: any case)
         self.unscripted = 0  # requests answered while the queue was empty and no default was set
         self.default: Any = None
-        self.standing: dict[str, Any] = {"TellsSomething": '{"answer": "yes"}'}
-        self.standing_requests: list[dict] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -133,13 +124,8 @@ class FakeLLM:
                     return
                 body = json.loads(raw or b"{}")
                 fake.headers.append(self.headers)  # case-insensitive: HTTP/2-era clients send lowercase names
-                schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-                if schema in fake.standing:
-                    fake.standing_requests.append(body)
-                    item = fake.standing[schema]
-                else:
-                    fake.requests.append(body)
-                    item = fake._next_item()
+                fake.requests.append(body)
+                item = fake._next_item()
                 try:
                     self._answer(body, item)
                 except (BrokenPipeError, ConnectionResetError):

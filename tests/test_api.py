@@ -121,6 +121,34 @@ def test_a_warm_vault_sees_other_writers_and_hand_edits(vault_dir):
         vault.close()
 
 
+def test_a_warm_vault_sees_whole_folders_change_and_edits_made_while_another_process_wrote(vault_dir):
+    """A warm reader syncs the files the folder's events name, and walks every file when a folder
+    was moved or removed (its files have no events of their own); a hand edit it could not sync
+    because another process held the lock is synced by the next read."""
+    import shutil
+
+    from memvault.lock import vault_lock
+
+    vault = memvault.open_vault(vault_dir, watch=True)
+    try:
+        vault.add("The user keeps bees", conversation="farm")
+        vault.add("The user keeps two goats", conversation="farm")
+        assert [r.text for r in vault.search("goats", conversation="farm").results][0] == "The user keeps two goats"
+        shutil.move(str(vault_dir / "entries" / "farm"), str(vault_dir / "entries" / "ranch"))  # by hand
+        assert _eventually(lambda: [r.path.split("/")[1] for r in vault.search("goats", conversation="farm").results]
+                           == ["ranch", "ranch"])  # the rows follow the files (the conversation is in their front matter)
+        shutil.rmtree(vault_dir / "entries" / "ranch")
+        assert _eventually(lambda: vault.search("goats", all_conversations=True).results == [])
+        [hens] = vault.add("The user keeps hens")
+        with vault_lock(vault.vault.lock_path, holder="another writer"):
+            hens.path.write_text(hens.path.read_text().replace("keeps hens", "keeps ducks"))
+            time.sleep(1.0)  # the events arrive while the lock is held
+            assert vault.search("ducks", top_k=1).results[0].text == "The user keeps hens"  # read as it is
+        assert vault.search("ducks", top_k=1).results[0].text == "The user keeps ducks"
+    finally:
+        vault.close()
+
+
 def _eventually(check, timeout: float = 10.0) -> bool:
     """File-system events arrive a moment after the write; a warm reader sees them by its next read."""
     deadline = time.monotonic() + timeout

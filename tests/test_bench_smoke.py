@@ -91,6 +91,25 @@ def test_mcp_quick(tmp_path):
     assert report["meta"]["memories"] >= 60 and report["meta"]["versions"]["mcp"].startswith("2.")
 
 
+def test_serve_quick(tmp_path):
+    out = tmp_path / "serve.json"
+    done = run_script("serve.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
+                      tmp_path=tmp_path)
+    assert "POST /v1/memories/search, warm" in done.stdout and "goals:" in done.stdout
+    report = json.loads(out.read_text())
+    search, overhead, concurrency, rss = (report[k] for k in ("search", "overhead", "concurrency", "rss"))
+    assert search["n"] == 20 and 0 < search["min"] <= search["p50"] <= search["p99"] <= search["max"]
+    assert search["with_results"] == 20
+    for name in ("direct", "proxy", "direct_stream", "proxy_stream"):
+        assert overhead[name]["n"] == 5 and overhead[name]["p50"] > 0, name
+    assert concurrency["requests"] == 9 and concurrency["errors"] == 0
+    assert concurrency["turns"] == {"user": 9, "assistant": 9, "unanswered": 0, "partial": 0}
+    assert concurrency["git_status_clean"] and concurrency["git_fsck_clean"]
+    assert 10 < rss["after_10_mb"] < 8000 and 10 < rss["after_30_mb"] < 8000 and rss["exit_code"] == 0
+    assert report["stop"]["exit_code"] == 0 and report["meta"]["memories"] >= 60
+    assert set(report["verdicts"]) >= {"search p50 <= 30 ms", "overhead p50 <= 50 ms", "0 errors", "RSS growth <= 10%"}
+
+
 def test_sync_quick(tmp_path):
     out = tmp_path / "sync.json"
     done = run_script("sync.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),

@@ -1,8 +1,8 @@
 """Learning only from statements (issue #11): what of a user message may teach the vault anything.
 
-The rules (memvault/statements.py) cut questions, requests and greetings out before a model sees
-the message; the model's own yes/no, with its token probabilities, judges what is left. The
-figures on 72 messages with the local 1.5B model are in bench/README.md (bench/learning_gate.py).
+The rules (memvault/statements.py) cut questions, requests, greetings and reactions out before a
+model sees the message; extraction sees only what is left. The figures on 122 messages with the
+local 1.5B model are in bench/README.md (bench/learning_gate.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 
 from memvault.extraction import extract_facts
 from memvault.statements import statement_part
-from test_extraction import answer_with
 
 
 @pytest.mark.parametrize("text", [
@@ -58,26 +57,14 @@ def test_statements_are_kept_and_only_they(text, statement):
 
 def test_a_question_reaches_no_model(fake_llm):
     assert extract_facts(fake_llm.config(), "Should I sell my Volvo, and what would I get for it?") == []
-    assert fake_llm.requests == [] and fake_llm.standing_requests == []
+    assert fake_llm.requests == []
 
 
-def test_the_model_judges_what_the_rules_keep(fake_llm):
-    fake_llm.standing = {}
-    fake_llm.push(answer_with(0.9))  # "no": a reaction, nothing lasting
-    assert extract_facts(fake_llm.config(), "Thanks, that was really helpful for my exam prep!") == []
-    (gate,) = fake_llm.requests
-    assert gate["response_format"]["json_schema"]["name"] == "TellsSomething" and gate["logprobs"] is True
-    assert "that was really helpful for my exam prep!" in gate["messages"][-1]["content"]
-
-
-@pytest.mark.parametrize("p_no, learned", [(0.3, True), (0.49, True), (0.5, False), (0.95, False)])
-def test_only_a_sure_no_stops_learning(fake_llm, p_no, learned):
-    fake_llm.standing = {}
-    fake_llm.push(answer_with(p_no))
-    if learned:
-        fake_llm.push('{"facts": ["The user bought a piano"]}')
-    facts = extract_facts(fake_llm.config(), "I bought a piano.")
-    assert facts == (["The user bought a piano"] if learned else [])
+@pytest.mark.parametrize("text", ["Thanks, that was really helpful!", "Sounds good.", "Haha, that's funny."])
+def test_a_reaction_to_the_reply_reaches_no_model(fake_llm, text):
+    # The 1.5B model made "The user found the information helpful" of the first one.
+    assert extract_facts(fake_llm.config(), text) == []
+    assert fake_llm.requests == []
 
 
 def test_extraction_sees_only_the_statement(fake_llm):

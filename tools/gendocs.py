@@ -68,6 +68,9 @@ SETTING_HELP = {
     "max_session_tokens": "Chat: above this many tokens, the oldest turns of the session are summarized.",
     "lock_timeout": "Seconds a command that writes waits for another memvault process writing to the vault "
                     "(a chat holds the vault while the LLM answers) before it gives up.",
+    "serve_api_key": "The key clients of memvault serve must send (Authorization: Bearer KEY); required to "
+                     "bind an address other than the loopback one. Only from the environment "
+                     "(MEMVAULT_SERVE_API_KEY), never from memvault.toml, which is committed.",
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",

@@ -1,0 +1,602 @@
+"""`memvault serve`: a real server process on a free 127.0.0.1 port, spoken to by clients nobody here
+wrote (the official `openai` package, streaming and not, and its `openai api chat.completions.create`
+command), and by plain HTTP. The upstream LLM is the scripted OpenAI-protocol server
+(tests/fake_llm.py), reached by real litellm; the vault is real files, git and LanceDB.
+
+Most tests share one server (module scope: it takes seconds to start), each in conversations of its
+own, and wait for it to be idle (no reply under way, no upkeep queued) before and after; the tests of
+what a server does at its start and its end start their own.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import REPO, git
+from fake_llm import FakeLLM
+from memvault import files
+
+openai = pytest.importorskip("openai")
+
+NOTHING_LEARNED = '{"facts": []}'
+# The `openai` command: the openai package had it until 2.34 (2.35 moved it to a separate tool);
+# .ci/run installs that version beside the tests, since the installed package is newer.
+OPENAI_CLI = Path(os.environ.get("MEMVAULT_TEST_OPENAI_CLI") or REPO / ".pytest_cache" / "openai-cli")
+
+
+def facts(*texts: str) -> str:
+    return json.dumps({"facts": list(texts)})
+
+
+def memvault_command() -> list[str]:
+    exe = shutil.which("memvault")
+    return [exe] if exe else [sys.executable, "-m", "memvault"]
+
+
+def server_env(root: Path, llm_url: str, **settings: str) -> dict[str, str]:
+    """An environment of its own, as conftest's isolated_env makes one, for a server that outlives a test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMVAULT_", "GIT_"))}
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.com\n")
+    env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"), XDG_CACHE_HOME=str(home / ".cache"),
+               GIT_CONFIG_GLOBAL=str(home / ".gitconfig"), GIT_CONFIG_NOSYSTEM="1",
+               MEMVAULT_CACHE_DIR=os.environ.get("MEMVAULT_TEST_CACHE") or str(REPO / ".pytest_cache" / "model-cache"),
+               MEMVAULT_DIR=str(root / "vault"), MEMVAULT_LLM_BASE_URL=llm_url, MEMVAULT_LLM_MODEL="openai/test-model",
+               MEMVAULT_LLM_TIMEOUT="120", MEMVAULT_ENABLE_SUMMARIZATION="false")
+    env.update({f"MEMVAULT_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
+class Served:
+    """A running `memvault serve` and what it said on stderr."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, lines: queue.Queue, said: list[str], vault: Path):
+        self.proc, self.port, self._lines, self.said, self.vault = proc, port, lines, said, vault
+        self.url = f"http://127.0.0.1:{port}"
+        self.base_url = self.url + "/v1"
+        self.fake: FakeLLM | None = None
+
+    def client(self, **options) -> "openai.OpenAI":
+        return openai.OpenAI(base_url=self.base_url, api_key=options.pop("api_key", "unused"), max_retries=0,
+                             timeout=120, **options)
+
+    def http(self, method: str, path: str, **kwargs) -> httpx.Response:
+        return httpx.request(method, self.url + path, timeout=120, **kwargs)
+
+    def health(self) -> dict:
+        return self.http("GET", "/health").json()
+
+    def idle(self, timeout: float = 120) -> None:
+        """No reply under way and no upkeep queued or running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            health = self.health()
+            if health["replies_in_flight"] == 0 and health["upkeep_pending"] == 0:
+                return
+            assert time.monotonic() < deadline, health
+            time.sleep(0.05)
+
+    def stderr(self) -> str:
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.said.append(line)
+        return "".join(self.said)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+@contextmanager
+def serving(*args: str, env: dict[str, str], preexec_fn=None, ready_timeout: float = 240):
+    """`memvault serve --port 0 ARGS` until the block ends: SIGTERM, then SIGKILL after 15 s."""
+    proc = subprocess.Popen([*memvault_command(), "serve", "--port", "0", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=preexec_fn)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr] and lines.put(None),
+                     daemon=True).start()
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            assert line is not None, f"memvault serve exited ({proc.wait()}): {''.join(said)}"
+            said.append(line)
+            ready = re.search(r"listening on http://127\.0\.0\.1:(\d+)/v1", line)
+            if ready:
+                break
+        yield Served(proc, int(ready.group(1)), lines, said, Path(env["MEMVAULT_DIR"]))
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One server for the tests of its routes: default conversation `proxy-default`, bodies up to 50 KB,
+    llm_model `openai/configured-model` (the fake LLM serves `test-model`: a client may pick it)."""
+    root = tmp_path_factory.mktemp("serve")
+    fake = FakeLLM()
+    fake.default = NOTHING_LEARNED  # what upkeep asks, unless a test scripted more
+    env = server_env(root, fake.base_url, llm_model="openai/configured-model")
+    try:
+        with serving("-c", "proxy-default", "--max-body-mb", "0.05", env=env) as server:
+            server.fake = fake
+            yield server
+    finally:
+        fake.close()
+
+
+@pytest.fixture
+def proxy(shared):
+    shared.idle()
+    yield shared
+    shared.idle()
+
+
+def memories_of(vault: Path, conversation: str, folder: str) -> list[files.Memory]:
+    base = vault / "entries" / files.conversation_slug(conversation) / folder
+    return sorted((files.read_memory(p, vault)[0] for p in base.rglob("*.md")), key=lambda m: m.created_at)
+
+
+def subjects(vault: Path) -> list[str]:
+    return git(vault, "log", "--format=%s").splitlines()
+
+
+def chat_body(text: str, **extra) -> dict:
+    return {"model": "test-model", "messages": [{"role": "user", "content": text}], **extra}
+
+
+# -- chat through the openai package ---------------------------------------------------------------
+
+def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
+    fake, vault = proxy.fake, proxy.vault
+    client = proxy.client()
+    fake.push("Nice to hear.", facts("The user's wife is named Anne"))
+    told = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "My wife is Anne."}]
+    first = client.chat.completions.create(model="test-model", messages=told, user="anne")
+    assert first.choices[0].message.content == "Nice to hear." and first.choices[0].finish_reason == "stop"
+    assert first.object == "chat.completion" and first.model == "test-model"
+    proxy.idle()  # the upkeep ran after the response: the fact is learned
+    [fact] = memories_of(vault, "anne", "facts")
+    assert fact.text == "The user's wife is named Anne" and fact.extra["origin"] == "learned"
+
+    fake.push({"chunks": ["Your wife", " is Anne."]})
+    asked = [*told, {"role": "assistant", "content": "Nice to hear."}, {"role": "user", "content": "What is my wife's name?"}]
+    before = len(fake.requests)
+    stream = client.chat.completions.create(model="test-model", messages=asked, user="anne", stream=True)
+    pieces = [chunk.choices[0].delta.content for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    assert pieces == ["Your wife", " is Anne."]
+    sent = fake.requests[before]
+    assert sent["stream"] is True and sent["model"] == "test-model"
+    assert sent["messages"][:3] == asked[:3]  # the client's history, unchanged
+    assert sent["messages"][3]["role"] == "system" and "[memory] The user's wife is named Anne" in sent["messages"][3]["content"]
+    assert sent["messages"][4:] == [asked[3]]
+    proxy.idle()
+    # Turns and learned facts are files; one commit per exchange, one for what was learned.
+    assert [t.text for t in memories_of(vault, "anne", "turns/user")] == ["My wife is Anne.", "What is my wife's name?"]
+    assert [t.text for t in memories_of(vault, "anne", "turns/assistant")] == ["Nice to hear.", "Your wife is Anne."]
+    log = subjects(vault)
+    assert log.count("memvault chat: exchange (anne)") == 2
+    assert f"Memvault-Added: {fact.id}" in git(vault, "log", "--format=%b", "--grep", "memvault chat: 1")
+    assert git(vault, "status", "--porcelain") == ""
+
+
+def test_the_openai_command_line_tool_streaming_and_not(proxy):
+    cli = OPENAI_CLI / "bin" / "openai"
+    if not cli.exists():
+        pytest.skip(f"the `openai` command (openai<=2.34) is not installed in {OPENAI_CLI} (.ci/run installs it)")
+    env = {**os.environ, "PYTHONPATH": str(OPENAI_CLI), "OPENAI_BASE_URL": proxy.base_url, "OPENAI_API_KEY": "unused"}
+    proxy.fake.push("Hello from the proxy.")
+    plain = subprocess.run([sys.executable, str(cli), "api", "chat.completions.create", "-m", "test-model",
+                            "-g", "user", "Say hello, please."], capture_output=True, text=True, env=env, timeout=120)
+    proxy.idle()  # its upkeep asks the model too
+    proxy.fake.push({"chunks": ["Streamed", " hello."]})
+    streamed = subprocess.run([sys.executable, str(cli), "api", "chat.completions.create", "-m", "test-model",
+                               "-g", "user", "Say hello again, please.", "--stream"], capture_output=True, text=True,
+                              env=env, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert streamed.returncode == 0, streamed.stderr
+    assert "Hello from the proxy." in plain.stdout and "Streamed hello." in streamed.stdout
+    proxy.idle()
+    # The command names no conversation: the server's default.
+    turns = [t.text for t in memories_of(proxy.vault, "proxy-default", "turns/user")]
+    assert turns[-2:] == ["Say hello, please.", "Say hello again, please."]
+
+
+def test_a_model_the_upstream_serves_is_used_else_the_configured_one(proxy):
+    listed = proxy.client().models.list()
+    assert [m.id for m in listed.data] == ["test-model"]
+    sent = []
+    for model in ("test-model", "gpt-unknown"):
+        before = len(proxy.fake.requests)
+        answer = proxy.client().chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+        sent.append((proxy.fake.requests[before]["model"], answer.model))
+        proxy.idle()
+    assert sent == [("test-model", "test-model"), ("configured-model", "configured-model")]
+
+
+# -- plain HTTP ------------------------------------------------------------------------------------
+
+def test_the_conversation_is_named_by_the_header_then_metadata_then_user_then_the_default(proxy):
+    named = {}
+    cases = {
+        "header": ({"X-Memvault-Conversation": "from-header"}, {"user": "from-user",
+                                                                "metadata": {"conversation_id": "from-metadata"}}),
+        "metadata": ({}, {"user": "from-user", "metadata": {"conversation_id": "from-metadata"}}),
+        "user": ({}, {"user": "from-user"}),
+        "default": ({}, {}),
+    }
+    for case, (headers, extra) in cases.items():
+        response = proxy.http("POST", "/v1/chat/completions", headers=headers,
+                              json=chat_body(f"naming by {case}", **extra))
+        assert response.status_code == 200, response.text
+        named[case] = response.headers["x-memvault-conversation"]
+        user_turn = response.headers["x-memvault-user-turn"]
+        assert response.json()["id"] == f"chatcmpl-{user_turn}"
+    assert named == {"header": "from-header", "metadata": "from-metadata", "user": "from-user",
+                     "default": "proxy-default"}
+    proxy.idle()
+    assert [t.text for t in memories_of(proxy.vault, "from-metadata", "turns/user")] == ["naming by metadata"]
+    hostile = proxy.http("POST", "/v1/chat/completions", headers={"X-Memvault-Conversation": "../etc"},
+                         json=chat_body("hi"))
+    assert hostile.status_code == 400
+    assert hostile.json()["error"]["param"] == "header X-Memvault-Conversation"
+    assert "path component" in hostile.json()["error"]["message"]
+
+
+def test_a_client_that_hangs_up_mid_stream_keeps_its_turn_and_the_partial_reply(proxy):
+    proxy.fake.push({"chunks": ["one ", "two ", "three ", "four ", "five."], "chunk_delay": 0.4})
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=60)
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(chat_body("Count to five", stream=True,
+                                                                                  user="hang-up")),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
+    seen = ""
+    while "one" not in seen:
+        seen += response.fp.readline().decode()
+    connection.sock.shutdown(2)  # the client leaves mid-reply
+    connection.close()
+    proxy.idle()
+    [user] = memories_of(proxy.vault, "hang-up", "turns/user")
+    [reply] = memories_of(proxy.vault, "hang-up", "turns/assistant")
+    assert user.text == "Count to five" and "unanswered" not in user.extra
+    assert reply.extra["partial"] is True and reply.text.startswith("one") and "five" not in reply.text
+    assert "memvault chat: partial reply (hang-up)" in subjects(proxy.vault)
+    assert git(proxy.vault, "status", "--porcelain") == ""
+
+
+def test_a_cli_add_lands_while_a_reply_streams(proxy):
+    """The vault lock is not held while the model answers: a cron `add` in another terminal completes
+    before the reply ends, and the next request sees what it added."""
+    hold = threading.Event()
+    proxy.fake.push({"chunks": ["Let me", " think."], "hold": hold})
+    pieces, ended = [], {}
+    first_piece = threading.Event()
+
+    def read():
+        with httpx.stream("POST", proxy.base_url + "/chat/completions", timeout=120,
+                          json=chat_body("Think slowly", stream=True, user="slow")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    data = json.loads(line[6:])
+                    assert "error" not in data, data["error"]
+                    delta = data["choices"][0]["delta"].get("content")
+                    if delta:
+                        pieces.append(delta)
+                        first_piece.set()
+        ended["at"] = time.monotonic()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert first_piece.wait(120)
+        added = subprocess.run([*memvault_command(), "--vault", str(proxy.vault), "add", "-c", "slow",
+                                "Written by cron while the proxy streamed"], capture_output=True, text=True,
+                               timeout=120)
+        added_at = time.monotonic()
+        assert added.returncode == 0, added.stderr
+        assert reader.is_alive() and "at" not in ended  # the reply is still streaming
+    finally:
+        hold.set()
+        reader.join(120)
+    assert ended["at"] > added_at and pieces == ["Let me", " think."]
+    proxy.idle()
+    found = proxy.http("POST", "/v1/memories/search", json={"query": "cron streamed", "conversation_id": "slow"})
+    assert "Written by cron while the proxy streamed" in [r["text"] for r in found.json()]
+    assert git(proxy.vault, "status", "--porcelain") == ""
+
+
+def test_bad_requests_get_openai_errors_naming_what_is_wrong(proxy):
+    def refused(method: str, path: str, status: int, **kwargs) -> dict:
+        response = proxy.http(method, path, **kwargs)
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and "\n" not in error["message"]
+        return error
+
+    post = "/v1/chat/completions"
+    asked = len(proxy.fake.requests)
+    garbled = refused("POST", post, 400, content=b'{"messages": [', headers={"Content-Type": "application/json"})
+    assert garbled["message"].startswith("request body is not valid JSON") and garbled["type"] == "invalid_request_error"
+    assert refused("POST", post, 400, json={"model": "test-model"})["param"] == "messages"
+    assert refused("POST", post, 400, json={"messages": [{"role": "assistant", "content": "hi"}]})["param"] == \
+        "messages[0].role"
+    assert refused("POST", post, 400, json={"messages": [{"role": "user", "content": 7}]})["param"] == \
+        "messages[0].content"
+    assert refused("POST", post, 400, json=chat_body("hi", temperature="hot"))["param"] == "temperature"
+    assert refused("POST", post, 400, json=chat_body("hi", n=3))["param"] == "n"
+    big = "x" * 60_000
+    assert refused("POST", post, 413, json=chat_body(big))["code"] == "request_too_large"
+    chunked = (part.encode() for part in (json.dumps(chat_body(big))[i:i + 8000] for i in range(0, 60_100, 8000)))
+    assert refused("POST", post, 413, content=chunked)["code"] == "request_too_large"
+    assert refused("GET", "/v1/nothing-here", 404)["type"] == "not_found_error"
+    assert refused("GET", "/v1/memories/ffff0000", 404)["message"].startswith("no memory with id 'ffff0000'")
+    assert refused("PUT", "/v1/models", 405)
+    with pytest.raises(openai.BadRequestError) as caught:
+        proxy.client().chat.completions.create(model="test-model", messages=[])
+    assert caught.value.status_code == 400 and "messages" in caught.value.message
+    assert len(proxy.fake.requests) == asked  # nothing refused reached the model
+
+
+def test_the_memory_api_answers_in_the_shapes_of_the_cli_json(proxy):
+    vault = proxy.vault
+    added = proxy.http("POST", "/v1/memories", json={"text": "Chose Postgres for billing", "kind": "decision",
+                                                      "conversation_id": "work", "tags": ["db"],
+                                                      "rationale": "the team knows it"})
+    assert added.status_code == 200, added.text
+    [row] = added.json()
+    assert row.items() >= {"kind": "decision", "conversation_id": "work", "text": "Chose Postgres for billing",
+                           "stored": True}.items() and row["meta"]["tags"] == ["db"]
+    again = proxy.http("POST", "/v1/memories", json={"text": "Chose Postgres for billing", "kind": "decision",
+                                                      "conversation_id": "work"}).json()
+    assert again[0]["stored"] is False and again[0]["id"] == row["id"]  # already there, as `add --json` says
+    found = proxy.http("POST", "/v1/memories/search", json={"query": "which database for billing", "conversation_id": "work",
+                                                             "kinds": ["decision"], "top_k": 3}).json()
+    assert [r["id"] for r in found] == [row["id"]] and 0 < found[0]["score"] <= 1 and "scores" in found[0]
+    shown = proxy.http("GET", f"/v1/memories/{row['id'][:8]}").json()
+    cli = subprocess.run([*memvault_command(), "--vault", str(vault), "show", "--json", row["id"]],
+                         capture_output=True, text=True, timeout=120)
+    assert shown == json.loads(cli.stdout)
+    removed = proxy.http("DELETE", f"/v1/memories/{row['id']}", params={"reason": "went with MySQL"})
+    assert removed.status_code == 200, removed.text
+    [gone] = removed.json()
+    assert gone["deleted"] is True and gone["meta"]["deleted_note"] == "went with MySQL"
+    assert proxy.http("GET", f"/v1/memories/{row['id']}").json()["deleted"] is True
+    after = proxy.http("POST", "/v1/memories/search", json={"query": "Postgres billing", "conversation_id": "work"})
+    assert row["id"] not in [r["id"] for r in after.json()]
+    assert subjects(vault)[0].startswith("memvault rm: ")
+    proxy.fake.push(facts("The user moved to Lisbon"))
+    learned = proxy.http("POST", "/v1/memories", json={"text": "I moved to Lisbon last month", "extract": True,
+                                                        "conversation_id": "work"}).json()
+    assert [(r["event"], r["text"]) for r in learned] == [("ADD", "The user moved to Lisbon")]
+    wrong = proxy.http("POST", "/v1/memories/search", json={"query": "x", "top_k": 0, "conversaton_id": "w"})
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "top_k"
+    assert "conversaton_id: unknown field" in wrong.json()["error"]["message"]
+    assert git(vault, "status", "--porcelain") == ""
+
+
+def test_requests_at_once_all_land(proxy):
+    """Streamed chats in four conversations and searches, all at the same time."""
+    errors: list[str] = []
+
+    def chats(worker: int):
+        client = proxy.client()
+        for n in range(3):
+            try:
+                stream = client.chat.completions.create(model="test-model", stream=True, user=f"at-once-{worker}",
+                                                        messages=[{"role": "user", "content": f"message {worker}.{n}"}])
+                text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                if not text:
+                    errors.append(f"{worker}.{n}: empty reply")
+                found = proxy.http("POST", "/v1/memories/search", json={"query": f"message {worker}"})
+                if found.status_code != 200:
+                    errors.append(found.text)
+            except Exception as exc:  # noqa: BLE001 (collected and shown)
+                errors.append(f"{worker}.{n}: {exc!r}")
+
+    workers = [threading.Thread(target=chats, args=(w,)) for w in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(300)
+    assert errors == []
+    proxy.idle()
+    for w in range(4):
+        assert sorted(t.text for t in memories_of(proxy.vault, f"at-once-{w}", "turns/user")) == \
+            [f"message {w}.{n}" for n in range(3)]
+        assert len(memories_of(proxy.vault, f"at-once-{w}", "turns/assistant")) == 3
+    assert git(proxy.vault, "status", "--porcelain") == ""
+    subprocess.run(["git", "-C", str(proxy.vault), "fsck", "--strict"], check=True, capture_output=True)
+
+
+# -- servers of their own --------------------------------------------------------------------------
+
+def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_its_url(tmp_path):
+    fake = FakeLLM()
+    env = server_env(tmp_path, fake.base_url, llm_timeout="1", llm_api_key="sk-never-shown-4242")
+    try:
+        with serving(env=env) as server:
+            client = server.client()
+            fake.push({"delay": 4, "content": "too late"})
+            with pytest.raises(openai.APIStatusError) as slow:
+                client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "Are you slow?"}])
+            assert slow.value.status_code == 504
+            assert f"{fake.base_url} did not answer within 1s" in slow.value.message
+            fake.close()  # now nothing listens there
+            for stream in (False, True):
+                with pytest.raises(openai.APIStatusError) as down:
+                    client.chat.completions.create(model="test-model", stream=stream,
+                                                   messages=[{"role": "user", "content": f"Is anyone there ({stream})?"}])
+                assert down.value.status_code == 502, stream
+                assert f"LLM endpoint {fake.base_url} is unreachable" in down.value.message
+                assert "sk-never-shown" not in down.value.response.text
+            models = server.http("GET", "/v1/models")
+            assert models.status_code == 502 and fake.base_url in models.json()["error"]["message"]
+            server.idle()
+            vault = server.vault
+            # The user's words are kept, marked unanswered, and committed.
+            turns = memories_of(vault, "global", "turns/user")
+            assert [t.text for t in turns] == ["Are you slow?", "Is anyone there (False)?", "Is anyone there (True)?"]
+            assert all(t.extra["unanswered"] is True for t in turns)
+            assert subjects(vault).count("memvault chat: unanswered message (global)") == 3
+            assert git(vault, "status", "--porcelain") == ""
+    finally:
+        fake.close()
+
+
+def test_a_non_loopback_address_without_a_key_is_refused(tmp_path):
+    env = server_env(tmp_path, "http://127.0.0.1:9/v1")
+    for host in ("0.0.0.0", "::", "memvault.example"):
+        done = subprocess.run([*memvault_command(), "serve", "--host", host, "--port", "0"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert done.returncode == 2, (host, done.stderr)
+        assert done.stderr.startswith(f"memvault: error: refusing to serve your memories on {host}")
+        assert "MEMVAULT_SERVE_API_KEY" in done.stderr and done.stderr.count("\n") == 1
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "memvault.toml").write_text('serve_api_key = "in-git"\n')
+    done = subprocess.run([*memvault_command(), "serve", "--port", "0"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 2 and "'serve_api_key' must not be stored in memvault.toml" in done.stderr
+
+
+def test_with_a_key_every_route_but_health_wants_it(tmp_path):
+    fake = FakeLLM()
+    env = server_env(tmp_path, fake.base_url, serve_api_key="s3cret-key")
+    try:
+        with serving(env=env) as server:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-key"}):
+                response = server.http("POST", "/v1/memories/search", json={"query": "x"}, headers=headers)
+                assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+            with pytest.raises(openai.AuthenticationError):
+                server.client(api_key="wrong").models.list()
+            fake.push("Welcome back.")
+            reply = server.client(api_key="s3cret-key").chat.completions.create(
+                model="test-model", messages=[{"role": "user", "content": "Hello there"}])
+            assert reply.choices[0].message.content == "Welcome back."
+            assert server.http("GET", "/health").status_code == 200
+            server.idle()
+    finally:
+        fake.close()
+
+
+def test_sigterm_mid_reply_and_mid_upkeep_exits_0_with_a_clean_tree(tmp_path):
+    fake = FakeLLM()
+    env = server_env(tmp_path, fake.base_url)
+    try:
+        with serving(env=env) as server:
+            client = server.client()
+            # When the stop comes, the first turn's upkeep, a streamed reply and a plain one all wait
+            # for the model.
+            fake.push("Noted.", {"delay": 60, "content": facts("The user likes tea")})
+            client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "I like tea."}])
+            fake.push({"chunks": ["Once", " upon"], "hold": threading.Event()})  # never ends
+            stream = client.chat.completions.create(model="test-model", stream=True,
+                                                    messages=[{"role": "user", "content": "Tell me a story."}])
+            first = next(c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content)
+            assert first == "Once"
+            fake.push({"delay": 60})
+            plain: dict = {}
+
+            def ask():
+                try:
+                    client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "Still there?"}])
+                except openai.APIStatusError as exc:
+                    plain["error"] = exc
+
+            asking = threading.Thread(target=ask)
+            asking.start()
+            while len(fake.requests) < 4:  # the plain request has reached the model
+                time.sleep(0.05)
+            stopped = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            with pytest.raises(openai.APIError) as cut:
+                for _ in stream:
+                    pass
+            asking.join(30)
+            assert server.proc.wait(timeout=30) == 0, server.stderr()
+            took = time.monotonic() - stopped
+            said = server.stderr()
+    finally:
+        fake.close()
+    assert took < 15, said
+    assert "memvault serve is stopping" in str(cut.value)
+    assert plain["error"].status_code == 503 and "stopping" in plain["error"].message
+    assert "Traceback" not in said and "Exception" not in said, said
+    assert said.splitlines()[-1] == ("memvault serve: stopped; 2 reply(ies) still waiting for the model stored as "
+                                     "they were (partial); the memory upkeep of 1 turn(s) was not done (their turns "
+                                     "are stored)")
+    vault = tmp_path / "vault"
+    assert git(vault, "status", "--porcelain") == ""
+    replies = {t.text: t for t in memories_of(vault, "global", "turns/assistant")}
+    assert replies["Noted."].extra.get("partial") is None and replies["Once upon"].extra["partial"] is True
+    unanswered = [t.text for t in memories_of(vault, "global", "turns/user") if t.extra.get("unanswered")]
+    assert unanswered == ["Still there?"]
+    assert memories_of(vault, "global", "facts") == []  # the upkeep was abandoned, nothing half-written
+    again = subprocess.run([*memvault_command(), "--vault", str(vault), "add", "The lock was released"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode == 0, again.stderr
+
+
+def test_sigint_stops_it_even_when_started_with_sigint_ignored(tmp_path):
+    env = server_env(tmp_path, "http://127.0.0.1:9/v1")
+    with serving(env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) as server:
+        assert server.health()["status"] == "ok"
+        assert server.stop(signal.SIGINT, timeout=30) == 0, server.stderr()
+    assert "memvault serve: stopped" in server.stderr()
+
+
+def test_responses_are_not_held_back_by_nagle():
+    """The server's connections have TCP_NODELAY (asyncio sets it only for a socket made with proto
+    IPPROTO_TCP): otherwise each response, headers and body written apart, waited 40 ms for the
+    client's delayed ACK, as the benchmark found."""
+    import asyncio
+    import socket
+
+    from memvault.serve import listen
+
+    async def accepted_nodelay() -> int:
+        found: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def connected(reader, writer):
+            found.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        sock = listen("127.0.0.1", 0)
+        server = await asyncio.start_server(connected, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(found, 30)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
