@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Retrieval quality on LoCoMo (issues 5 and 15), following shared/bench/locomo/README.md.
 
-One vault per conversation, built with `memvault import jsonl`: one chat turn per LoCoMo turn
-(the first speaker's turns as role user, the other's as assistant, in conversation <conv id>),
-body = the turn's content ("Speaker: text"), created_at = the turn's time, the turn's memory_id
-kept in the front matter. Every question goes through `memvault search --queries -c <conv id>`
+One vault per conversation, built with the library's `import_from("jsonl", ...)` (what `memvault
+import jsonl` runs): one chat turn per LoCoMo turn (the first speaker's turns as role user, the
+other's as assistant, in conversation <conv id>), body = the turn's content ("Speaker: text"),
+created_at = the turn's time, the turn's memory_id kept in the front matter. Every question goes
+through `Memvault.search_many` (what `memvault search --queries` runs) in conversation <conv id>
 with the clock at the question's query_now and k = 25; runs are scored with locomo_score.py.
 
 The honest protocol of issue 15: every change and parameter was chosen on the TUNING
@@ -15,7 +16,8 @@ vault's own absent topics (with its answerable questions beside them).
 
     python bench/locomo.py                 # all conversations, the pipeline and its ablations
     python bench/locomo.py --quick         # smoke: 150 turns of one conversation, 30 questions, 3 configs
-    python bench/locomo.py --experiments   # also the in-process ablations (bench/locomo_variants.py)
+    python bench/locomo.py --experiments   # also the ablations of bench/locomo_variants.py
+    python bench/locomo.py --reuse --only-experiments --variants "lost: z-score scaling,before"
 
 Writes bench/out/locomo.json (or --out) and prints a table.
 """
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import hashlib
 import json
 import os
@@ -37,30 +38,27 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checkout import git_commit, with_this_checkout  # bench/, the script's folder, is on sys.path
+from checkout import git_commit  # bench/, the script's folder, is on sys.path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # in-process experiments use this checkout's memvault
 DEFAULT_DATA = HERE.parent.parent / "shared" / "bench" / "locomo"
 
-# name -> (description, extra `memvault search` flags)
+# name -> (description, `Memvault.search` options)
+PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
 CONFIGS = {
-    "default": ("default pipeline (rerank when available)", []),
-    "no-floor": ("no relevance floor", ["--relevance-floor", "0"]),
-    "no-recency": ("no recency (weight 0)", ["--recency-weight", "0"]),
-    "no-mmr": ("no MMR (lambda 1.0)", ["--mmr-lambda", "1.0"]),
-    "dense": ("dense only (no rerank, recency, MMR or floor)",
-              ["--retriever", "dense", "--no-rerank", "--recency-weight", "0", "--mmr-lambda", "1.0",
-               "--relevance-floor", "0"]),
-    "bm25": ("BM25 only (no rerank, recency, MMR or floor)",
-             ["--retriever", "bm25", "--no-rerank", "--recency-weight", "0", "--mmr-lambda", "1.0",
-              "--relevance-floor", "0"]),
-    "hybrid": ("hybrid candidates only (no rerank, recency, MMR or floor)",
-               ["--no-rerank", "--recency-weight", "0", "--mmr-lambda", "1.0", "--relevance-floor", "0"]),
+    "default": ("default pipeline (rerank when available)", {}),
+    "no-floor": ("no relevance floor", {"relevance_floor": 0.0}),
+    "no-recency": ("no recency (weight 0)", {"recency_weight": 0.0}),
+    "no-mmr": ("no MMR (lambda 1.0)", {"mmr_lambda": 1.0}),
+    "dense": ("dense only (no rerank, recency, MMR or floor)", {"retriever": "dense", **PURE}),
+    "bm25": ("BM25 only (no rerank, recency, MMR or floor)", {"retriever": "bm25", **PURE}),
+    "hybrid": ("hybrid candidates only (no rerank, recency, MMR or floor)", PURE),
 }
 # Configurations that need the LLM (the settings in MEMVAULT_LLM_* of this process, e.g.
-# `eval "$(../shared/llm/local-llm.sh env)"`); not run unless named in --configs.
-LLM_CONFIGS = {"llm-rerank": ("default + LLM reranker (llm_rerank)", [], {"MEMVAULT_LLM_RERANK": "true"})}
+# `eval "$(../shared/llm/local-llm.sh env)"`); not run unless named in --configs. The third item:
+# settings the vault is opened with.
+LLM_CONFIGS = {"llm-rerank": ("default + LLM reranker (llm_rerank)", {}, {"llm_rerank": True})}
 QUICK_CONFIGS = ["default", "bm25", "hybrid"]
 K = 25  # locomo_score.py wants at least 25 ranked ids
 KEPT_AT = 10  # "results returned" for unanswerable questions: how many of the first 10 places are filled
@@ -115,20 +113,15 @@ PERSONAL_ABSENT = [
 PERSONAL_K = 5  # the default top_k: what a chat would inject
 
 
-def memvault_exe() -> list[str]:
-    beside = Path(sys.executable).parent / "memvault"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("memvault")
-    return [found] if found else [sys.executable, "-m", "memvault"]
-
-
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+def clean_environment() -> None:
+    """This process's MEMVAULT_* settings must not leak into the vaults it opens (all but the LLM's
+    endpoint, which the LLM configurations use); git needs a name for the commits of the build."""
+    for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
+        if not key.startswith("MEMVAULT_LLM_") or key == "MEMVAULT_LLM_RERANK":
+            del os.environ[key]
     for key, value in (("GIT_AUTHOR_NAME", "bench"), ("GIT_AUTHOR_EMAIL", "bench@localhost"),
                        ("GIT_COMMITTER_NAME", "bench"), ("GIT_COMMITTER_EMAIL", "bench@localhost")):
-        env.setdefault(key, value)
-    return with_this_checkout(env)
+        os.environ.setdefault(key, value)
 
 
 def load(data: Path, conversations: list[str] | None, max_questions: int | None, max_turns: int | None = None):
@@ -184,16 +177,17 @@ def turn_lines(conv: str, turns: list[dict]) -> str:
         for t in turns)
 
 
-def build_vaults(memories, workdir: Path, mv, env, reuse: bool, full_reindex: bool, log) -> dict[str, dict]:
-    """One vault per conversation, through `import jsonl`."""
+def build_vaults(memories, workdir: Path, reuse: bool, full_reindex: bool, log) -> dict[str, dict]:
+    """One vault per conversation, through the library's import_from("jsonl")."""
+    import memvault
+
     info = {}
     for conv, turns in memories.items():
         vault = workdir / "vaults" / conv
         if reuse and vault_count(vault) == len(turns):
             if full_reindex:
                 start = time.perf_counter()
-                subprocess.run([*mv, "-q", "--vault", str(vault), "reindex", "--full"], env=env, check=True,
-                               capture_output=True)
+                memvault.open_vault(vault).reindex(full=True)
                 log(f"{conv}: reused, reindex --full in {time.perf_counter() - start:.1f} s")
             info[conv] = {"vault": str(vault), "memories": len(turns), "reused": True}
             continue
@@ -202,78 +196,78 @@ def build_vaults(memories, workdir: Path, mv, env, reuse: bool, full_reindex: bo
         jsonl = workdir / "vaults" / f"{conv}.jsonl"
         jsonl.write_text(turn_lines(conv, turns), encoding="utf-8")
         start = time.perf_counter()
-        done = subprocess.run([*mv, "-q", "--vault", str(vault), "import", "jsonl", str(jsonl)], env=env,
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"import jsonl failed for {conv}: {done.stderr[-2000:]}")
+        memvault.open_vault(vault).import_from("jsonl", jsonl)
         seconds = time.perf_counter() - start
         log(f"{conv}: {len(turns)} turns imported in {seconds:.1f} s")
         info[conv] = {"vault": str(vault), "memories": len(turns), "seconds": seconds, "reused": False}
     return info
 
 
-def build_personal(workdir: Path, mv, env) -> str:
+def build_personal(workdir: Path) -> str:
+    import memvault
+
     vault = workdir / "vaults" / "personal"
     if vault_count(vault) != len(PERSONAL_FACTS):
         shutil.rmtree(vault, ignore_errors=True)
         vault.mkdir(parents=True)
         lines = "".join(json.dumps({"text": t, "created_at": "2026-01-01T12:00:00Z", "meta": {"memory_id": f"p{i}"}})
                         + "\n" for i, t in enumerate(PERSONAL_FACTS))
-        subprocess.run([*mv, "-q", "--vault", str(vault), "add", "--jsonl", "-"], input=lines, env=env, check=True,
-                       capture_output=True, text=True)
+        memvault.open_vault(vault).add_jsonl(lines)
     return str(vault)
+
+
+class Vaults:
+    """The vaults opened through the library, once each per set of settings (the index, its
+    full-text index and the model stay loaded across configurations)."""
+
+    def __init__(self):
+        self.opened = {}
+
+    def get(self, path: str, **settings):
+        import memvault
+
+        key = (path, json.dumps(settings, sort_keys=True))
+        if key not in self.opened:
+            self.opened[key] = memvault.open_vault(path, **settings)
+            self.opened[key].warm()  # the model and the table loaded before the clock starts
+        return self.opened[key]
 
 
 def ranked_ids(results: list[dict]) -> list[str]:
     return [r.get("meta", {}).get("memory_id") for r in results if r.get("meta", {}).get("memory_id")]
 
 
-def llm_env(env: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
-    """env plus this process's LLM settings and `extra` (child_env drops every MEMVAULT_ variable)."""
-    return {**env, **{k: v for k, v in os.environ.items() if k.startswith("MEMVAULT_LLM_")}, **extra}
-
-
-def search_cli(vault: str, requests: list[dict], flags: list[str], mv, env, qfile: Path) -> tuple[dict, float]:
-    """{qid: ranked memory ids} for requests through one `search --queries`, and its seconds."""
-    qfile.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+def search_api(vault, requests: list[dict], options: dict) -> tuple[dict, float]:
+    """{qid: ranked memory ids} for requests through one `Memvault.search_many`, and its seconds."""
     start = time.perf_counter()
-    done = subprocess.run([*mv, "-q", "--vault", vault, "search", "--queries", str(qfile), *flags], env=env,
-                          capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"search --queries failed in {vault}: {done.stderr[-2000:]}")
-    out = {}
-    for line in done.stdout.splitlines():
-        if line.strip():
-            item = json.loads(line)
-            out[item["qid"]] = ranked_ids(item["results"])
-    return out, seconds
+    out = {qid: [r.meta.get("memory_id") for r in outcome.results if r.meta.get("memory_id")]
+           for qid, outcome in vault.search_many(requests, **options)}
+    return out, time.perf_counter() - start
 
 
-def run_cli_config(name: str, flags: list[str], queries, absent, vaults, workdir: Path, mv, env, k: int):
-    """Every question (and every absent-topic question) of every conversation through `search
-    --queries`; returns {qid: ranked ids} and the seconds of the LoCoMo questions."""
-    (workdir / "runs").mkdir(parents=True, exist_ok=True)
+def requests_for(conv: str, items, k: int) -> list[dict]:
+    return [{"qid": q["qid"], "query": q["question"], "now": q["query_now"], "k": k, "conversation_id": conv}
+            for q in items]
+
+
+def run_config(options: dict, queries, absent, vaults, opened: Vaults, k: int, settings: dict | None = None):
+    """Every question (and every absent-topic question) of every conversation through the library;
+    returns {qid: ranked ids} and the seconds of the LoCoMo questions."""
     ranked, seconds = {}, 0.0
     for conv, items in queries.items():
-        requests = [{"qid": q["qid"], "query": q["question"], "now": q["query_now"], "k": k, "conversation_id": conv}
-                    for q in items]
-        found, spent = search_cli(vaults[conv]["vault"], requests, flags, mv, env,
-                                  workdir / "runs" / f"queries-{conv}.jsonl")
+        vault = opened.get(vaults[conv]["vault"], **(settings or {}))
+        found, spent = search_api(vault, requests_for(conv, items, k), options)
         ranked.update(found)
         seconds += spent
-        requests = [{"qid": q["qid"], "query": q["question"], "now": q["query_now"], "k": KEPT_AT,
-                     "conversation_id": conv} for q in absent.get(conv, [])]
-        if requests:
-            ranked.update(search_cli(vaults[conv]["vault"], requests, flags, mv, env,
-                                     workdir / "runs" / f"absent-{conv}.jsonl")[0])
+        if absent.get(conv):
+            ranked.update(search_api(vault, requests_for(conv, absent[conv], KEPT_AT), options)[0])
     return ranked, seconds
 
 
-def run_personal(vault: str, flags: list[str], workdir: Path, mv, env) -> dict:
+def run_personal(vault: str, options: dict, opened: Vaults, settings: dict | None = None) -> dict:
     requests = [{"qid": f"present{i}", "query": q, "k": PERSONAL_K} for i, (q, _) in enumerate(PERSONAL_PRESENT)]
     requests += [{"qid": f"absent{i}", "query": q, "k": PERSONAL_K} for i, q in enumerate(PERSONAL_ABSENT)]
-    ranked, _ = search_cli(vault, requests, flags, mv, env, workdir / "runs" / "personal.jsonl")
+    ranked, _ = search_api(opened.get(vault, **(settings or {})), requests, options)
     return personal_summary(ranked)
 
 
@@ -292,6 +286,7 @@ def personal_summary(ranked: dict[str, list[str]]) -> dict:
 def score(ranked: dict[str, list[str]], queries, data: Path, workdir: Path, tag: str) -> dict:
     """locomo_score.py over exactly these questions."""
     qs = [q for items in queries.values() for q in items]
+    (workdir / "runs").mkdir(parents=True, exist_ok=True)
     qfile = workdir / "runs" / f"questions-{tag}.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in qs), encoding="utf-8")
     run_path = workdir / "runs" / f"run-{tag}.jsonl"
@@ -351,60 +346,36 @@ def score_splits(ranked, queries, absent, data, workdir, tag) -> dict:
 
 
 # -- in-process experiments ------------------------------------------------------------------------
-def experiments(queries, absent, vaults, k: int, workdir: Path, log, only: list[str] | None = None):
-    """Variants the CLI does not expose, run through the same library call the CLI makes.
-
-    A variant may name a full-text column ("fts_column") or index options ("fts"): the
-    conversation's index is then copied and given that BM25 index, leaving the vault as it was.
-    """
-    import warnings
-
-    from memvault import retrieval
-    from memvault.index import FTS_COLUMN, FTS_OPTIONS, Index
-    from memvault.vault import Vault
-
+def experiments(queries, absent, vaults, opened: Vaults, k: int, log, only: list[str] | None = None):
+    """Variants the product has no option for (bench/locomo_variants.py): the same library call
+    as the configurations, with the variant's patches in place while it runs."""
     import locomo_variants
 
-    variants = {n: v for n, v in locomo_variants.VARIANTS.items() if not only or n in only}
-    runs: dict[str, dict[str, list[str]]] = {name: {} for name in variants}
-    timing = {name: 0.0 for name in variants}
+    from memvault.index import FTS_OPTIONS
+
+    chosen = {n: v for n, v in locomo_variants.ALL.items() if (n in only if only else n in locomo_variants.VARIANTS)}
+    runs: dict[str, dict[str, list[str]]] = {name: {} for name in chosen}
+    timing = {name: 0.0 for name in chosen}
     for conv, items in queries.items():
-        vault = Vault.open(Path(vaults[conv]["vault"]))
-        indexes = {}
-        for name, variant in variants.items():
-            column, fts = variant.get("fts_column", FTS_COLUMN), variant.get("fts")
-            key = json.dumps([column, fts], sort_keys=True) if fts or column != FTS_COLUMN else ""
-            if key not in indexes:
-                index = Index(vault)
-                if key:
-                    copy = workdir / "fts-variants" / hashlib.sha1(key.encode()).hexdigest()[:10] / conv
-                    shutil.rmtree(copy, ignore_errors=True)
-                    shutil.copytree(index.dir, copy)
-                    index.dir = copy
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", DeprecationWarning)
-                        index.table().create_fts_index(column, replace=True, **{**FTS_OPTIONS, **(fts or {})})
-                indexes[key] = index
-            variant["_index"] = indexes[key]
-        embedder = next(iter(indexes.values())).embedder  # one per process (models.get_embedder)
-        if not hasattr(embedder, "_bench_cached"):  # one embedding per question, whatever the variants
-            embedder.embed_query = functools.lru_cache(maxsize=None)(embedder.embed_query)
-            embedder._bench_cached = True
-        asked = [(q, k) for q in items] + [(q, KEPT_AT) for q in absent.get(conv, [])]
-        for q, top_k in asked:
-            now = datetime.fromisoformat(q["query_now"]).replace(tzinfo=timezone.utc)
-            for name, variant in variants.items():
-                query = retrieval.Query(text=q["question"], top_k=top_k, now=now, conversation=conv,
-                                        **variant["query"])
-                start = time.perf_counter()
-                outcome = retrieval.search(variant["_index"], query)
-                if q["category"]:
-                    timing[name] += time.perf_counter() - start
-                runs[name][q["qid"]] = [r.meta.get("memory_id") for r in outcome.results]
+        vault = opened.get(vaults[conv]["vault"])
+        if any(v.needs_text_fts for v in chosen.values()):  # BM25 on the bare text, beside the product's
+            import warnings
+
+            table = vault.vault.index.table()
+            if "text_idx" not in {getattr(i, "name", "") for i in table.list_indices()}:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+        for name, variant in chosen.items():
+            with locomo_variants.patched(variant):
+                found, spent = search_api(vault, requests_for(conv, items, k), variant.options)
+                runs[name].update(found)
+                timing[name] += spent
+                if absent.get(conv):
+                    runs[name].update(search_api(vault, requests_for(conv, absent[conv], KEPT_AT),
+                                                 variant.options)[0])
         log(f"experiments: {conv} done")
-    return {name: {"ranked": runs[name], "seconds": timing[name], "query": variants[name]["query"],
-                   "fts": variants[name].get("fts"), "fts_column": variants[name].get("fts_column")}
-            for name in variants}
+    return {name: {"ranked": runs[name], "seconds": timing[name], **chosen[name].described()} for name in chosen}
 
 
 def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: str) -> str:
@@ -427,13 +398,11 @@ def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: st
     return "\n".join(out)
 
 
-def reranker_available(mv, env, vault: str) -> tuple[bool, str]:
-    done = subprocess.run([*mv, "--vault", vault, "models", "--json"], env=env, capture_output=True, text=True)
-    try:
-        status = json.loads(done.stdout)["reranker_model"]
-        return bool(status["available"]), status.get("name", "")
-    except (ValueError, KeyError):
-        return False, ""
+def reranker_available(vault: str) -> tuple[bool, str]:
+    import memvault
+
+    status = memvault.open_vault(vault).models()["reranker_model"]
+    return bool(status["available"]), status.get("name", "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -476,18 +445,19 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    mv, env = memvault_exe(), child_env()
+    clean_environment()
     memories, queries = load(args.data, conversations, max_q, max_turns)
     absent = {} if args.no_absent or args.quick else absent_questions(memories)
     n_queries = sum(len(v) for v in queries.values())
     workdir.mkdir(parents=True, exist_ok=True)
-    vaults = build_vaults(memories, workdir, mv, env, args.reuse, args.reindex_full, log)
-    personal = None if args.no_absent or args.quick else build_personal(workdir, mv, env)
-    if args.quick:  # smoke: one process less
+    vaults = build_vaults(memories, workdir, args.reuse, args.reindex_full, log)
+    personal = None if args.no_absent or args.quick else build_personal(workdir)
+    opened = Vaults()
+    if args.quick:  # smoke: no model probe
         rerank_ok, rerank_name = False, ""
         note = "reranker not probed (--quick)"
     else:
-        rerank_ok, rerank_name = reranker_available(mv, env, next(iter(vaults.values()))["vault"])
+        rerank_ok, rerank_name = reranker_available(next(iter(vaults.values()))["vault"])
         note = (f"reranker {rerank_name} available: 'default' includes the rerank stage" if rerank_ok else
                 f"no trained cross-encoder on this machine ({rerank_name} not downloadable): 'default' runs "
                 "without the rerank stage")
@@ -502,15 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     rows, experiment_rows = [], []
     if not args.only_experiments:
         for name in configs:
-            desc, flags, extra = CONFIGS[name] + ({},) if name in CONFIGS else LLM_CONFIGS[name]
-            config_env = llm_env(env, extra) if extra else env
-            ranked, seconds = run_cli_config(name, flags, queries, absent, vaults, workdir, mv, config_env, args.k)
+            desc, options, settings = CONFIGS[name] + ({},) if name in CONFIGS else LLM_CONFIGS[name]
+            ranked, seconds = run_config(options, queries, absent, vaults, opened, args.k, settings)
             splits = score_splits(ranked, queries, absent, args.data, workdir, name)
             whole = splits.get("all") or next(iter(splits.values()))
-            entry = {"description": desc, "flags": flags, "seconds": seconds, "splits": splits,
+            entry = {"description": desc, "options": options, "settings": settings, "seconds": seconds, "splits": splits,
                      **{k: v for k, v in whole.items() if k != "summary"}, "summary": whole["summary"]}
             if personal:
-                entry["personal"] = run_personal(personal, flags, workdir, mv, config_env)
+                entry["personal"] = run_personal(personal, options, opened, settings)
             report["configs"][name] = entry
             for split, h in splits.items():
                 rows.append((name, split, h, seconds if split == "all" or len(splits) == 1 else 0.0))
@@ -520,11 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.experiments or args.only_experiments:
         sys.path.insert(0, str(HERE))
         only = args.variants.split(",") if args.variants else None
-        found = experiments(queries, absent, vaults, args.k, workdir, log, only)
+        found = experiments(queries, absent, vaults, opened, args.k, log, only)
         for name, item in found.items():
             splits = score_splits(item["ranked"], queries, absent, args.data, workdir, f"x-{name}")
-            report["experiments"][name] = {"seconds": item["seconds"], "query": item["query"], "fts": item["fts"],
-                                           "fts_column": item["fts_column"], "splits": splits}
+            report["experiments"][name] = {"seconds": item["seconds"], "options": item["options"],
+                                           "patches": item["patches"], "splits": splits}
             for split, h in splits.items():
                 experiment_rows.append((name, split, h, item["seconds"] if split == "all" or len(splits) == 1
                                         else 0.0))
@@ -542,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"(missed: {', '.join(p['missed']) or 'none'}); {len(PERSONAL_ABSENT)} absent topics: "
                       f"{p['absent_returned']:.2f} results each, none for {p['absent_none']:.2f}")
     if experiment_rows:
-        print("\nin-process variants (library calls, the code path of the CLI; bench/locomo_variants.py):")
+        print("\nvariants (bench/locomo_variants.py: the same library call with the product's functions swapped):")
         print(fmt_table(experiment_rows, n_queries, ""))
     print(f"\nwrote {out}")
     return 0

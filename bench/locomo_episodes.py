@@ -186,9 +186,9 @@ def main() -> int:
         for t in turns:
             sessions[(conv, t["session"])].append(t)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    mv, env = locomo.memvault_exe(), locomo.child_env()
+    locomo.clean_environment()
     locomo.vault_count = turn_count
-    vaults = locomo.build_vaults(memories, args.workdir, mv, env, reuse=True, full_reindex=False, log=log)
+    vaults = locomo.build_vaults(memories, args.workdir, reuse=True, full_reindex=False, log=log)
     records = narratives(args.narratives, sessions, args.workdir, args.data, log)
     runs = {v: {} for v in VARIANTS}
     seconds = collections.Counter()

@@ -34,13 +34,12 @@ haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't sho
 weren't won won't wouldn wouldn't""".split())
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None) -> dict[str, float]:
-    """Reciprocal Rank Fusion: sum over lists of weight / (k + rank), rank starting at 1."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal Rank Fusion: sum over lists of 1 / (k + rank), rank starting at 1."""
     fused: dict[str, float] = {}
-    for index, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[index]
+    for ranking in rankings:
         for rank, key in enumerate(ranking, 1):
-            fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
     return fused
 
 
@@ -100,12 +99,10 @@ def recency(age_days: float, half_scale_days: float = 30.0) -> float:
     return math.exp(-max(age_days, 0.0) / half_scale_days)
 
 
-def blend(relevance: float, recency_score: float, recency_weight: float, mode: str = "scale") -> float:
+def blend(relevance: float, recency_score: float, recency_weight: float) -> float:
     """score = relevance * (1 - w + w * recency): recency scales relevance down by at most w, so it
-    decides between memories of near-equal relevance but never lifts an irrelevant one.
-    mode "add" is the blend before issue 15, (1 - w) * relevance + w * recency (for the bench)."""
-    if mode == "add":
-        return (1.0 - recency_weight) * relevance + recency_weight * recency_score
+    decides between memories of near-equal relevance but never lifts an irrelevant one (the
+    additive blend before, (1 - w) * relevance + w * recency, did: bench/locomo_variants.py)."""
     return relevance * (1.0 - recency_weight + recency_weight * recency_score)
 
 

@@ -5,7 +5,6 @@ Every number is kept per result so that `search --explain` can show it.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +15,12 @@ from memvault.files import DEFAULT_CONVERSATION
 
 # Summaries are injected apart; episodes head the facts they taught (docs/design.md, "Episodes").
 CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant", "episode")
+# Candidates per retriever and scope: top_k times this. More (x5, x10) or a union of both lists
+# found no more evidence on LoCoMo (bench/README.md, "Retrieval quality").
+CANDIDATE_FACTOR = 3
+# The weight of the dense part in the fused score and in the absolute match (BM25 gets the rest):
+# 0.3 and 0.7 both lost to equal weights on LoCoMo.
+DENSE_WEIGHT = 0.5
 
 
 @dataclass
@@ -36,23 +41,9 @@ class Query:
     until: datetime | None = None
     now: datetime | None = None
     rerank: bool = True
-    candidate_factor: int = 3  # top_k * 3 candidates per scope
     use_dense: bool = True
     use_bm25: bool = True
-    min_candidates: int = 0  # candidate depth is at least this (small top_k still gets a real pool)
-    rrf_weights: tuple[float, float] = (1.0, 1.0)  # (dense, BM25) weights in the candidate RRF
-    fusion: str = "convex"  # relevance without a reranker: "convex" (dense + BM25 magnitudes) or "rrf"
-    dense_weight: float = 0.5  # convex fusion: weight of the dense part, BM25 gets the rest
-    pool: str = "rrf"  # "rrf": the fused top `depth` per scope; "union": every row either retriever returned
     relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
-    mmr_min_similarity: float = ranking.NEAR_DUPLICATE  # MMR pushes down only candidates this similar
-    # For bench/locomo.py's ablations: what BM25 searches ("index_text": a turn with its context,
-    # "text": the turn alone, given an FTS index on it), relevance without a reranker ("match":
-    # min-max fused x absolute match; "minmax": min-max fused alone) and the recency blend
-    # ("scale": relevance x (1 - w + w x recency); "add": (1 - w) x relevance + w x recency).
-    bm25_column: str = "index_text"
-    relevance: str = "match"
-    recency_blend: str = "scale"
 
 
     @classmethod
@@ -153,7 +144,10 @@ def _scopes(query: Query) -> list[str | None]:
 
 
 def candidates(table, query: Query, query_vector) -> dict[str, Result]:
-    """top_k * factor candidates per scope, dense and BM25 fused by RRF (k = 60)."""
+    """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
+    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py)."""
+    from memvault.index import FTS_COLUMN
+
     depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     for scope in _scopes(query):
@@ -165,18 +159,17 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=query.bm25_column),
+                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=FTS_COLUMN),
                                       where).limit(depth).to_list()
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
-        fused = ranking.rrf(rankings, weights=query.rrf_weights)
+        fused = ranking.rrf(rankings)
         for rank, row in enumerate(dense_rows, 1):
             _result(pool, row).scores.update(dense_rank=rank)
         for rank, row in enumerate(bm25_rows, 1):
             _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        keep = len(fused) if query.pool == "union" else depth
-        for key in sorted(fused, key=fused.get, reverse=True)[:keep]:
+        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
             pool[key].scores["rrf"] = fused[key]
         for key in [k for k in pool if "rrf" not in pool[k].scores]:
             del pool[key]  # seen by one retriever but past the fused depth
@@ -195,57 +188,32 @@ def _filtered(search, where: str):
 
 
 def candidate_depth(query: Query) -> int:
-    """Candidates per retriever and scope: top_k * candidate_factor, at least min_candidates."""
-    return max(query.top_k * query.candidate_factor, query.top_k, query.min_candidates)
+    """Candidates per retriever and scope."""
+    return query.top_k * CANDIDATE_FACTOR
 
 
-def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True, *,
-                method: str = "convex", dense_weight: float = 0.5) -> None:
-    """The fused retrieval score, the relevance when no reranker runs.
-
-    convex: dense_weight * min-max(dense cosine) + (1 - dense_weight) * min-max(BM25), where a
-    narrow range is not stretched (ranking.stretch: cosines closer than 0.2, BM25 scores within
-    half the best). RRF picks the candidates; for *relevance* the magnitudes matter (a clear winner
-    should stay clearly ahead), which rank-only RRF throws away. BM25 is 0 where a candidate was
-    not among the BM25 hits, and adds nothing when none was.
-    rrf: the candidates' RRF score itself.
+def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True) -> None:
+    """The fused retrieval score, what orders the candidates when no reranker runs:
+    DENSE_WEIGHT * min-max(dense cosine) + the rest * min-max(BM25), where a narrow range is not
+    stretched (ranking.stretch: cosines closer than 0.2, BM25 scores within half the best). RRF
+    picks the candidates; for the order the magnitudes matter (a clear winner should stay clearly
+    ahead), which rank-only RRF throws away (ordering by RRF: R@10 -.08 on LoCoMo; value/max or
+    z-score scaling instead of min-max: within .005; bench/locomo_variants.py keeps them). BM25 is
+    0 where a candidate was not among the BM25 hits, and adds nothing when none was.
     """
-    if method == "rrf":
-        for result in pool:
-            result.scores["fused"] = result.scores.get("rrf", 0.0)
-        return
-    if method == "convex":
-        dense_scale = functools.partial(ranking.stretch, at_least=ranking.DENSE_SPREAD)
+    def bm25_scale(values):
+        top = max(values, default=0.0)
+        return ranking.stretch(values, ranking.BM25_SPREAD * top) if top > 0 else [0.0] * len(values)
 
-        def bm25_scale(values):
-            top = max(values, default=0.0)
-            return ranking.stretch(values, ranking.BM25_SPREAD * top) if top > 0 else [0.0] * len(values)
-    else:
-        dense_scale = bm25_scale = {"convex-tm": _scale_from_zero, "convex-z": _z_scores}.get(method)
-        if dense_scale is None:
-            raise ValueError(f"unknown fusion {method!r} (convex, convex-tm, convex-z or rrf)")
     parts = []
     if use_dense:
-        parts.append((dense_weight if use_bm25 else 1.0, dense_scale([r.scores["dense"] for r in pool])))
+        dense = ranking.stretch([r.scores["dense"] for r in pool], ranking.DENSE_SPREAD)
+        parts.append((DENSE_WEIGHT if use_bm25 else 1.0, dense))
     if use_bm25:
-        parts.append((1.0 - dense_weight if use_dense else 1.0, bm25_scale([r.scores.get("bm25", 0.0) for r in pool])))
+        parts.append((1.0 - DENSE_WEIGHT if use_dense else 1.0, bm25_scale([r.scores.get("bm25", 0.0) for r in pool])))
     total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
         result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
-
-
-def _scale_from_zero(values: list[float]) -> list[float]:
-    """value / max, with 0 as the theoretical minimum of both cosine (in practice) and BM25."""
-    high = max(values, default=0.0)
-    return [max(v, 0.0) / high if high > 1e-12 else 0.5 for v in values]
-
-
-def _z_scores(values: list[float]) -> list[float]:
-    if not values:
-        return []
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-    return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
 
 
 def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
@@ -259,17 +227,27 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
 
 
 def match_scores(pool: list[Result], query: Query, rows: int) -> None:
-    """Each candidate's absolute match (0-1), comparable across searches: dense_weight times its
+    """Each candidate's absolute match (0-1), comparable across searches: DENSE_WEIGHT times its
     cosine on an absolute scale plus the rest times its BM25 on an absolute scale (ranking.py)."""
     terms = len(ranking.query_terms(query.text))
     for result in pool:
         dense = ranking.dense_match(result.scores["dense"])
         lexical = ranking.lexical_match(result.scores.get("bm25", 0.0), rows, terms)
         if query.use_dense and query.use_bm25:
-            match = query.dense_weight * dense + (1.0 - query.dense_weight) * lexical
+            match = DENSE_WEIGHT * dense + (1.0 - DENSE_WEIGHT) * lexical
         else:
             match = dense if query.use_dense else lexical
         result.scores["match"] = match
+
+
+def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
+    """Relevance without a reranker: the fused score within the search (what finds the evidence:
+    bench/README.md), times the absolute match, so that the best of a search that matches nothing
+    well scores low. Sets scores "fused" and "match"."""
+    fuse_scores(pool, query.use_dense, query.use_bm25)
+    match_scores(pool, query, rows)
+    within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
+    return [rel * r.scores["match"] for rel, r in zip(within, pool)]
 
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
@@ -291,16 +269,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        # Rank within the search by the fused score (what finds the evidence: bench/README.md), times
-        # the absolute match, so that the best of a search that matches nothing well scores low.
-        fuse_scores(pool, query.use_dense, query.use_bm25, method=query.fusion, dense_weight=query.dense_weight)
-        match_scores(pool, query, rows)
-        fused = [r.scores["fused"] for r in pool]
-        if query.relevance == "minmax":  # before issue 15
-            relevance = ranking.min_max(fused)
-        else:
-            within = ranking.stretch(fused, ranking.FUSED_SPREAD)
-            relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+        relevance = fused_relevance(pool, query, rows)
         keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
                 and (query.threshold is None or relevance[i] >= query.threshold)]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
@@ -308,7 +277,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
-        result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight, query.recency_blend)
+        result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight)
     if not pool:
         return [], reranked, before
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
@@ -317,7 +286,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     vectors = vectors / np.where(norms == 0, 1.0, norms)
     similarity = (vectors @ vectors.T).tolist()
     picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda,
-                        query.mmr_min_similarity)
+                        ranking.NEAR_DUPLICATE)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
