@@ -346,26 +346,39 @@ def score_splits(ranked, queries, absent, data, workdir, tag) -> dict:
 
 
 # -- in-process experiments ------------------------------------------------------------------------
-def experiments(queries, absent, vaults, opened: Vaults, k: int, log, only: list[str] | None = None):
+def text_fts(vault) -> None:
+    """BM25 on the bare text, beside the product's (variants without turn context read it)."""
+    import warnings
+
+    from memvault.index import FTS_OPTIONS
+
+    table = vault.vault.index.table()
+    if "text_idx" not in {getattr(i, "name", "") for i in table.list_indices()}:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+
+
+def experiments(queries, absent, vaults, opened: Vaults, k: int, log, only: list[str] | None = None,
+                personal: str | None = None):
     """Variants the product has no option for (bench/locomo_variants.py): the same library call
     as the configurations, with the variant's patches in place while it runs."""
     import locomo_variants
 
-    from memvault.index import FTS_OPTIONS
-
     chosen = {n: v for n, v in locomo_variants.ALL.items() if (n in only if only else n in locomo_variants.VARIANTS)}
     runs: dict[str, dict[str, list[str]]] = {name: {} for name in chosen}
     timing = {name: 0.0 for name in chosen}
+    mine = {}
+    if personal:  # the small personal vault's answered and absent questions, per variant
+        if any(v.needs_text_fts for v in chosen.values()):
+            text_fts(opened.get(personal))
+        for name, variant in chosen.items():
+            with locomo_variants.patched(variant):
+                mine[name] = run_personal(personal, variant.options, opened)
     for conv, items in queries.items():
         vault = opened.get(vaults[conv]["vault"])
-        if any(v.needs_text_fts for v in chosen.values()):  # BM25 on the bare text, beside the product's
-            import warnings
-
-            table = vault.vault.index.table()
-            if "text_idx" not in {getattr(i, "name", "") for i in table.list_indices()}:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+        if any(v.needs_text_fts for v in chosen.values()):
+            text_fts(vault)
         for name, variant in chosen.items():
             with locomo_variants.patched(variant):
                 found, spent = search_api(vault, requests_for(conv, items, k), variant.options)
@@ -375,7 +388,8 @@ def experiments(queries, absent, vaults, opened: Vaults, k: int, log, only: list
                     runs[name].update(search_api(vault, requests_for(conv, absent[conv], KEPT_AT),
                                                  variant.options)[0])
         log(f"experiments: {conv} done")
-    return {name: {"ranked": runs[name], "seconds": timing[name], **chosen[name].described()} for name in chosen}
+    return {name: {"ranked": runs[name], "seconds": timing[name], "personal": mine.get(name),
+                   **chosen[name].described()} for name in chosen}
 
 
 def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: str) -> str:
@@ -489,11 +503,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.experiments or args.only_experiments:
         sys.path.insert(0, str(HERE))
         only = args.variants.split(",") if args.variants else None
-        found = experiments(queries, absent, vaults, opened, args.k, log, only)
+        found = experiments(queries, absent, vaults, opened, args.k, log, only, personal)
         for name, item in found.items():
             splits = score_splits(item["ranked"], queries, absent, args.data, workdir, f"x-{name}")
             report["experiments"][name] = {"seconds": item["seconds"], "options": item["options"],
-                                           "patches": item["patches"], "splits": splits}
+                                           "patches": item["patches"], "splits": splits, "personal": item["personal"]}
             for split, h in splits.items():
                 experiment_rows.append((name, split, h, item["seconds"] if split == "all" or len(splits) == 1
                                         else 0.0))
@@ -504,15 +518,15 @@ def main(argv: list[str] | None = None) -> int:
           f"tuning = {', '.join(TUNING)}; untouched = {', '.join(UNTOUCHED)}")
     if rows:
         print(fmt_table(rows, n_queries, note))
-        for name, entry in report["configs"].items():
-            if entry.get("personal"):
-                p = entry["personal"]
-                print(f"personal vault, {name}: answered {p['answered']:.2f} of {len(PERSONAL_PRESENT)} questions "
-                      f"(missed: {', '.join(p['missed']) or 'none'}); {len(PERSONAL_ABSENT)} absent topics: "
-                      f"{p['absent_returned']:.2f} results each, none for {p['absent_none']:.2f}")
     if experiment_rows:
         print("\nvariants (bench/locomo_variants.py: the same library call with the product's functions swapped):")
         print(fmt_table(experiment_rows, n_queries, ""))
+    for name, entry in [*report["configs"].items(), *report["experiments"].items()]:
+        if entry.get("personal"):
+            p = entry["personal"]
+            print(f"personal vault, {name}: answered {p['answered']:.2f} of {len(PERSONAL_PRESENT)} questions "
+                  f"(missed: {', '.join(p['missed']) or 'none'}); {len(PERSONAL_ABSENT)} absent topics: "
+                  f"{p['absent_returned']:.2f} results each, none for {p['absent_none']:.2f}")
     print(f"\nwrote {out}")
     return 0
 
