@@ -2,7 +2,8 @@
 by default; docs/design.md, "The read path"). One call per search: the model reads the question
 and the first DEPTH results and names the memories that help answer it, most helpful first;
 those go first, the others keep their order after them (a small model's "none helps" is not
-trusted to hide a memory). Cost and effect measured in bench/README.md ("Retrieval quality").
+trusted to hide a memory). Its cost and effect: `bench/locomo.py --configs llm-rerank` (bench/README.md,
+"Retrieval quality, issue 15").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the turns before it. So BM25 reads a turn together with up to CONTEXT_TURNS turn
 the same exchange (turns of its conversation with no silence longer than CONTEXT_GAP between
 them) and its date in words ("8 May 2023", so "what did we talk about in May 2023" finds it).
 The vector is of the turn alone, and a search shows and returns the turn alone. Facts, notes
-and decisions are read as they are. Measured on LoCoMo (bench/README.md, "Retrieval quality"):
+and decisions are read as they are. Measured on LoCoMo (bench/README.md, "Retrieval quality, issue 15"):
 the context in BM25 is worth R@10 +.10; in the embedding it costs recall (and embedding time).
 
 Turns are ordered by their file names (`<ts>__<id>.md`, UTC creation time), so the neighbours
