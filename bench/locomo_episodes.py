@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """LoCoMo retrieval with episodes (issue 16): each LoCoMo session an episode.
 
-The vaults are bench/locomo.py's (one per conversation, a memory per turn, `memory_id` in the
-front matter); each session of a conversation becomes one episode file (role `episode`, turn_ids =
+The vaults are bench/locomo.py's (one per conversation, a chat turn per LoCoMo turn, `memory_id`
+in the front matter); each session of a conversation becomes one episode file (role `episode`, turn_ids =
 the session's memories, a title and narrative) and is indexed like any entry. Then every question
 is searched in-process through `Memvault.search` (the library call the CLI makes, k = 25, the clock
 at the question's query_now), and the ranked turns scored with locomo_score.py, in these variants:
 
-  turns only           episodes left out of the candidates (`kinds=["fact"]`): the baseline
+  turns only           episodes left out of the candidates (`kinds=["turn"]`): the baseline
   episodes in index    episodes compete for the same k slots; an episode is not a turn, so it
                        scores nothing itself (what an episode costs the turns)
   + bring along        each episode in the results stands for its BRING best turns (cosine with
@@ -104,7 +104,7 @@ def write_episodes(vault_path: Path, conv: str, sessions, records, log) -> None:
     from memvault.vault import Vault
 
     vault = Vault.open(vault_path)
-    by_memory_id = {m.extra.get("memory_id"): m for m in vault.iter_memories(roles=("memory",))}
+    by_memory_id = {m.extra.get("memory_id"): m for m in vault.iter_memories(roles=("user", "assistant"))}
     old = list(vault.iter_memories(roles=("episode",)))
     with vault.change("bench") as change:
         for episode in old:
@@ -117,8 +117,8 @@ def write_episodes(vault_path: Path, conv: str, sessions, records, log) -> None:
             extra = {"title": title or f"session {number}", "started_at": files.format_time(members[0].created_at),
                      "ended_at": files.format_time(members[-1].created_at), "turn_ids": [m.id for m in members],
                      "boundary": "time-gap", "origin": "episode", "session": number}
-            change.add(files.new_memory(narrative or title or f"session {number}", "episode", created_at=members[-1].created_at,
-                                        extra=extra))
+            change.add(files.new_memory(narrative or title or f"session {number}", "episode", conv,
+                                        created_at=members[-1].created_at, extra=extra))
     log(f"{conv}: {len(old)} old episodes out, {sum(1 for c, _ in sessions if c == conv)} written")
 
 
@@ -180,16 +180,17 @@ def main() -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    conversations = args.conversations.split(",") if args.conversations else None
+    named = {"tuning": list(locomo.TUNING), "untouched": list(locomo.UNTOUCHED)}
+    conversations = (named.get(args.conversations) or args.conversations.split(",")) if args.conversations else None
     memories, queries = locomo.load(args.data, conversations, args.max_questions)
     sessions: dict[tuple[str, int], list[dict]] = collections.defaultdict(list)
     for conv, turns in memories.items():
         for t in turns:
             sessions[(conv, t["session"])].append(t)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    mv, env = locomo.memvault_exe(), locomo.child_env()
+    locomo.clean_environment()
     locomo.vault_count = turn_count
-    vaults = locomo.build_vaults(memories, args.workdir, mv, env, reuse=True, full_reindex=False, log=log)
+    vaults = locomo.build_vaults(memories, args.workdir, reuse=True, full_reindex=False, log=log)
     records = narratives(args.narratives, sessions, args.workdir, args.data, log)
     runs = {v: {} for v in VARIANTS}
     seconds = collections.Counter()
@@ -200,16 +201,16 @@ def main() -> int:
         index = vault.vault.index
         vault.warm()
         turn_rows = {}
-        for row in index.rows(["id", "meta", "vector"], ("memory",)):
+        for row in index.rows(["id", "meta", "vector"], ("user", "assistant")):
             vector = np.asarray(row["vector"], dtype=np.float32)
             turn_rows[row["id"]] = (json.loads(row["meta"])["memory_id"], vector / (np.linalg.norm(vector) or 1.0))
         for q in items:
             start = time.perf_counter()
-            base = vault.search(q["question"], top_k=K, now=q["query_now"], kinds=["fact"])
+            base = vault.search(q["question"], top_k=K, now=q["query_now"], kinds=["turn"], conversation=conv)
             seconds["turns only"] += time.perf_counter() - start
             runs["turns only"][q["qid"]] = [r.meta.get("memory_id") for r in base.results]
             start = time.perf_counter()
-            found = vault.search(q["question"], top_k=K, now=q["query_now"])
+            found = vault.search(q["question"], top_k=K, now=q["query_now"], conversation=conv)
             seconds["episodes in index"] += time.perf_counter() - start
             for result in found.results:  # the episode's turns, for bring-along and grouping
                 if result.episode is not None:
@@ -225,15 +226,11 @@ def main() -> int:
                        "topic_threshold": episodes.TOPIC_THRESHOLD}, "variants": {}}
     rows = []
     for variant in VARIANTS:
-        run_path = args.workdir / "runs" / f"episodes-{variant.replace(' ', '-').replace('+', 'plus')}.jsonl"
-        run_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(run_path, "w", encoding="utf-8") as f:
-            for qid, ids in runs[variant].items():
-                f.write(json.dumps({"qid": qid, "ranked": (ids + [f"pad:D0:{i}" for i in range(K)])[:max(K, len(ids))]}) + "\n")
-        summary = locomo.score(run_path, queries, args.data, args.workdir)
-        head = locomo.headline(summary)
-        report["variants"][variant] = {"summary": summary, **head}
-        rows.append((variant, "", head, seconds.get(variant, 0.0)))
+        tag = "episodes-" + variant.replace(" ", "-").replace("+", "plus")
+        splits = locomo.score_splits(runs[variant], queries, {}, args.data, args.workdir, tag)
+        report["variants"][variant] = {"splits": splits}
+        for split, head in splits.items():
+            rows.append((variant, split, head, seconds.get(variant, 0.0) if split == "all" or len(splits) == 1 else 0.0))
     out = args.out or HERE / "out" / f"locomo-episodes-{args.narratives}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -1,47 +1,179 @@
-"""The in-process variants of `bench/locomo.py --experiments`.
+"""The in-process variants of `bench/locomo.py --experiments`: issue 15's ablations, and the
+experiments that lost before it (issues 5 and 12: they live here, not as options of the product).
 
-name -> {"query": retrieval.Query fields, "fts": full-text index options (optional)}. All of
-them: no rerank (none is available here) and, unless the name says otherwise, no recency and
-no MMR, so that they compare how candidates are found and how the fused score becomes relevance.
+A variant is search options for `Memvault.search_many` plus patches: product functions or
+constants swapped for the variant's own while it runs (`patched`). So every variant goes through
+the library call the CLI makes, on the same vaults, and the product keeps no switch for an
+experiment. No rerank in any (none is available here). BEFORE is the read path as it was before
+issue 15 (main at 1cf0e50, arithmetic reproduced below); NOW the defaults after it. Each direction
+is measured alone (added to BEFORE) and taken out of NOW. LOST are run only when named
+(`--variants`).
 """
 
-PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0}
-DEFAULTS = {"rerank": False}  # the product's recency and MMR
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from memvault import index, ranking, retrieval
+from memvault.config import Settings
+
+_S = Settings()
 
 
-def v(fts=None, **query):
-    return {"query": {**PURE, **query}, **({"fts": fts} if fts else {})}
+# -- the arithmetic of the variants ----------------------------------------------------------
+def _fuse(pool, use_dense, use_bm25, scale, weight=0.5):
+    parts = []
+    if use_dense:
+        parts.append((weight if use_bm25 else 1.0, scale([r.scores["dense"] for r in pool])))
+    if use_bm25:
+        parts.append((1.0 - weight if use_dense else 1.0, scale([r.scores.get("bm25", 0.0) for r in pool])))
+    total = sum(w for w, _ in parts) or 1.0
+    for i, result in enumerate(pool):
+        result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
+
+
+def minmax_fuse(pool, use_dense=True, use_bm25=True):
+    """The fusion before issue 15: plain min-max of each retriever, a narrow range stretched to 0-1."""
+    _fuse(pool, use_dense, use_bm25, ranking.min_max)
+
+
+def rrf_fuse(pool, use_dense=True, use_bm25=True):
+    """Ordered by the candidates' RRF score (issue 5: lost, R@10 -.08)."""
+    for result in pool:
+        result.scores["fused"] = result.scores.get("rrf", 0.0)
+
+
+def _from_zero(values):
+    high = max(values, default=0.0)
+    return [max(v, 0.0) / high if high > 1e-12 else 0.5 for v in values]
+
+
+def _z(values):
+    if not values:
+        return []
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
+
+
+def from_zero_fuse(pool, use_dense=True, use_bm25=True):
+    """value / max per retriever, 0 the theoretical minimum (issue 5's convex-tm: a tie)."""
+    _fuse(pool, use_dense, use_bm25, _from_zero)
+
+
+def z_fuse(pool, use_dense=True, use_bm25=True):
+    """z-scores per retriever (issue 5's convex-z: a tie)."""
+    _fuse(pool, use_dense, use_bm25, _z)
+
+
+def minmax_relevance(pool, query, rows):
+    """Relevance before issue 15: min-max of the fused score, whatever it is in absolute terms
+    (the best candidate of any search scores 1.0). The match is still computed, for the floor."""
+    retrieval.fuse_scores(pool, query.use_dense, query.use_bm25)
+    retrieval.match_scores(pool, query, rows)
+    return ranking.min_max([r.scores["fused"] for r in pool])
+
+
+def additive_blend(relevance, recency_score, recency_weight):
+    """The recency blend before issue 15: (1 - w) * relevance + w * recency."""
+    return (1.0 - recency_weight) * relevance + recency_weight * recency_score
+
+
+def weighted_rrf(dense, bm25):
+    def rrf(rankings, k=ranking.RRF_K):
+        fused = {}
+        for weight, ranked in zip((dense, bm25), rankings):
+            for rank, key in enumerate(ranked, 1):
+                fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+        return fused
+    return rrf
+
+
+# -- variants -----------------------------------------------------------------------------------
+@dataclass
+class Variant:
+    options: dict  # Memvault.search_many options
+    patches: dict = field(default_factory=dict)  # "module.attribute" -> the variant's value
+    needs_text_fts: bool = False  # BM25 on the bare text: the vault's table gets an FTS index on it
+
+    def described(self) -> dict:
+        return {"options": self.options, "patches": {k: getattr(v, "__name__", v) for k, v in self.patches.items()}}
+
+
+MODULES = {"index": index, "retrieval": retrieval, "ranking": ranking}
+
+
+@contextlib.contextmanager
+def patched(variant: Variant):
+    saved = []
+    try:
+        for target, value in variant.patches.items():
+            module, attribute = target.split(".")
+            saved.append((MODULES[module], attribute, getattr(MODULES[module], attribute)))
+            setattr(MODULES[module], attribute, value)
+        yield
+    finally:
+        for module, attribute, value in reversed(saved):
+            setattr(module, attribute, value)
+
+
+# What each direction of issue 15 changes, as the patches that undo it.
+UNDO = {
+    "turn context": {"index.FTS_COLUMN": "text"},
+    "relevance x match": {"retrieval.fuse_scores": minmax_fuse, "retrieval.fused_relevance": minmax_relevance},
+    "recency as a factor": {"ranking.blend": additive_blend},
+    "MMR on near-duplicates only": {"ranking.NEAR_DUPLICATE": 0.0},
+}
+BEFORE_OPTIONS = {"rerank": False, "recency_weight": 0.2, "mmr_lambda": 0.7, "relevance_floor": 0.0}
+NOW_OPTIONS = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
+               "relevance_floor": _S.relevance_floor}
+PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
+
+
+def variant(options: dict, undone: list[str], **patches) -> Variant:
+    merged = {k: v for name in undone for k, v in UNDO[name].items()}
+    merged.update({k.replace("__", "."): v for k, v in patches.items()})
+    return Variant(options, merged, merged.get("index.FTS_COLUMN") == "text")
+
+
+def before(added: str | None = None, **options) -> Variant:
+    return variant({**BEFORE_OPTIONS, **options}, [d for d in UNDO if d != added])
+
+
+def now(removed: str | None = None, **options) -> Variant:
+    return variant({**NOW_OPTIONS, **options}, [removed] if removed else [])
 
 
 VARIANTS = {
-    # retrievers alone, and the fusion of the two
-    "dense": v(use_bm25=False),
-    "bm25": v(use_dense=False),
-    "hybrid-convex": v(fusion="convex"),
-    "hybrid-rrf": v(fusion="rrf"),
-    # how dense and BM25 are scaled before the convex combination
-    "convex-tm": v(fusion="convex-tm"),
-    "convex-z": v(fusion="convex-z"),
-    # convex weights
-    "convex-dense0.3": v(fusion="convex", dense_weight=0.3),
-    "convex-dense0.7": v(fusion="convex", dense_weight=0.7),
-    # candidate depth (top_k * factor per retriever), and the union of both lists
-    "convex-depth5": v(fusion="convex", candidate_factor=5),
-    "convex-depth10": v(fusion="convex", candidate_factor=10),
-    "convex-union": v(fusion="convex", pool="union"),
-    "rrf-depth5": v(fusion="rrf", candidate_factor=5),
-    # RRF weighting of the candidate lists (dense, BM25)
-    "rrf-bm25x1.5": v(fusion="rrf", rrf_weights=(1.0, 1.5)),
-    "rrf-densex1.5": v(fusion="rrf", rrf_weights=(1.5, 1.0)),
-    # the full-text index's tokenizer and stemming
-    "bm25-nostem": v(use_dense=False, fts={"stem": False}),
-    "bm25-stopwords-kept": v(use_dense=False, fts={"remove_stop_words": False}),
-    "bm25-nostem-stopwords-kept": v(use_dense=False, fts={"stem": False, "remove_stop_words": False}),
-    "convex-nostem": v(fusion="convex", fts={"stem": False}),
-    # a floor under the candidate depth, for small top_k (run these with -k 5)
-    "convex-min50": v(fusion="convex", min_candidates=50),
-    "convex-min50+recency+mmr": {"query": {**DEFAULTS, "fusion": "convex", "min_candidates": 50}},
-    # the product's recency and MMR on top
-    "convex+recency+mmr": {"query": {**DEFAULTS, "fusion": "convex"}},
-    "rrf+recency+mmr": {"query": {**DEFAULTS, "fusion": "rrf"}},
+    "before": before(),
+    "before, retrieval only": before(**PURE),
+    # each direction alone, on the read path as it was
+    "before + turn context": before("turn context"),
+    "before + relevance x match": before("relevance x match"),
+    "before + recency as a factor": before("recency as a factor"),
+    "before + MMR on near-duplicates only": before("MMR on near-duplicates only"),
+    "before + relevance floor": before(relevance_floor=_S.relevance_floor),
+    # all of them: the new defaults, and each taken out again
+    "now": now(),
+    "now, retrieval only": now(**PURE),
+    "now - turn context": now("turn context"),
+    "now - relevance x match": now("relevance x match"),
+    "now - recency as a factor (additive 0.2)": now("recency as a factor"),
+    "now - MMR on near-duplicates only": now("MMR on near-duplicates only"),
+    "now - relevance floor": now(relevance_floor=0.0),
+    "now, no recency": now(recency_weight=0.0),
+    "now, no MMR": now(mmr_lambda=1.0),
 }
+
+# Issue 5's experiments, on today's read path without recency, MMR or floor (as measured then).
+LOST = {
+    "lost: ordered by RRF score": variant({"rerank": False, **PURE}, [], retrieval__fuse_scores=rrf_fuse),
+    "lost: value/max scaling": variant({"rerank": False, **PURE}, [], retrieval__fuse_scores=from_zero_fuse),
+    "lost: z-score scaling": variant({"rerank": False, **PURE}, [], retrieval__fuse_scores=z_fuse),
+    "lost: dense weight 0.3": variant({"rerank": False, **PURE}, [], retrieval__DENSE_WEIGHT=0.3),
+    "lost: dense weight 0.7": variant({"rerank": False, **PURE}, [], retrieval__DENSE_WEIGHT=0.7),
+    "lost: depth top_k x 5": variant({"rerank": False, **PURE}, [], retrieval__CANDIDATE_FACTOR=5),
+    "lost: RRF weights BM25 1.5": variant({"rerank": False, **PURE}, [], ranking__rrf=weighted_rrf(1.0, 1.5)),
+}
+ALL = {**VARIANTS, **LOST}

@@ -20,6 +20,7 @@ read without walking every file before each one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -162,6 +163,7 @@ class Memvault:
         self._vault = vault
         self._watcher = _FolderWatch(vault) if watch else None
         self._read_lock = threading.Lock()  # one index sync at a time in this process
+        self._llm_rerank_failed = False  # said once
 
     # -- the vault -------------------------------------------------------------------------
     @property
@@ -509,14 +511,16 @@ class Memvault:
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
                since: datetime | str | None = None, until: datetime | str | None = None,
                now: datetime | str | None = None, rerank: bool = True, recency_weight: float | None = None,
-               mmr_lambda: float | None = None, threshold: float | None = None, retriever: str = "hybrid"):
+               mmr_lambda: float | None = None, threshold: float | None = None, retriever: str = "hybrid",
+               relevance_floor: float | None = None):
         """The whole read path: dense + BM25 candidates from the conversation and `global` (or every
-        conversation), cross-encoder rerank where one is available, recency, MMR diversity.
+        conversation), cross-encoder rerank where one is available, recency, MMR diversity; without
+        a reranker, memories that match the query too little (relevance_floor) are left out.
         Options left None come from the settings. Returns a retrieval.SearchOutcome."""
         query_obj = self._query(query, top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                                 kinds=kinds, tags=tags, since=since, until=until, now=now, rerank=rerank,
                                 recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                                retriever=retriever)
+                                retriever=retriever, relevance_floor=relevance_floor)
         return self._run_search(query_obj)
 
     def search_many(self, requests: Iterable[str | Mapping[str, Any]], *, origin: str = "queries",
@@ -850,7 +854,18 @@ class Memvault:
         notes: list[str] = []
         reranker = load_reranker(self.settings, warn=notes.append) if query.rerank else None
         loaded = time.perf_counter()
-        outcome = search(index, query, reranker, notes[0] if notes else None)
+        by_llm = self.settings.llm_rerank and query.rerank and reranker is None
+        if by_llm:  # the LLM reads more than top_k results, then top_k are kept
+            from memvault.llm_rerank import DEPTH
+
+            wide = dataclasses.replace(query, top_k=max(query.top_k, DEPTH))
+            outcome = search(index, wide, None, notes[0] if notes else None)
+            asked = time.perf_counter()
+            outcome.results = self._llm_rerank(query.text, outcome.results)[:query.top_k]
+            outcome.llm_reranked = bool(outcome.results)
+            outcome.timings["llm_rerank"] = time.perf_counter() - asked
+        else:
+            outcome = search(index, query, reranker, notes[0] if notes else None)
         if outcome.results:
             from memvault.episodes import annotate
 
@@ -862,6 +877,22 @@ class Memvault:
             self._say(f"memvault: {notes[0]}")
             outcome.note_shown = True
         return outcome
+
+    def _llm_rerank(self, question: str, results: list) -> list:
+        """The results in the LLM's order (setting llm_rerank); in their own order, said once on
+        stderr, when the LLM cannot be reached."""
+        from memvault.llm import LLMConfig, LLMError
+        from memvault.llm_rerank import rerank
+
+        if not results:
+            return results
+        try:
+            return rerank(LLMConfig.from_settings(self.settings), question, results)
+        except LLMError as exc:
+            if not self._llm_rerank_failed:
+                self._say(f"memvault: llm_rerank: {exc}; results in their own order")
+                self._llm_rerank_failed = True
+            return results
 
     def _fresh_index(self):
         """The index, in step with the files before a read (docs/design.md, "Reading while others

@@ -666,7 +666,11 @@ def search(
     mmr_lambda: Optional[float] = typer.Option(None, "--mmr-lambda", min=0.0, max=1.0,
                                                help="MMR trade-off; 1.0 = no diversity (mmr_lambda)."),
     threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
-                                              help="Drop results whose reranker probability is below this."),
+                                              help="Drop results whose relevance is below this (with a reranker: "
+                                                   "its probability)."),
+    relevance_floor: Optional[float] = typer.Option(None, "--relevance-floor", min=0.0, max=1.0,
+                                                    help="Without a reranker: leave out memories whose match is "
+                                                         "below this; 0 keeps all (relevance_floor)."),
     retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
@@ -685,7 +689,7 @@ def search(
     options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                    kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now,
                    rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                   retriever=retriever.value)
+                   retriever=retriever.value, relevance_floor=relevance_floor)
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
         origin = "stdin" if queries == "-" else queries
@@ -707,6 +711,9 @@ def search(
     else:
         for r in outcome.results:
             typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}")
+    if not (json_output or state.json or output_format != OutputFormat.text):
+        for note in outcome.notes():
+            info(ctx, f"memvault: {note}")
 
 
 def _print_explain(outcome) -> None:
@@ -714,7 +721,7 @@ def _print_explain(outcome) -> None:
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "logit", "relevance", "recency", "score", "text"]
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -724,13 +731,15 @@ def _print_explain(outcome) -> None:
     for r in outcome.results:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
-                      number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("logit")), number(s.get("relevance")),
+                      number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
+                      number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
-                                                     "relevance = min-max of fused (dense + BM25)"
+        f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
+    console.print("score = relevance x (1 - recency_weight + recency_weight x recency)")
 
 
 @app.command()

@@ -35,6 +35,8 @@ class Settings:
     mmr_lambda: float = 0.7
     recency_weight: float = 0.2
     score_threshold: float | None = None
+    relevance_floor: float = 0.15
+    llm_rerank: bool = False
     enable_summarization: bool = True
     enable_git_versioning: bool = True
     soft_decay_minutes: float = 10.0
@@ -61,6 +63,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "mmr_lambda": (0.0, 1.0),
     "recency_weight": (0.0, 1.0),
     "score_threshold": (0.0, 1.0),
+    "relevance_floor": (0.0, 1.0),
     "soft_decay_minutes": (0.0, None),
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),

@@ -33,8 +33,8 @@ EMBED_BATCH = 256
 # (vault.INDEX_BATCH), so that 100,000 memories make 13 fragments, under COMPACT_FRAGMENTS: no
 # compaction after them (at 100,000 rows it held 200 MB more at the end of the add).
 ADD_ROWS = 32 * EMBED_BATCH
-# More rows than this outside the BM25 index (searched by a scan meanwhile) and the upkeep takes
-# them in (optimize).
+# More rows than this, or 1% of the rows, outside the BM25 index (searched by a scan meanwhile) and
+# the upkeep takes them in (optimize); see _bm25_behind.
 FTS_UNINDEXED_MAX = 1000
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
@@ -46,7 +46,8 @@ RACY_NS = 1_000_000_000  # see _stat_fields
 # Bitmap indexes on the filter columns, from this many rows on (Index.ensure_filter_indexes).
 FILTER_INDEX_ROWS = 5000
 FILTER_INDEX_COLUMNS = ("role", "conversation_id")
-# The BM25 index on text: words lower-cased, accents folded, English stop words dropped, stemmed.
+# The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
+FTS_COLUMN = "index_text"
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
@@ -345,6 +346,7 @@ class Index:
             ("created_at", pa.string()),
             ("tags", pa.string()),  # "|a|b|" so a tag filter is one LIKE
             ("text", pa.string()),
+            ("index_text", pa.string()),  # what BM25 reads: the text, a turn with its context
             ("sha256", pa.string()),
             ("meta", pa.string()),  # the other front-matter keys as JSON
             ("vector", pa.list_(pa.float32(), self.embedder.dim)),
@@ -356,14 +358,14 @@ class Index:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def ensure_fts(self, table) -> None:
-        """A BM25 index on text; rows added later are still searched (unindexed rows are scanned)."""
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
-        if "text_idx" not in indices and table.count_rows() > 0:
+        if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
             import warnings
 
             with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
                 warnings.simplefilter("ignore", DeprecationWarning)
-                table.create_fts_index("text", replace=True, **FTS_OPTIONS)
+                table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
 
     def ensure_filter_indexes(self, table) -> None:
         """Bitmap indexes on the columns every search filters by (role, conversation_id), once the
@@ -499,8 +501,8 @@ class Index:
         digest.update(raw)
         return digest.hexdigest()
 
-    def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True) -> None:
-        stale = report.removed + report.changed
+    def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True, contexts=None) -> None:
+        stale = report.removed + report.changed + (contexts.refreshed if contexts is not None else [])
         table = self.table(create=bool(to_index))
         if table is not None and stale:
             for chunk in _chunks(stale, 500):
@@ -516,7 +518,7 @@ class Index:
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
             vectors = self.embedder.embed([item[1].text for item in batch])
-            waiting.append(self._arrow_rows(batch, vectors))
+            waiting.append(self._arrow_rows(batch, vectors, contexts))
             done += len(batch)
             if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
                 import pyarrow as pa
@@ -533,22 +535,23 @@ class Index:
         """The table's upkeep after writes: the BM25 and filter indexes made if there are none
         (over every row), and `optimize` (compaction into one fragment, the new rows into the
         indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
-        more than FTS_UNINDEXED_MAX rows are outside the BM25 index. A bulk add calls it once at
+        the BM25 index is behind (_bm25_behind). A bulk add calls it once at
         its end, not after each of its batches."""
         table = self.table()
         if table is not None and self._touched:
             self.ensure_fts(table)
             self.ensure_filter_indexes(table)
-            if _fragments(table) >= COMPACT_FRAGMENTS or _unindexed(table) > FTS_UNINDEXED_MAX:
+            if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 table.optimize()
         self._touched = False
 
-    def _arrow_rows(self, batch, vectors):
+    def _arrow_rows(self, batch, vectors, contexts=None):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
         import numpy as np
         import pyarrow as pa
 
-        rows = [_row(rel, memory, digest, None) for rel, memory, digest, *_ in batch]
+        rows = [_row(rel, memory, digest, None, contexts.index_text(rel, memory) if contexts else memory.text)
+                for rel, memory, digest, *_ in batch]
         schema = self._schema()
         columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
@@ -599,12 +602,36 @@ class _Sync:
         to_index = self.claim_ids(self.look())
         if not self.how.write:
             return self.report
-        self.index._apply(self.report, to_index, self.progress, self.how.upkeep)
+        contexts = self.turn_contexts(to_index)
+        self.index._apply(self.report, to_index, self.progress, self.how.upkeep, contexts)
         for rel, memory, digest, stat, oid in to_index:
             self.put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
                              "live": 1}
         self.record()
         return self.report
+
+    def turn_contexts(self, to_index):
+        """What BM25 reads for the memories to index (turn_context.py); the indexed turns whose
+        context changed with them (up to two turns after a turn added, changed or removed) are
+        appended to to_index, to be indexed again."""
+        from memvault.turn_context import TurnContexts
+
+        contexts = TurnContexts(self.index.root, {rel: memory for rel, memory, *_ in to_index})
+        followers = contexts.after([rel for rel, *_ in to_index] + self.report.removed)
+        indexed = self.index.state.entries(followers) if followers and self.header is not None else {}
+        for rel in sorted(followers):
+            entry = indexed.get(rel)
+            if entry is None or not entry["live"]:  # no row (yet): a sync of every file reads it anyway
+                continue
+            try:
+                memory, digest, stat, oid = self.index._read(Path(self.index.root / rel), None, False, False,
+                                                             SyncReport())
+            except MemoryFileError:
+                continue
+            to_index.append((rel, memory, digest, stat, oid))
+            contexts.pending[rel] = memory
+            contexts.refreshed.append(rel)
+        return contexts
 
     def start(self) -> None:
         """The record's header; git asked what changed (its processes run meanwhile); the model."""
@@ -641,6 +668,9 @@ class _Sync:
             table = index.table() if how.write or index.dir.is_dir() else None
             if table is None and self.live:
                 report.rebuilt = f"index table in {index.dir} is missing; rebuilding it"
+            elif table is not None and FTS_COLUMN not in table.schema.names:
+                report.rebuilt = (f"the index in {index.dir} was built by an older memvault (no {FTS_COLUMN} "
+                                  "column: what search reads for a chat turn); rebuilding it, once")
             elif table is not None:
                 rows = table.count_rows()
                 if rows and not self.live:
@@ -837,7 +867,7 @@ class _Sync:
         return entry["oid"] if entry else ""
 
 
-def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
+def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
     created = memory.created_at
     return {
         "id": memory.id,
@@ -848,6 +878,7 @@ def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
         "created_at": files.format_time(created),
         "tags": "|" + "|".join(memory.tags) + "|" if memory.tags else "",
         "text": memory.text,
+        "index_text": memory.text if index_text is None else index_text,
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
                            default=str, ensure_ascii=False),
@@ -855,13 +886,28 @@ def _row(rel: str, memory: Memory, digest: str, vector) -> dict[str, Any]:
     }
 
 
+def _bm25_behind(table) -> bool:
+    """Whether the BM25 index has left out more than FTS_UNINDEXED_MAX rows or 1% of them. BM25
+    scores the rows it indexed with the word counts of its own rows and the others with all of
+    them, so a fact added to a small vault would lose to an older one of the same words (a vault
+    of 7: by 30%); a vault of 10,000 takes its new rows in once per 100 adds, one of 100,000 once
+    per 1,000 (optimize: ~10 ms small, about a second at 100,000)."""
+    unindexed, indexed = _bm25_counts(table)
+    return unindexed > 0 and (unindexed > FTS_UNINDEXED_MAX or unindexed * 100 >= indexed)
+
+
+def _bm25_counts(table) -> tuple[int, int]:
+    """(rows outside the BM25 index, rows in it); (0, 0) when it cannot say (no index yet)."""
+    try:
+        stats = table.index_stats(f"{FTS_COLUMN}_idx")
+        return (int(stats.num_unindexed_rows), int(stats.num_indexed_rows)) if stats is not None else (0, 0)
+    except Exception:
+        return 0, 0
+
+
 def _unindexed(table) -> int:
     """Rows the BM25 index does not hold yet (0 when it cannot say)."""
-    try:
-        stats = table.index_stats("text_idx")
-        return int(stats.num_unindexed_rows) if stats is not None else 0
-    except Exception:
-        return 0
+    return _bm25_counts(table)[0]
 
 
 def _fragments(table) -> int:

@@ -7,18 +7,39 @@ checked by hand in tests.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 RRF_K = 60
+# The absolute match of a memory (no reranker): dense cosine of this much or more counts as a full
+# semantic match (MiniLM: unrelated texts score about 0-0.2, a paraphrase 0.6-0.9).
+FULL_COSINE = 0.8
+# How far apart scores must be before they are stretched to 0-1 within a search (stretch()):
+# cosine similarity, BM25 (a share of the best score), the fused score.
+DENSE_SPREAD, BM25_SPREAD, FUSED_SPREAD = 0.2, 0.5, 0.5
+# MMR pushes down only near-duplicates: pairs of candidates at least this similar (cosine). Distinct
+# evidence of one topic (LoCoMo turns of one exchange: 0.5-0.85) is left in place.
+NEAR_DUPLICATE = 0.9
+
+# The words BM25 leaves out of a query: the full-text index's English stop words (NLTK's list,
+# applied after stemming; index.FTS_OPTIONS), so that `query_terms` counts what BM25 can match.
+_STOP_WORDS = frozenset("""
+i me my myself we our ours you you're you've you'll you'd your yours yourself he him his himself she she's her hers
+herself it it's its itself they them their theirs what which who whom this that that'll these those am is are was were
+be been being have has had having do did doing a an the and but if or as until while of at by for with about against
+between into through after below to from up down in out on off over under again further then here there when where
+how all both each few more most other some such no nor not own same so than too s t can will just don don't should
+should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't haven
+haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren
+weren't won won't wouldn wouldn't""".split())
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None) -> dict[str, float]:
-    """Reciprocal Rank Fusion: sum over lists of weight / (k + rank), rank starting at 1."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal Rank Fusion: sum over lists of 1 / (k + rank), rank starting at 1."""
     fused: dict[str, float] = {}
-    for index, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[index]
+    for ranking in rankings:
         for rank, key in enumerate(ranking, 1):
-            fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
     return fused
 
 
@@ -30,6 +51,39 @@ def min_max(values: Sequence[float]) -> list[float]:
     if high - low <= 1e-12:
         return [0.5] * len(values)
     return [(v - low) / (high - low) for v in values]
+
+
+def query_terms(text: str) -> set[str]:
+    """The distinct words of a query that BM25 can match (lower-cased, stop words left out)."""
+    return {w for w in re.findall(r"[^\W_]+", text.lower()) if w not in _STOP_WORDS}
+
+
+def lexical_match(bm25: float, rows: int, terms: int) -> float:
+    """BM25 on an absolute 0-1 scale: about the share of the query's words a memory has, rare words
+    counting fully. A word found in one memory of N scores about ln(N) in BM25 (its IDF), so the
+    score is divided by ln(1 + N) times the number of query words."""
+    if bm25 <= 0 or terms <= 0:
+        return 0.0
+    return min(bm25 / (math.log(1 + max(rows, 1)) * terms), 1.0)
+
+
+def dense_match(cosine: float) -> float:
+    """Cosine similarity on an absolute 0-1 scale: 0 at orthogonal, 1 at FULL_COSINE and above."""
+    return min(max(cosine / FULL_COSINE, 0.0), 1.0)
+
+
+def stretch(values: Sequence[float], at_least: float) -> list[float]:
+    """Min-max scaling that does not stretch a narrow range: the best 1.0, the others
+    1 - gap / max(range, at_least). A pool of 60 candidates spans more than `at_least` and scales
+    exactly as min-max; in a pool of two near-equal memories min-max would make them 1.0 and 0.0,
+    and nothing (recency) could decide between them any more."""
+    if not values:
+        return []
+    high = max(values)
+    span = max(high - min(values), at_least)
+    if span <= 1e-12:
+        return [1.0] * len(values)
+    return [max(0.0, 1.0 - (high - v) / span) for v in values]
 
 
 def sigmoid(logit: float) -> float:
@@ -46,12 +100,16 @@ def recency(age_days: float, half_scale_days: float = 30.0) -> float:
 
 
 def blend(relevance: float, recency_score: float, recency_weight: float) -> float:
-    """score = (1 - w) * relevance + w * recency."""
-    return (1.0 - recency_weight) * relevance + recency_weight * recency_score
+    """score = relevance * (1 - w + w * recency): recency scales relevance down by at most w, so it
+    decides between memories of near-equal relevance but never lifts an irrelevant one (the
+    additive blend before, (1 - w) * relevance + w * recency, did: bench/locomo_variants.py)."""
+    return relevance * (1.0 - recency_weight + recency_weight * recency_score)
 
 
-def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, lam: float) -> list[int]:
-    """Maximal Marginal Relevance: greedily pick argmax lam*score - (1-lam)*max_sim(candidate, picked).
+def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, lam: float,
+        min_similarity: float = 0.0) -> list[int]:
+    """Maximal Marginal Relevance: greedily pick argmax lam*score - (1-lam)*max_sim(candidate, picked),
+    where a similarity below min_similarity counts as 0 (only near-duplicates are pushed down).
 
     `similarity` is the candidates' pairwise cosine matrix. Returns indices in pick order;
     ties go to the earlier candidate so results are deterministic.
@@ -62,6 +120,8 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
         best, best_value = remaining[0], -math.inf
         for i in remaining:
             penalty = max((similarity[i][j] for j in picked), default=0.0)
+            if penalty < min_similarity:
+                penalty = 0.0
             value = lam * scores[i] - (1.0 - lam) * penalty
             if value > best_value + 1e-12:
                 best, best_value = i, value

@@ -15,12 +15,18 @@ from memvault.files import DEFAULT_CONVERSATION
 
 # Summaries are injected apart; episodes head the facts they taught (docs/design.md, "Episodes").
 CANDIDATE_ROLES = ("memory", "note", "decision", "user", "assistant", "episode")
+# Candidates per retriever and scope: top_k times this. More (x5, x10) or a union of both lists
+# found no more evidence on LoCoMo (bench/README.md, "Retrieval quality").
+CANDIDATE_FACTOR = 3
+# The weight of the dense part in the fused score and in the absolute match (BM25 gets the rest):
+# 0.3 and 0.7 both lost to equal weights on LoCoMo.
+DENSE_WEIGHT = 0.5
 
 
 @dataclass
 class Query:
     """One search. Built with `Query.from_settings`, which fills what the caller leaves open from
-    the vault's settings (top_k, recency_weight, mmr_lambda, threshold)."""
+    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor)."""
 
     text: str
     top_k: int
@@ -35,19 +41,15 @@ class Query:
     until: datetime | None = None
     now: datetime | None = None
     rerank: bool = True
-    candidate_factor: int = 3  # top_k * 3 candidates per scope
     use_dense: bool = True
     use_bm25: bool = True
-    min_candidates: int = 0  # candidate depth is at least this (small top_k still gets a real pool)
-    rrf_weights: tuple[float, float] = (1.0, 1.0)  # (dense, BM25) weights in the candidate RRF
-    fusion: str = "convex"  # relevance without a reranker: "convex" (dense + BM25 magnitudes) or "rrf"
-    dense_weight: float = 0.5  # convex fusion: weight of the dense part, BM25 gets the rest
-    pool: str = "rrf"  # "rrf": the fused top `depth` per scope; "union": every row either retriever returned
+    relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
 
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
-                      mmr_lambda: float | None = None, threshold: float | None = None, **options: Any) -> "Query":
+                      mmr_lambda: float | None = None, threshold: float | None = None,
+                      relevance_floor: float | None = None, **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
         settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
         from memvault.config import coerce
@@ -60,7 +62,8 @@ class Query:
         return cls(text=text, top_k=pick("top_k", top_k, "default_top_k"),
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
                    mmr_lambda=pick("mmr_lambda", mmr_lambda, "mmr_lambda"),
-                   threshold=pick("threshold", threshold, "score_threshold"), **options)
+                   threshold=pick("threshold", threshold, "score_threshold"),
+                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"), **options)
 
 
 @dataclass
@@ -97,6 +100,31 @@ class SearchOutcome:
     rerank_note: str | None = None  # why the rerank stage did not run
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for -v
     note_shown: bool = False  # the rerank note was just said on the notice channel
+    left_out: int = 0  # candidates below the relevance floor or the threshold
+    floor: float = 0.0  # the relevance floor that applied (none with a reranker)
+    llm_reranked: bool = False  # the LLM put the results in its order (llm_rerank.py)
+
+    @property
+    def reordered(self) -> bool:
+        """Whether the results are not in score order (MMR moved a near-duplicate down)."""
+        scores = [r.score for r in self.results]
+        return any(a < b - 1e-12 for a, b in zip(scores, scores[1:]))
+
+    def notes(self) -> list[str]:
+        """What someone reading the results should know: why they are not in score order, and why
+        nothing came back although there were candidates."""
+        notes = []
+        if self.llm_reranked:
+            notes.append("ordered by the LLM (llm_rerank): the memories it found helpful first")
+        elif self.reordered:
+            notes.append("listed by score, except that near-duplicates were moved down (MMR; "
+                         "--mmr-lambda 1 keeps score order)")
+        if not self.results and self.left_out:
+            why = f"relevance_floor {self.floor:g}" if self.floor and not self.reranked else "--threshold"
+            notes.append(f"no memory matches well enough ({self.left_out} candidates below {why}; "
+                         "--relevance-floor 0 shows them)" if "floor" in why else
+                         f"no memory matches well enough ({self.left_out} candidates below {why})")
+        return notes
 
     def to_json(self) -> list[dict[str, Any]]:
         """The results as `search --json` prints them."""
@@ -116,7 +144,10 @@ def _scopes(query: Query) -> list[str | None]:
 
 
 def candidates(table, query: Query, query_vector) -> dict[str, Result]:
-    """top_k * factor candidates per scope, dense and BM25 fused by RRF (k = 60)."""
+    """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
+    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py)."""
+    from memvault.index import FTS_COLUMN
+
     depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     for scope in _scopes(query):
@@ -128,18 +159,17 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns="text"),
+                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=FTS_COLUMN),
                                       where).limit(depth).to_list()
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
-        fused = ranking.rrf(rankings, weights=query.rrf_weights)
+        fused = ranking.rrf(rankings)
         for rank, row in enumerate(dense_rows, 1):
             _result(pool, row).scores.update(dense_rank=rank)
         for rank, row in enumerate(bm25_rows, 1):
             _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        keep = len(fused) if query.pool == "union" else depth
-        for key in sorted(fused, key=fused.get, reverse=True)[:keep]:
+        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
             pool[key].scores["rrf"] = fused[key]
         for key in [k for k in pool if "rrf" not in pool[k].scores]:
             del pool[key]  # seen by one retriever but past the fused depth
@@ -158,48 +188,32 @@ def _filtered(search, where: str):
 
 
 def candidate_depth(query: Query) -> int:
-    """Candidates per retriever and scope: top_k * candidate_factor, at least min_candidates."""
-    return max(query.top_k * query.candidate_factor, query.top_k, query.min_candidates)
+    """Candidates per retriever and scope."""
+    return query.top_k * CANDIDATE_FACTOR
 
 
-def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True, *,
-                method: str = "convex", dense_weight: float = 0.5) -> None:
-    """The fused retrieval score, the relevance when no reranker runs.
-
-    convex: dense_weight * min-max(dense cosine) + (1 - dense_weight) * min-max(BM25). RRF picks
-    the candidates; for *relevance* the magnitudes matter (a clear winner should stay clearly
-    ahead), which rank-only RRF throws away. BM25 is 0 where a candidate was not among the BM25 hits.
-    rrf: the candidates' RRF score itself.
+def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = True) -> None:
+    """The fused retrieval score, what orders the candidates when no reranker runs:
+    DENSE_WEIGHT * min-max(dense cosine) + the rest * min-max(BM25), where a narrow range is not
+    stretched (ranking.stretch: cosines closer than 0.2, BM25 scores within half the best). RRF
+    picks the candidates; for the order the magnitudes matter (a clear winner should stay clearly
+    ahead), which rank-only RRF throws away (ordering by RRF: R@10 -.08 on LoCoMo; value/max or
+    z-score scaling instead of min-max: within .005; bench/locomo_variants.py keeps them). BM25 is
+    0 where a candidate was not among the BM25 hits, and adds nothing when none was.
     """
-    if method == "rrf":
-        for result in pool:
-            result.scores["fused"] = result.scores.get("rrf", 0.0)
-        return
-    scale = {"convex": ranking.min_max, "convex-tm": _scale_from_zero, "convex-z": _z_scores}.get(method)
-    if scale is None:
-        raise ValueError(f"unknown fusion {method!r} (convex, convex-tm, convex-z or rrf)")
+    def bm25_scale(values):
+        top = max(values, default=0.0)
+        return ranking.stretch(values, ranking.BM25_SPREAD * top) if top > 0 else [0.0] * len(values)
+
     parts = []
     if use_dense:
-        parts.append((dense_weight if use_bm25 else 1.0, scale([r.scores["dense"] for r in pool])))
+        dense = ranking.stretch([r.scores["dense"] for r in pool], ranking.DENSE_SPREAD)
+        parts.append((DENSE_WEIGHT if use_bm25 else 1.0, dense))
     if use_bm25:
-        parts.append((1.0 - dense_weight if use_dense else 1.0, scale([r.scores.get("bm25", 0.0) for r in pool])))
+        parts.append((1.0 - DENSE_WEIGHT if use_dense else 1.0, bm25_scale([r.scores.get("bm25", 0.0) for r in pool])))
     total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
         result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
-
-
-def _scale_from_zero(values: list[float]) -> list[float]:
-    """value / max, with 0 as the theoretical minimum of both cosine (in practice) and BM25."""
-    high = max(values, default=0.0)
-    return [max(v, 0.0) / high if high > 1e-12 else 0.5 for v in values]
-
-
-def _z_scores(values: list[float]) -> list[float]:
-    if not values:
-        return []
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-    return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
 
 
 def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
@@ -212,13 +226,39 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
     return found
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[list[Result], bool]:
-    """Relevance (reranker or fused score), threshold, recency blend, MMR. Returns (picked, reranked)."""
+def match_scores(pool: list[Result], query: Query, rows: int) -> None:
+    """Each candidate's absolute match (0-1), comparable across searches: DENSE_WEIGHT times its
+    cosine on an absolute scale plus the rest times its BM25 on an absolute scale (ranking.py)."""
+    terms = len(ranking.query_terms(query.text))
+    for result in pool:
+        dense = ranking.dense_match(result.scores["dense"])
+        lexical = ranking.lexical_match(result.scores.get("bm25", 0.0), rows, terms)
+        if query.use_dense and query.use_bm25:
+            match = DENSE_WEIGHT * dense + (1.0 - DENSE_WEIGHT) * lexical
+        else:
+            match = dense if query.use_dense else lexical
+        result.scores["match"] = match
+
+
+def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
+    """Relevance without a reranker: the fused score within the search (what finds the evidence:
+    bench/README.md), times the absolute match, so that the best of a search that matches nothing
+    well scores low. Sets scores "fused" and "match"."""
+    fuse_scores(pool, query.use_dense, query.use_bm25)
+    match_scores(pool, query, rows)
+    within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
+    return [rel * r.scores["match"] for rel, r in zip(within, pool)]
+
+
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
+    """Relevance (reranker, or fused score times absolute match), floor and threshold, recency,
+    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, left out)."""
     import numpy as np
 
     if not pool:
-        return [], False
+        return [], False, 0
     reranked = False
+    before = len(pool)
     if reranker is not None and query.rerank:
         logits = reranker.score(query.text, [r.text for r in pool])
         for result, logit in zip(pool, logits):
@@ -229,26 +269,29 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime) -> tuple[lis
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        fuse_scores(pool, query.use_dense, query.use_bm25, method=query.fusion, dense_weight=query.dense_weight)
-        relevance = ranking.min_max([r.scores["fused"] for r in pool])
+        relevance = fused_relevance(pool, query, rows)
+        keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
+                and (query.threshold is None or relevance[i] >= query.threshold)]
+        pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
     for result, rel in zip(pool, relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
         result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight)
     if not pool:
-        return [], reranked
+        return [], reranked, before
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
     vectors = np.asarray([r.vector for r in pool], dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = vectors / np.where(norms == 0, 1.0, norms)
     similarity = (vectors @ vectors.T).tolist()
-    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda)
+    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda,
+                        ranking.NEAR_DUPLICATE)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
         picked.append(pool[index])
-    return picked, reranked
+    return picked, reranked, before - len(pool)
 
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
@@ -272,10 +315,11 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     pool = list(candidates(table, query, vector).values())
     lap("candidates")
     now = query.now or files.utcnow()
-    picked, reranked = rank(pool, query, reranker if query.rerank else None, now)
+    picked, reranked, left_out = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
-    return SearchOutcome(picked, reranked, note, timings)
+    return SearchOutcome(picked, reranked, note, timings, left_out=left_out,
+                         floor=0.0 if reranked else query.relevance_floor)
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):

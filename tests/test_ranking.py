@@ -15,11 +15,6 @@ def test_rrf_sums_reciprocal_ranks():
     assert max(fused, key=fused.get) == "b"
 
 
-def test_rrf_weights():
-    fused = ranking.rrf([["a"], ["b"]], weights=[2.0, 1.0])
-    assert fused == {"a": pytest.approx(2 / 61), "b": pytest.approx(1 / 61)}
-
-
 def test_min_max():
     assert ranking.min_max([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]
     assert ranking.min_max([7.0, 7.0]) == [0.5, 0.5]
@@ -51,54 +46,60 @@ def test_mmr_trades_relevance_for_diversity():
     assert ranking.mmr([], [], k=3, lam=0.7) == []
 
 
-def test_fuse_scores_convex_weights_and_rrf():
+def test_fuse_scores_convex():
     from memvault.retrieval import Result, fuse_scores
 
     def pool():
         items = [Result(id=i, path="", role="memory", conversation_id="global", created_at="", text="", meta={})
                  for i in "abc"]
-        for item, dense, bm25, rrf in zip(items, (0.9, 0.5, 0.1), (0.0, 4.0, 2.0), (0.03, 0.02, 0.01)):
-            item.scores.update(dense=dense, rrf=rrf, **({"bm25": bm25} if bm25 else {}))
+        for item, dense, bm25 in zip(items, (0.9, 0.5, 0.1), (0.0, 4.0, 2.0)):
+            item.scores.update(dense=dense, **({"bm25": bm25} if bm25 else {}))
         return items
 
     even = pool()
     fuse_scores(even)  # 0.5 * min-max(dense) + 0.5 * min-max(bm25)
     assert [r.scores["fused"] for r in even] == pytest.approx([0.5, 0.75, 0.25])
-    dense_heavy = pool()
-    fuse_scores(dense_heavy, method="convex", dense_weight=0.75)
-    assert [r.scores["fused"] for r in dense_heavy] == pytest.approx([0.75, 0.625, 0.125])
     only_dense = pool()
-    fuse_scores(only_dense, use_bm25=False, dense_weight=0.2)  # one retriever: its weight is 1
+    fuse_scores(only_dense, use_bm25=False)  # one retriever: its weight is 1
     assert [r.scores["fused"] for r in only_dense] == pytest.approx([1.0, 0.5, 0.0])
-    by_rank = pool()
-    fuse_scores(by_rank, method="rrf")
-    assert [r.scores["fused"] for r in by_rank] == [0.03, 0.02, 0.01]
-    with pytest.raises(ValueError):
-        fuse_scores(pool(), method="borda")
 
 
 def test_candidate_depth():
+    from memvault.config import Settings
     from memvault.retrieval import Query, candidate_depth
 
-    from memvault.config import Settings
-
-    def query(**options):
-        return Query.from_settings(Settings(), "q", **options)
-
-    assert candidate_depth(query(top_k=5)) == 15
-    assert candidate_depth(query(top_k=5, candidate_factor=1)) == 5
-    assert candidate_depth(query(top_k=5, min_candidates=40)) == 40
-    assert candidate_depth(query(top_k=25, min_candidates=40)) == 75
+    assert candidate_depth(Query.from_settings(Settings(), "q", top_k=5)) == 15
+    assert candidate_depth(Query.from_settings(Settings(), "q", top_k=25)) == 75
 
 
-def test_fuse_scores_other_scalings():
-    from memvault.retrieval import Result, fuse_scores
+def test_blend_scales_relevance_by_recency():
+    # recency can take at most recency_weight off the relevance, and never adds to it
+    assert ranking.blend(0.5, 1.0, 0.2) == pytest.approx(0.5)
+    assert ranking.blend(0.5, 0.0, 0.2) == pytest.approx(0.4)
+    assert ranking.blend(0.0, 1.0, 0.2) == 0.0  # a fresh but irrelevant memory stays at 0
 
-    items = [Result(id=i, path="", role="memory", conversation_id="global", created_at="", text="", meta={})
-             for i in "ab"]
-    items[0].scores.update(dense=0.8, bm25=2.0)
-    items[1].scores.update(dense=0.4)
-    fuse_scores(items, method="convex-tm")  # value / max, 0 the floor of both
-    assert [r.scores["fused"] for r in items] == pytest.approx([1.0, 0.25])
-    fuse_scores(items, method="convex-z")  # z-scores: +1 and -1 for two values
-    assert [r.scores["fused"] for r in items] == pytest.approx([1.0, -1.0])
+
+def test_mmr_pushes_down_only_near_duplicates():
+    scores = [0.9, 0.88, 0.8]
+    sim = [[1.0, 0.98, 0.1], [0.98, 1.0, 0.1], [0.1, 0.1, 1.0]]
+    assert ranking.mmr(scores, sim, k=3, lam=0.7, min_similarity=0.9) == [0, 2, 1]  # 0.98: a near-duplicate
+    related = [[1.0, 0.8, 0.1], [0.8, 1.0, 0.1], [0.1, 0.1, 1.0]]
+    assert ranking.mmr(scores, related, k=3, lam=0.7, min_similarity=0.9) == [0, 1, 2]  # 0.8: distinct
+    assert ranking.mmr(scores, related, k=3, lam=0.7) == [0, 2, 1]  # plain MMR would push it down
+
+
+def test_stretch_is_min_max_except_for_a_narrow_range():
+    assert ranking.stretch([0.9, 0.5, 0.1], 0.2) == pytest.approx([1.0, 0.5, 0.0])  # wide: min-max
+    assert ranking.stretch([0.77, 0.75], 0.2) == pytest.approx([1.0, 0.9])  # min-max would say 1.0, 0.0
+    assert ranking.stretch([0.3], 0.2) == [1.0] and ranking.stretch([], 0.2) == []
+
+
+def test_absolute_match_parts():
+    assert ranking.query_terms("What is my wife's name?") == {"wife", "name"}
+    assert ranking.query_terms("what should I not eat") == {"eat"}
+    assert ranking.dense_match(0.4) == pytest.approx(0.5) and ranking.dense_match(0.95) == 1.0
+    assert ranking.dense_match(-0.1) == 0.0
+    # a word found in 1 memory of 1,000 scores about its IDF, ln(1000 / 1.5) ~ 6.5: nearly a full match
+    assert ranking.lexical_match(6.5, 1000, 1) == pytest.approx(6.5 / math.log(1001))
+    assert ranking.lexical_match(6.5, 1000, 2) == pytest.approx(6.5 / math.log(1001) / 2)  # half the words
+    assert ranking.lexical_match(0.0, 1000, 2) == 0.0 and ranking.lexical_match(50.0, 10, 1) == 1.0

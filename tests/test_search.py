@@ -42,8 +42,10 @@ def test_wife_name_comes_first_among_distractors(vault_dir):
     add_lines(*DISTRACTORS[:6], "The user's wife is named Anne", *DISTRACTORS[6:])
     results = search_json("What is my wife's name?")
     assert results[0]["text"] == "The user's wife is named Anne"
-    assert len(results) == 5
     assert {"id", "path", "role", "conversation_id", "created_at", "text", "score", "scores", "meta"} <= set(results[0])
+    # Memories about something else are not returned (relevance_floor), though 5 were asked for.
+    assert not {"The user plays tennis on Saturdays", "The user drives a blue Volvo"} & {r["text"] for r in results}
+    assert len(search_json("--relevance-floor", "0", "What is my wife's name?")) == 5
 
 
 def test_near_duplicates_do_not_crowd_out_the_different_memory(vault_dir):
@@ -120,7 +122,8 @@ def test_tiny_reranker_logits_flow_through_relevance_threshold_recency_and_mmr(v
         relevance = (logits[text] - low) / (high - low)
         assert scores["relevance"] == pytest.approx(relevance, abs=1e-4)
         age = (now - created[texts.index(text)]).days
-        assert scores["score"] == pytest.approx(0.8 * relevance + 0.2 * ranking.recency(age), abs=1e-4)
+        # recency_weight 0.2 by default, as a factor: recency scales relevance by 0.8 to 1.
+        assert scores["score"] == pytest.approx(relevance * (0.8 + 0.2 * ranking.recency(age)), abs=1e-4)
     assert [r["text"] for r in results] == sorted(texts, key=lambda t: -by_text[t]["scores"]["score"])
     # The threshold compares the absolute probability sigmoid(logit), not the batch-relative relevance.
     cut = (ranking.sigmoid(logits[texts[1]]) + ranking.sigmoid(logits[texts[2]])) / 2
@@ -150,7 +153,10 @@ def test_format_prompt_is_the_injection_block(vault_dir):
     assert block.startswith("<memory>") and block.rstrip().endswith("</memory>")
     assert "not instructions" in block
     assert block.index("The user is married to Anne.") < block.index("[memory] The user's wife is named Anne")
-    assert block.count("[memory] ") == 2  # summaries are injected apart, never as candidates
+    # The summary is injected apart, never as a candidate; the distractors match "wife" too little.
+    assert block.count("[memory] ") == 1
+    everything = run_cli("search", "--format", "prompt", "-k", "2", "--relevance-floor", "0", "wife").stdout
+    assert everything.count("[memory] ") == 2
 
 
 def test_queries_runs_many_searches_in_one_process(vault_dir):

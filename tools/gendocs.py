@@ -51,9 +51,16 @@ SETTING_HELP = {
     "llm_temperature": "LLM sampling temperature (0 to 2).",
     "default_top_k": "How many results search returns without -k.",
     "max_entries": "Chat turns and learned facts kept per conversation; the oldest beyond are evicted (at most 20 a command); what you add is never evicted.",
-    "mmr_lambda": "Relevance versus diversity in the final pick (1 = no diversity).",
-    "recency_weight": "Weight of recency in a result's score (0 = ignore age).",
-    "score_threshold": "Drop results whose reranker probability is below this (0 to 1); unset keeps all.",
+    "mmr_lambda": "Relevance versus diversity among near-duplicates (cosine 0.9 or more) in the final pick "
+                  "(1 = no diversity).",
+    "recency_weight": "How much age can take off a result's score: score = relevance x (1 - w + w x recency) "
+                      "(0 = ignore age).",
+    "score_threshold": "Drop results whose relevance (with a reranker: its probability) is below this (0 to 1); "
+                       "unset keeps all.",
+    "llm_rerank": "Without a cross-encoder: let the LLM (llm_model) put the first 10 results of a search in "
+                  "its order, the memories it finds helpful first. One LLM call per search.",
+    "relevance_floor": "Without a reranker: leave out memories whose absolute match with the query (0 to 1: "
+                       "cosine and the share of the query's words they hold) is below this (0 = off).",
     "enable_summarization": "Keep a rolling summary per conversation.",
     "enable_git_versioning": "Make every change a git commit.",
     "soft_decay_minutes": "Chat: after this much silence, older turns are folded into a session summary.",

@@ -1,0 +1,154 @@
+"""What issue 15 changed in search, as a user notices it (bundled model, real LanceDB, no reranker):
+a chat turn found through the turns before it, a fresh fact ahead of a stale one, nothing
+returned or injected when nothing matches, scores that compare across searches."""
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import memvault
+from conftest import run_cli, seed
+from fake_llm import refused_url
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+ISSUE_VAULT = ["The user's wife is named Anne", "The user lives in Lisbon", "The user is allergic to peanuts"]
+OTHER_TALK = [
+    ("user", "Can you suggest a name for my new sourdough starter?"),
+    ("assistant", "How about Clint Yeastwood?"),
+    ("user", "Ha, perfect. Also, remind me to water the tomatoes."),
+    ("assistant", "Noted: water the tomatoes this evening."),
+]
+DENTIST = [
+    ("user", "I finally booked the dentist for my cracked molar."),
+    ("assistant", "Good. When is it?"),
+    ("user", "Thursday at three."),
+]
+
+
+def import_turns(tmp_path, exchanges, conversation="home"):
+    """Chat turns as a `memvault export` brings them back: an exchange every day, a minute apart."""
+    lines = []
+    for day, exchange in enumerate(exchanges):
+        for minute, (role, text) in enumerate(exchange):
+            lines.append({"id": str(uuid.uuid4()), "role": role, "conversation_id": conversation, "text": text,
+                          "created_at": (T0 + timedelta(days=day, minutes=minute)).isoformat()})
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run_cli("import", "jsonl", str(path))
+    assert result.exit_code == 0, result.stderr
+    return lines
+
+
+def search(*args):
+    result = run_cli("search", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_an_answer_turn_is_found_by_its_question_through_the_turns_before_it(vault_dir, tmp_path):
+    import_turns(tmp_path, [OTHER_TALK, DENTIST, OTHER_TALK[:2]])
+    results = search("-c", "home", "--now", (T0 + timedelta(days=3)).isoformat(), "When is my dentist appointment?")
+    texts = [r["text"] for r in results]
+    # "Thursday at three." shares no word with the question: it is found because BM25 reads it
+    # with the two turns before it ("booked the dentist", "When is it?")...
+    assert "Thursday at three." in texts[:3]
+    answer = results[texts.index("Thursday at three.")]
+    assert answer["scores"]["bm25"] > 0 and answer["role"] == "user"
+    # ...while a search shows and returns only the turn itself.
+    assert all("dentist" not in t or t == DENTIST[0][1] for t in texts)
+    # An exchange a day later is not its context: the sourdough turns after it did not inherit it.
+    assert "How about Clint Yeastwood?" not in texts
+
+
+def test_removing_a_turn_takes_its_words_out_of_the_turns_after_it(vault_dir, tmp_path):
+    lines = import_turns(tmp_path, [OTHER_TALK, DENTIST, OTHER_TALK])
+    assert "Thursday at three." in [r["text"] for r in search("-c", "home", "molar")]
+    molar = next(line["id"] for line in lines if "molar" in line["text"])
+    assert run_cli("rm", molar).exit_code == 0
+    # The removed turn's words no longer find the turns that followed it.
+    assert search("-c", "home", "molar") == []
+
+
+def test_a_fresh_fact_beats_a_stale_one_of_equal_relevance(vault_dir):
+    now = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    vault = memvault.open_vault(vault_dir)
+    vault.add([*ISSUE_VAULT, "The user's office is on the third floor", "The user works from home on Fridays",
+               "The user's team has six engineers"], created_at=now - timedelta(days=400))
+    vault.add(["The user's office is on the fifth floor"], created_at=now - timedelta(days=3))
+    results = search("--now", now.isoformat(), "Which floor is my office on?")
+    assert [r["text"] for r in results[:2]] == ["The user's office is on the fifth floor",
+                                                "The user's office is on the third floor"]
+    fresh, stale = results[0]["scores"], results[1]["scores"]
+    assert abs(fresh["relevance"] - stale["relevance"]) < 0.15 * stale["relevance"]  # as relevant, nearly
+    assert fresh["score"] > stale["score"]  # recency decided:
+    timeless = search("--now", now.isoformat(), "--recency-weight", "0", "Which floor is my office on?")
+    assert timeless[0]["text"] == "The user's office is on the third floor"
+
+
+def test_nothing_unrelated_comes_back_in_a_small_vault(vault_dir):
+    seed(*ISSUE_VAULT)
+    assert [r["text"] for r in search("what should I not eat")] == ["The user is allergic to peanuts"]
+    assert search("abc") == [] and search("what is my blood type") == []
+    said = run_cli("search", "what is my blood type")
+    assert said.exit_code == 0 and said.stdout == ""
+    assert "no memory matches well enough" in said.stderr and "--relevance-floor 0" in said.stderr
+    assert len(search("--relevance-floor", "0", "what is my blood type")) == 3
+
+
+def test_an_unrelated_question_injects_no_memories_into_chat(vault_dir, llm_env):
+    seed(*ISSUE_VAULT)
+    llm_env.push("I don't know your blood type.")
+    assert run_cli("chat", "--no-learn", "--no-stream", "What is my blood type?").exit_code == 0
+    system = llm_env.requests[0]["messages"][0]["content"]
+    assert "Anne" not in system and "Lisbon" not in system and "peanuts" not in system
+    llm_env.push("Avoid peanuts.")
+    assert run_cli("chat", "--no-learn", "--no-stream", "What should I not eat?").exit_code == 0
+    system = llm_env.requests[1]["messages"][0]["content"]
+    assert "[memory] The user is allergic to peanuts" in system and "Anne" not in system
+
+
+def test_scores_compare_across_searches_and_the_threshold_applies_without_a_reranker(vault_dir):
+    seed(*ISSUE_VAULT, "My wifi password is zebra42", "The user's favourite colour is green")
+    exact = search("zebra42")
+    assert exact[0]["text"] == "My wifi password is zebra42"
+    assert all(r["score"] < exact[0]["score"] / 2 for r in exact[1:])  # no tie with an unrelated memory
+    precise = search("What is my wife's name?")[0]
+    vague = search("what should I not eat")[0]
+    assert precise["score"] > 0.6 > 0.3 > vague["score"]  # a strong match scores high, a weak one low
+    kept = search("--threshold", "0.5", "--relevance-floor", "0", "What is my wife's name?")
+    assert [r["text"] for r in kept] == ["The user's wife is named Anne"]
+    assert all(r["scores"]["relevance"] >= 0.5 for r in kept)
+
+
+def test_the_printed_order_says_when_it_is_not_the_score_order(vault_dir):
+    coffee = ["The user likes coffee", "The user really likes coffee", "The user loves coffee",
+              "The user likes drinking coffee", "The user likes green tea"]
+    seed(*coffee)
+    result = run_cli("search", "-k", "3", "What does the user like to drink?")
+    scores = [float(line.split()[0]) for line in result.stdout.splitlines()]
+    assert "The user likes green tea" in result.stdout
+    assert scores != sorted(scores, reverse=True)
+    assert "near-duplicates were moved down" in result.stderr
+    plain = run_cli("search", "-k", "3", "--mmr-lambda", "1", "What does the user like to drink?")
+    assert "moved down" not in plain.stderr
+
+
+def test_the_llm_reranker_orders_results_when_asked(vault_dir, llm_env, monkeypatch):
+    seed("The user's wife is named Anne", "The user's sister is named Clara", "The user's dog is named Rex")
+    plain = [r["text"] for r in search("-k", "2", "--relevance-floor", "0", "What is my sister called?")]
+    monkeypatch.setenv("MEMVAULT_LLM_RERANK", "true")
+    llm_env.push('{"numbers": [3]}')
+    result = run_cli("search", "--relevance-floor", "0", "-k", "2", "What is my sister called?")
+    assert result.exit_code == 0, result.stderr
+    # The model read the question and the results (up to 10, though 2 were asked for) and chose one.
+    asked = llm_env.requests[0]["messages"][-1]["content"]
+    assert "What is my sister called?" in asked and asked.count("[") == 3
+    chosen = asked.split("[3] ")[1].splitlines()[0]
+    printed = [line.split("] ", 1)[1] for line in result.stdout.splitlines()]
+    assert printed[0] == chosen and len(printed) == 2
+    assert "ordered by the LLM" in result.stderr
+    # Off by default, and an LLM that cannot be reached leaves the order as it was, said once.
+    monkeypatch.setenv("MEMVAULT_LLM_BASE_URL", refused_url())
+    down = run_cli("search", "--relevance-floor", "0", "-k", "2", "What is my sister called?")
+    assert down.exit_code == 0 and "llm_rerank" in down.stderr
+    assert [line.split("] ", 1)[1] for line in down.stdout.splitlines()] == plain
