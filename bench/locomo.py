@@ -28,6 +28,7 @@ import argparse
 import collections
 import hashlib
 import json
+import sqlite3
 import os
 import shutil
 import subprocess
@@ -162,8 +163,9 @@ def absent_questions(memories) -> dict[str, list[dict]]:
 
 def vault_count(vault: Path) -> int:
     try:
-        return len(json.loads((vault / ".memvault" / "state.json").read_text())["files"])
-    except (OSError, ValueError, KeyError):
+        with sqlite3.connect(f"file:{vault / '.memvault' / 'state.db'}?mode=ro", uri=True) as db:
+            return db.execute("SELECT count(*) FROM files WHERE live = 1").fetchone()[0]
+    except sqlite3.Error:
         return -1
 
 

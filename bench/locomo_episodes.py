@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sqlite3
 import os
 import sys
 import time
@@ -153,8 +154,9 @@ def ranked(results, mode: str, bring: int, turn_rows, query_vector) -> list[str]
 def turn_count(vault: Path) -> int:
     """locomo.vault_count without the episode files this script adds, so a vault is reused."""
     try:
-        known = json.loads((vault / ".memvault" / "state.json").read_text())["files"]
-    except (OSError, ValueError, KeyError):
+        with sqlite3.connect(f"file:{vault / '.memvault' / 'state.db'}?mode=ro", uri=True) as db:
+            known = [row[0] for row in db.execute("SELECT path FROM files WHERE live = 1")]
+    except sqlite3.Error:
         return -1
     return sum(1 for path in known if "/episodes/" not in path)
 

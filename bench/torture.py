@@ -34,6 +34,7 @@ import platform
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -297,24 +298,24 @@ class Run:
                 target = vault if kind != "add (new vault)" else self.workdir / f"fresh-{trial}"
                 text = f"memory {trial}: written while being killed ({kind})"
                 # inside `git update-index` (1st process commit_paths starts) or `git commit` (2nd)
-                in_git = (f"memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.choice([1, 2])};"
+                in_git = (f"memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.randint(1, 6)};"
                           f"{self.rng.uniform(0, 0.015):.3f}")
                 if kind.startswith("add"):
                     args, mark, span = ["add", text], "memvault/vault.py:change", spans["add"] + 1.0
                     steps = ["memvault/vault.py:change>c:posix.replace", "memvault/files.py:_fsync_dir",
                              "memvault/index.py:_apply",
-                             "memvault/index.py:_arrow_rows", "memvault/index.py:save_state", in_git, in_git]
+                             "memvault/index.py:_arrow_rows", "memvault/state.py:write", in_git, in_git]
                     if kind == "add (new vault)":
                         steps += [f"memvault/gitrepo.py:init_repo;1;{self.rng.uniform(0, 0.5):.3f}"] * 2
                 elif kind == "reindex --full":
                     args, mark, span = ["reindex", "--full"], "memvault/index.py:_reset", spans["reindex --full"]
                     steps = ["memvault/index.py:_reset", "memvault/models.py:embed", "memvault/index.py:_arrow_rows",
-                             "memvault/index.py:ensure_fts", "memvault/index.py:save_state", "c:posix.replace"]
+                             "memvault/index.py:ensure_fts", "memvault/state.py:write", "c:posix.replace"]
                 else:
                     args, mark, span = ["chat", "--no-stream", f"Trial {trial}: I torture software for a living"], \
                         "memvault/learn.py:plan", spans["chat upkeep"]
                     steps = ["memvault/learn.py:apply", "memvault/summaries.py:write_rolling_summary",
-                             "memvault/vault.py:evict", "memvault/index.py:save_state", in_git]
+                             "memvault/vault.py:evict", "memvault/state.py:write", in_git]
                     llm.push(f"Reply {trial}.")
                 delay = self.rng.uniform(0, span)
                 env = dict(llm_env) if kind == "chat upkeep" else {}
@@ -481,8 +482,8 @@ class Run:
         shutil.rmtree(vault / ".memvault")
         case("deleted .memvault", cli(vault, "search", "stamps"), 0, "no index", vault, lines=0)
         vault = fresh()
-        (vault / ".memvault/state.json").write_text("{not json")
-        case("corrupt state.json", cli(vault, "search", "stamps"), 0, "rebuild", vault, lines=0)
+        (vault / ".memvault/state.db").write_text("{not a database")
+        case("corrupt state.db", cli(vault, "search", "stamps"), 0, "rebuild", vault, lines=0)
         vault = fresh()
         for path in (vault / ".memvault/index").rglob("*"):
             if path.is_file():
@@ -493,10 +494,9 @@ class Run:
             path.unlink()
         case("index data files gone, reindex", cli(vault, "reindex"), 0, "rebuild", vault, lines=0)
         vault = fresh()
-        state_path = vault / ".memvault/state.json"
-        state = json.loads(state_path.read_text())
-        state["model"] = {"name": "some/other-model", "dim": 768, "fingerprint": "x"}
-        state_path.write_text(json.dumps(state))
+        with sqlite3.connect(vault / ".memvault/state.db") as db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'model'",
+                       (json.dumps({"name": "some/other-model", "dim": 768, "fingerprint": "x"}),))
         case("index of another model", cli(vault, "search", "stamps"), 0, "built with some/other-model", vault,
              lines=0)
 

@@ -232,17 +232,18 @@ class Memvault:
         anything is written. defaults: the same keys, for lines that leave them out. Duplicates as for
         `add`. A line with "role": "user" or "assistant" is a chat turn; with extract, the turns are
         learned from (per message, or per episode in extraction_mode predict-calibrate) and cut into
-        episodes, the batch's last one closed (`Added.learned`, `Added.episodes`)."""
+        episodes, the batch's last one closed (`Added.learned`, `Added.episodes`). The memories are made,
+        written and indexed a batch at a time (one commit)."""
         from memvault import ingest
 
-        memories = ingest.parse_jsonl(text, origin, defaults)
-        if not memories:
+        count, turns = ingest.check_jsonl(text, origin, defaults)
+        if not count:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
-        turns = [m for m in memories if m.role in ingest.TURN_ROLES]
         if extract and not turns:
             raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
                              '"role": "user" or "assistant"')
-        added = self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
+        added = self.add_memories(ingest.iter_jsonl(text, origin, defaults), allow_duplicate=allow_duplicate,
+                                  progress=progress, expected=count)
         if extract:
             self._learn_from_batch([m for m in added if m.role in ingest.TURN_ROLES], added)
         return added
@@ -277,21 +278,39 @@ class Memvault:
                     added.learned.facts += closed.learned.facts
                     added.learned.events += closed.learned.events
 
-    def add_memories(self, memories: list[Memory], *, allow_duplicate: bool = True,
-                     progress: Callable[[int, int], None] | None = None) -> "Added":
-        """Store memories made with `files.new_memory` in one commit; with allow_duplicate=False, not
-        those a live memory already holds word for word (same conversation and kind)."""
+    def add_memories(self, memories: Iterable[Memory], *, allow_duplicate: bool = True,
+                     progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> "Added":
+        """Store memories made with `files.new_memory` (a list, or an iterator that makes them as they are
+        written) in one commit; with allow_duplicate=False, not those a live memory already holds word
+        for word (same conversation and kind), nor a second copy within them."""
         from memvault import ingest
+        from memvault.vault import ADD
 
-        duplicates = [] if allow_duplicate else self._duplicates(memories)
-        taken = {id(new) for new, _ in duplicates}
-        fresh = [m for m in memories if id(m) not in taken]
-        change = ingest.store(self._vault, fresh, "add", progress=progress) if fresh else None
-        return Added(fresh, duplicates, change.commit_sha if change else None)
+        duplicates: list[tuple[Memory, Memory]] = []
+        source = memories if allow_duplicate else self._without_duplicates(memories, duplicates)
+        change = ingest.store(self._vault, source, "add", progress=progress, expected=expected)
+        stored = [event.memory for event in change.of(ADD)]
+        return Added(stored, duplicates, change.commit_sha if stored else None)
 
-    def _duplicates(self, memories: list[Memory]) -> list[tuple[Memory, Memory]]:
+    def _without_duplicates(self, memories: Iterable[Memory], duplicates: list) -> Iterator[Memory]:
+        """The memories whose exact text no live memory of their conversation and role holds (nor an
+        earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
+        from itertools import islice
+
+        from memvault.vault import INDEX_BATCH
+
+        held: dict[tuple[str, str], dict[str, Memory]] = {}
+        source = iter(memories)
+        while chunk := list(islice(source, INDEX_BATCH)):
+            found = self._duplicates(chunk, held)
+            taken = {id(new) for new, _ in found}
+            duplicates.extend(found)
+            yield from (m for m in chunk if id(m) not in taken)
+
+    def _duplicates(self, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
         """(new, the live memory that already says it) for each new memory whose exact text is held by
-        a live memory of its conversation and role, or by an earlier one of the same batch."""
+        a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
+        what earlier batches held or added, kept across calls)."""
         found: list[tuple[Memory, Memory]] = []
         groups: dict[tuple[str, str], list[Memory]] = {}
         for memory in memories:
@@ -300,8 +319,9 @@ class Memvault:
         # checked on the files, so a memory deleted by hand never swallows a new one.
         index = self._vault.index if self.exists() else None
         for (conversation, role), group in groups.items():
-            rows = index.same_texts(conversation, role, [m.text for m in group]) if index is not None else {}
-            held: dict[str, Memory] = {}
+            held = held_by_group.setdefault((conversation, role), {})
+            fresh = [m.text for m in group if m.text not in held]
+            rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
             for text, row in rows.items():
                 memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
                 if memory is not None:
@@ -310,7 +330,7 @@ class Memvault:
                 if memory.text in held:
                     found.append((memory, held[memory.text]))
                 else:
-                    held[memory.text] = memory  # a second copy in the same batch is a duplicate too
+                    held[memory.text] = memory  # a second copy in the same add is a duplicate too
         return found
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
@@ -548,9 +568,12 @@ class Memvault:
         files.check_conversation_id(conversation)
         return read_rolling_summary(self._vault, conversation)
 
-    def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None):
+    def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None,
+            max_changes: int | None = None):
         """The history of memory changes, newest first, from git (hand commits too); with an id,
-        the story of that memory, through its replacements. Returns history.LogEntry items."""
+        the story of that memory, through its replacements. Returns history.LogEntry items.
+        max_changes: list at most this many changes of one commit (`changes_total` counts them
+        all): an import is one commit of thousands of files, each read to be listed."""
         from memvault import gitrepo
         from memvault.history import history
 
@@ -564,7 +587,22 @@ class Memvault:
                 files.parse_time(since)  # an ISO date is compared exactly
             except ValueError:
                 gitrepo.check_date(self.root, since)
-        return history(self.root, limit=limit, since=since, follow=id_or_prefix)
+        if id_or_prefix is None:
+            return history(self.root, limit=limit, since=since, max_changes=max_changes)
+        index = self._vault.index
+        changed = index.changed_paths()  # asked of git once for every id the story links
+
+        def resolve(wanted: str) -> dict[str, list[str]]:
+            """The files that hold memories whose id starts with `wanted` now (by their front
+            matter, whatever their names say), through the index's record."""
+            held: dict[str, list[str]] = {}
+            for memory in self._vault._read_all(index.id_candidates(wanted.lower(), changed)):
+                if memory.id.lower().startswith(wanted.lower()):
+                    held.setdefault(memory.id, []).append(self.relative(memory.path))
+            return held
+
+        return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
+                       resolve=resolve)
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest
@@ -879,14 +917,14 @@ class Memvault:
             try:
                 vault.sidecar.mkdir(exist_ok=True)
                 with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                    report = (index.sync(paths=paths) if paths else index.sync() if paths is None else None) \
+                    report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
                         if got else None
                 if not got and changes is not None:
                     self._watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
                 if not got and not index.state_path.exists():
                     with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
                                     holder="search (index sync)", on_wait=vault.notice):
-                        report = index.sync()
+                        report = index.catch_up()
             except OSError as exc:
                 if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                     raise
@@ -914,7 +952,7 @@ class _Changes:
 
 class _FolderWatch:
     """File-system events under the vault (watchdog) that tell a warm process its index may lag:
-    a hand edit, a `git pull`, another process's write (its files, and its state.json)."""
+    a hand edit, a `git pull`, another process's write (its files, and its state.db)."""
 
     def __init__(self, vault):
         from watchdog.events import FileSystemEventHandler
@@ -934,10 +972,10 @@ class _FolderWatch:
                     return
                 watch._note(event.src_path, getattr(event, "dest_path", "") or None)
 
-        class Sidecar(FileSystemEventHandler):  # only state.json: the lock file changes on every read
+        class Sidecar(FileSystemEventHandler):  # only state.db: the lock file changes on every read
             def on_any_event(self, event):
                 names = (getattr(event, "dest_path", "") or "", event.src_path or "")
-                if any(Path(str(name)).name == "state.json" for name in names) \
+                if any(Path(str(name)).name == "state.db" for name in names) \
                         and event.event_type not in ("opened", "closed", "closed_no_write"):
                     watch._note()  # another process indexed: see its rows (its files have events too)
 

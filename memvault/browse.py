@@ -122,7 +122,7 @@ def stats(vault) -> dict[str, Any]:
         for kind, count in info.counts.items():
             by_kind[kind] = by_kind.get(kind, 0) + count
     index = vault.index
-    state = index.load_state() if index.state_path.exists() else None
+    state = index.state_summary()
     table = index.table()
     rows = table.count_rows() if table is not None else 0
     last = None
@@ -136,9 +136,9 @@ def stats(vault) -> dict[str, Any]:
         "by_kind": dict(sorted(by_kind.items())),
         "deleted": sum(info.deleted for info in listing),
         "conversations": {info.id: info.total for info in listing},
-        "index": {"rows": rows, "files_in_state": len(state["files"]) if state else 0,
+        "index": {"rows": rows, "files_in_state": state["files"] if state else 0,
                   "model": (state or {}).get("model", {}) and state["model"].get("name"),
-                  "in_step": bool(state) and rows == len(state["files"])},
+                  "in_step": bool(state) and rows == state["files"]},
         "models": {"embedding_model": settings.embedding_model, "reranker_model": settings.reranker_model,
                    "llm_model": settings.llm_model},
         "last_commit": last,

@@ -104,7 +104,7 @@ class ChatTurn:
         self.session, self.messages, self.result = session, messages, result
         self._folded_until = folded_until
         self._warn = warn
-        self._refresh = refresh or vault.index.sync
+        self._refresh = refresh or vault.index.catch_up
         self._started = files.utcnow()
         self.now = options.now or self._started
         self._pieces = self._reply()

@@ -346,6 +346,10 @@ _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "
                  "removed": "!", "restored": "^", "purged": "!"}
 
 
+# `log` lists this many changes of one commit unless -v or --json (an import is one commit of thousands).
+LOG_CHANGES_SHOWN = 20
+
+
 @app.command()
 def log(
     ctx: typer.Context,
@@ -359,7 +363,9 @@ def log(
 
     Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
-    entries = state.open().log(memory_id, limit=max_count, since=since)
+    every = json_output or state.json or state.verbose
+    entries = state.open().log(memory_id, limit=max_count, since=since,
+                               max_changes=None if every else LOG_CHANGES_SHOWN)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
         return
@@ -372,6 +378,8 @@ def log(
             reason = f" ({change.reason})" if change.reason and change.action in ("deleted",) else ""
             cause = f"  [{change.cause}]" if change.cause else ""
             typer.echo(f"  {mark} {change.action:<8} {change.id[:8]}  {change.kind or '?':<8} {text}{reason}{tail}{cause}")
+        if entry.changes_total > len(entry.changes):
+            typer.echo(f"  … and {entry.changes_total - len(entry.changes):,} more (-v or --json lists them all)")
 
 
 @app.command()

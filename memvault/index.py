@@ -1,10 +1,11 @@
 """The LanceDB sidecar under .memvault/: disposable, rebuilt from the files by content hash.
 
-Sync (docs/design.md, "The index"): walk entries/ (not deleted/), compare (size, mtime_ns) with
-state.json, hash only what changed, embed only new or changed text in batches,
-drop rows of vanished files, and write state.json atomically *last*, so a sync
-killed at any point is finished by the next one (rows are always replaced by
-path, which makes redoing a half-done sync harmless).
+Sync (docs/design.md, "The index"): look at the files git says may differ from what the record
+(state.py) holds since the commit it is synced to (every file under entries/ without git),
+compare size, mtime and ctime with the record, hash only what changed, parse only changed
+bytes, embed only new or changed text in batches, drop rows of vanished files, and write the
+record in one transaction *last*, so a sync killed at any point is finished by the next one
+(rows are always replaced by path, which makes redoing a half-done sync harmless).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import importlib.util
 import json
 import os
 import shutil
+import stat as stat_module
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -26,9 +29,23 @@ from memvault.files import Memory
 TABLE = "memories"
 STATE_VERSION = 1
 EMBED_BATCH = 256
+# Rows per table.add: each add makes a fragment and a table version. As many as a bulk add's batch
+# (vault.INDEX_BATCH), so that 100,000 memories make 13 fragments, under COMPACT_FRAGMENTS: no
+# compaction after them (at 100,000 rows it held 200 MB more at the end of the add).
+ADD_ROWS = 32 * EMBED_BATCH
+# More rows than this outside the BM25 index (searched by a scan meanwhile) and the upkeep takes
+# them in (optimize).
+FTS_UNINDEXED_MAX = 1000
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
 COMPACT_FRAGMENTS = 16
+# When git names more files than this as possibly changed that are not (touched, copied: its stat
+# data is stale), the sync has git renew its stat data, so that the next sync is not told again.
+GIT_REFRESH_AFTER = 200
+RACY_NS = 1_000_000_000  # see _stat_fields
+# Bitmap indexes on the filter columns, from this many rows on (Index.ensure_filter_indexes).
+FILTER_INDEX_ROWS = 5000
+FILTER_INDEX_COLUMNS = ("role", "conversation_id")
 # The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
 FTS_COLUMN = "index_text"
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
@@ -84,6 +101,9 @@ class SyncReport:
     adopted: list[Memory] = field(default_factory=list)
     rebuilt: str | None = None  # why the whole index was rebuilt, if it was
     ids: dict[str, str] = field(default_factory=dict)  # relative path -> memory id, for what changed
+    # Synced by git: the files whose indexed content is not HEAD's, with their blob at HEAD ("" for
+    # none): what reindex commits as hand edits. None when git was not asked.
+    unlike_head: dict[str, str] | None = None
 
     @property
     def drift(self) -> bool:
@@ -109,8 +129,13 @@ class Index:
         self.vault = vault
         self.root: Path = vault.root
         self.dir = vault.sidecar / "index"
-        self.state_path = vault.sidecar / "state.json"
+        self.state_path = vault.sidecar / "state.db"
+        self.legacy_state_path = vault.sidecar / "state.json"  # before state.db (carried over once)
         self.notice = notice or (lambda message: None)
+        self._state = None
+        self._object_format = "sha1"
+        self._touched = False  # written since the last maintain()
+        self._filter_indexes_checked = False
         self._db = None
         self._table = None
         self._embedder = None
@@ -137,31 +162,142 @@ class Index:
         return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
 
     # -- state -----------------------------------------------------------------
-    def known_files(self) -> dict[str, dict[str, Any]]:
-        """state.json's record of the files the index has read: {relative path: {"id", "size",
-        "mtime_ns", "sha256"}}. Empty, silently, when there is none or it cannot be read: a caller
-        then reads the files themselves."""
-        try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        known = state.get("files") if isinstance(state, dict) and state.get("version") == STATE_VERSION else None
-        return known if isinstance(known, dict) else {}
+    @property
+    def state(self):
+        """The record of the files the index has read (state.py), opened once."""
+        if self._state is None:
+            from memvault.state import State
 
-    def load_state(self) -> dict[str, Any]:
+            self._state = State(self.state_path)
+        return self._state
+
+    def _header(self) -> dict[str, Any] | None:
+        """The record's header, None when there is none (or it is damaged: said, then rebuilt). A
+        state.json of an earlier memvault is carried over first."""
+        from memvault import state as state_module
+
+        if not self.state_path.exists() and self.legacy_state_path.exists():
+            try:
+                state_module.import_json(self.state_path, self.legacy_state_path, self.notice)
+            except OSError:
+                pass  # read-only: the index is read as if it had no record
         try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
-            if state.get("version") == STATE_VERSION and isinstance(state.get("files"), dict):
-                return state
-            self.notice(f"index state {self.state_path} has an unknown format; rebuilding the index")
+            return self.state.header()
         except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            self.notice(f"index state {self.state_path} is unreadable ({exc}); rebuilding the index")
-        return {"version": STATE_VERSION, "model": None, "files": {}}
+            return None
+        except state_module.Unreadable as exc:
+            self.notice(f"memvault: {exc}; rebuilding the index")
+            self.state.close()
+            return None
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        files.atomic_write(self.state_path, json.dumps(state, separators=(",", ":"), sort_keys=True))
+    def state_summary(self) -> dict[str, Any] | None:
+        """{"files": live files recorded, "model": the model's record}, or None without a record."""
+        header = self._header()
+        if header is None:
+            return None
+        return {"files": self.state.count(), "model": header["model"]}
+
+    def remember_notice(self, key: str, message: str) -> bool:
+        """Whether `message` is news for this vault (not what was said last time under `key`); news
+        is remembered in the record, under the lock when it is free (else it is said again later)."""
+        from memvault.lock import vault_lock
+
+        header = self._header()
+        if header is None or header["notices"].get(key) == message:
+            return header is None
+        try:
+            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
+                if got:
+                    notices = self._header() or {"notices": {}}
+                    self.state.write(meta={"notices": {**notices["notices"], key: message}})
+        except (OSError, Exception) as exc:  # a read-only vault: say it every time
+            if not isinstance(exc, OSError) and "readonly" not in str(exc).lower() and "read-only" not in str(exc):
+                raise
+        return True
+
+    def changed_paths(self) -> set[str] | None:
+        """The paths under entries/ whose files may not be what the record says (git's word, the
+        record's own list); None when git cannot say (no record synced to a commit, no git)."""
+        header = self._header()
+        if header is None or not header["commit"] or not self._git_ok():
+            return None
+        from memvault import gitrepo
+
+        look_in, _ = self._folders_to_look_in(header, time.time_ns())
+        answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES, untracked_in=look_in)()
+        return None if answer is None else set(answer[1]) | set(self.state.dirty())
+
+    def _folders_to_look_in(self, header, now: int) -> tuple[list[str] | None, dict[str, int]]:
+        """(the folders under entries/ where a file may have been added or removed since the
+        record's last listing, as literal pathspecs, None for every folder; the folders' mtimes
+        seen now, before git lists them). A folder's mtime moves when an entry is added, removed
+        or renamed in it, never when a file in it is edited in place: it spares the listing of new
+        files only, never the stat of the files git tracks (docs/design.md, "The index")."""
+        recorded = (header or {}).get("folders") or {}
+        if not recorded or not (header or {}).get("commit"):
+            return None, _folder_mtimes(self.root, now)
+        look, seen = [], {}
+        for rel, mtime in recorded.items():
+            try:
+                stat = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                continue  # gone: its parent's mtime moved
+            if not stat_module.S_ISDIR(stat.st_mode):
+                continue
+            seen[rel] = 0 if stat.st_mtime_ns >= now - RACY_NS else stat.st_mtime_ns
+            if not mtime or mtime != stat.st_mtime_ns:
+                look.append(rel)
+        # Listing a folder lists its subfolders too: the outermost ones are enough.
+        look = [rel for rel in sorted(look) if not any(rel.startswith(other + "/") for other in look)]
+        return [f":(literal){rel}" for rel in look], seen
+
+    def _folders_after(self, seen: dict[str, int] | None, look_in: list[str] | None, now: int) -> dict[str, int]:
+        """The folders to record after a sync: their mtimes from before git listed them, and the
+        subfolders found in the folders it listed (without an mtime: listed again next time)."""
+        if seen is None:
+            return {}
+        folders = dict(seen)
+        listed = [p.removeprefix(":(literal)") for p in look_in] if look_in is not None else []
+        for top in listed:
+            for rel in _subfolders(self.root, top):
+                folders.setdefault(rel, 0)
+        return folders
+
+    def id_candidates(self, needle: str, changed: set[str] | None | bool = True) -> list[Path]:
+        """The files that may hold a memory whose id starts with `needle` (lower case), live or
+        tombstone, sorted: those the record gives such an id and that have not changed since, plus
+        every file the record does not know as it is now. Reads no file; without git's word, every
+        file is looked at. changed: changed_paths() when the caller has it already."""
+        if changed is True:
+            changed = self.changed_paths()
+        if changed is not None:
+            hits = {rel for rel, _ in self.state.with_id_prefix(needle)} - changed
+            for rel in changed:
+                full = os.path.join(self.root, rel)
+                if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
+                    hits.add(rel)
+            return [self.root / rel for rel in sorted(hits)]
+        header = self._header()
+        known = self.state.entries() if header is not None else {}
+        found = []
+        for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
+            entry = known.get(rel)
+            if entry is not None:
+                try:
+                    stat = os.lstat(full)
+                except OSError:
+                    continue  # gone meanwhile
+                # A racy record (no ctime kept) is trusted here on size and mtime: a wrong file read
+                # costs a read, and an id changed within the second of a sync is not worth more.
+                if _same_stat(entry, stat, racy_ok=True) and not str(entry["id"]).lower().startswith(needle):
+                    continue
+            found.append(Path(full))
+        return found
+
+    def _git_ok(self) -> bool:
+        from memvault import gitrepo
+
+        return self.vault.settings.enable_git_versioning and gitrepo.is_repo(self.root)
 
     # -- table -----------------------------------------------------------------
     def _connect(self):
@@ -222,7 +358,7 @@ class Index:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def ensure_fts(self, table) -> None:
-        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
+        """A BM25 index on text; rows added later are still searched (unindexed rows are scanned)."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
         if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
             import warnings
@@ -231,140 +367,55 @@ class Index:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
 
-    # -- sync ------------------------------------------------------------------
-    def sync(self, full: bool = False, paths: Iterable[Path] | None = None, adopt: bool = False,
-             check_only: bool = False, progress: Callable[[int, int], None] | None = None,
-             verify: bool = False) -> SyncReport:
-        """Bring the index in line with the files. The caller holds the vault lock unless check_only.
+    def ensure_filter_indexes(self, table) -> None:
+        """Bitmap indexes on the columns every search filters by (role, conversation_id), once the
+        table is big enough for them to pay: without them each dense search reads every row's
+        vector to find the scope's (at 100,000 rows, 98 ms of CPU and 170 MB more memory a query;
+        with them 13 ms, the same results: bench/README.md, "Scale"). Rows added later are checked
+        without the index until compaction takes them in. Checked once per process."""
+        if self._filter_indexes_checked:
+            return
+        self._filter_indexes_checked = True
+        if table.count_rows() < FILTER_INDEX_ROWS:
+            self._filter_indexes_checked = False  # look again once it has grown
+            return
+        present = {getattr(i, "name", "") for i in table.list_indices()}
+        for column in FILTER_INDEX_COLUMNS:
+            if f"{column}_idx" not in present:
+                from lancedb.index import Bitmap
 
-        paths: only look at these files (what a command just wrote or removed).
-        adopt: give files without front matter a front matter (reindex does; search does not).
-        check_only: report drift, write nothing.
-        verify: read every row's path and hash and compare them with state.json (reindex and
-        --check do; other syncs only compare the row count, which is free).
-        """
-        report = SyncReport()
-        state_existed = self.state_path.exists()
-        state = self.load_state()
-        model = self.model_info() if not check_only or state.get("model") else None
-        if full:
-            report.rebuilt = "--full"
-        elif state["files"] and state.get("model") != model:
-            old = (state.get("model") or {}).get("name", "an unknown model")
-            report.rebuilt = f"index was built with {old}; rebuilding with {model['name']}"
-        stray: set[str] = set()  # paths of rows state.json does not vouch for (a sync cut short)
-        repaired: list[str] = []  # state entries whose row is missing, doubled or stale
-        if not report.rebuilt and (not check_only or verify):
-            try:
-                table = self.table() if not check_only or self.dir.is_dir() else None
-                if table is None and state["files"]:
-                    report.rebuilt = f"index table in {self.dir} is missing; rebuilding it"
-                elif table is not None and FTS_COLUMN not in table.schema.names:
-                    report.rebuilt = (f"the index in {self.dir} was built by an older memvault (no {FTS_COLUMN} "
-                                      "column: what search reads for a chat turn); rebuilding it, once")
-                elif table is not None:
-                    rows = table.count_rows()
-                    if rows and not state["files"]:
-                        report.rebuilt = f"index state {self.state_path} is missing; rebuilding the index"
-                    elif verify or rows != len(state["files"]):
-                        repaired, stray = self._mismatch(table, state["files"])
-            except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
-                report.rebuilt = f"index in {self.dir} is unreadable ({type(exc).__name__}); rebuilding it"
-        if report.rebuilt:
-            if check_only:
-                return report
-            if report.rebuilt != "--full":
-                self.notice(f"memvault: {report.rebuilt}")
-            # state.json goes first: a rebuild killed half-way must not leave a state that vouches
-            # for rows the new table does not have yet.
-            self.state_path.unlink(missing_ok=True)
-            self._reset()
-            state = {"version": STATE_VERSION, "model": model, "files": {}}
-            paths = None
-        elif stray:
-            if not check_only:
-                self.notice(f"memvault: the index in {self.dir} did not match its files "
-                            f"({len(repaired)} rows missing or stale, {len(stray) - len(repaired)} stray); "
-                            "repairing it")
-                for chunk in _chunks(sorted(stray), 500):
-                    self.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
-            paths = None  # look at every file: those on disk are indexed again below
+                table.create_index(column, config=Bitmap())
 
-        known: dict[str, dict[str, Any]] = state["files"]
-        touched = bool(report.rebuilt or stray) or state.get("model") != model or not self.state_path.exists()
-        if paths is None:
-            on_disk = _scan_entries(self.root)
-            scope = set(known) | set(on_disk)
-            if not state_existed and not report.rebuilt and on_disk and not check_only:
-                self.notice(f"memvault: no index in {self.vault.sidecar}; building it from {len(on_disk)} files")
-            report.removed.extend(sorted(p for p in stray if p not in on_disk))
-        else:
-            on_disk = {}
-            scope = set()
-            for p in paths:
-                rel = self.vault.relative(Path(p))
-                scope.add(rel)
-                live = Path(p)
-                if files.DELETED not in Path(rel).parts[2:3] and live.is_file() and files.is_memory_file(live) \
-                        and not live.is_symlink():
-                    on_disk[rel] = live
+    # -- sync: one entry point per kind of caller (docs/design.md, "The index") -------------
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """The index in line with every change to the files since the last sync, hand edits
+        included: before a read, after a clone. The caller holds the vault lock.
 
-        ids_in_use = {entry["id"]: rel for rel, entry in known.items() if rel not in scope or rel in on_disk}
-        to_index: list[tuple[str, Memory, str, os.stat_result]] = []
-        for rel in sorted(scope):
-            path = on_disk.get(rel)
-            entry = known.get(rel)
-            if path is None:
-                if entry is not None:
-                    report.removed.append(rel)
-                    report.ids[rel] = entry["id"]
-                    if not check_only:
-                        known.pop(rel)
-                continue
-            try:
-                stat = os.stat(path)
-            except OSError:
-                continue
-            if entry and entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns:
-                report.unchanged += 1
-                continue
-            path = Path(path)
-            touched = True
-            try:
-                memory, adopted, digest, stat = self._read(path, adopt and not check_only, report)
-            except MemoryFileError as exc:
-                report.skipped.append(exc)
-                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
-                    report.removed.append(rel)
-                    if not check_only:
-                        known.pop(rel)
-                continue
-            if entry and entry["sha256"] == digest:
-                report.unchanged += 1
-                if not check_only:
-                    entry.update(size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-                continue
-            owner = ids_in_use.get(memory.id)
-            if owner is not None and owner != rel:
-                report.skipped.append(MemoryFileError(path, f"id {memory.id} is already used by {owner}"))
-                continue
-            ids_in_use[memory.id] = rel
-            (report.changed if entry else report.added).append(rel)
-            report.ids[rel] = memory.id
-            to_index.append((rel, memory, digest, stat))
+        git says which files may differ from what the record holds since the commit the record is
+        synced to; its processes run while LanceDB loads. Without git, every file's size and mtime
+        are compared with the record."""
+        return _Sync(self, _How(), progress).run()
 
-        if check_only:
-            return report
-        contexts = self._turn_contexts(known, report, to_index)
-        self._apply(known, report, to_index, progress, contexts)
-        state["model"] = model
-        if touched or report.removed:  # a no-op sync (every search) writes nothing
-            self.save_state(state)
-        return report
+    def take_in(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None,
+                upkeep: bool = True) -> SyncReport:
+        """Exactly these files, which a command just wrote or removed, a pull checked out, or the
+        folder's events named; nothing else is looked at. The caller holds the vault lock.
+        upkeep: the table's upkeep after writing (`maintain`); a bulk add's batches leave it to
+        the last one."""
+        return _Sync(self, _How(paths=paths, upkeep=upkeep), progress).run()
 
-    def sync_paths(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None) -> SyncReport:
-        """Index exactly the files a command just wrote or removed (the caller holds the lock)."""
-        return self.sync(paths=paths, progress=progress)
+    def reindex(self, full: bool = False, verify: bool = True,
+                progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """`memvault reindex` (and sync's hand edits): catch_up, and give files without front
+        matter a front matter; verify: compare every row's path and hash with the record (other
+        syncs compare only the row count, which is free); full: rebuild from every file. The
+        caller holds the vault lock."""
+        return _Sync(self, _How(adopt=True, verify=verify, full=full), progress).run()
+
+    def check(self) -> SyncReport:
+        """The drift between files and index (`reindex --check`): every file and every row
+        compared with the record; writes nothing (the caller holds a shared lock, or none)."""
+        return _Sync(self, _How(write=False, verify=True), None).run()
 
     def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, dict[str, Any]]:
         """{text: row} for the live rows of this conversation and role whose text is one of `texts`."""
@@ -378,24 +429,6 @@ class Index:
             for row in table.search().where(where).select(["id", "path", "text"]).limit(None).to_list():
                 found.setdefault(row["text"], row)
         return found
-
-    def remember_notice(self, key: str, message: str) -> bool:
-        """Whether `message` is news for this vault (not what was said last time under `key`); news
-        is remembered in state.json, under the lock when it is free (else it is said again later)."""
-        from memvault.lock import vault_lock
-
-        state = self.load_state() if self.state_path.exists() else None
-        if state is None or state.get("notices", {}).get(key) == message:
-            return state is None
-        try:
-            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
-                if got:
-                    state = self.load_state()
-                    state.setdefault("notices", {})[key] = message
-                    self.save_state(state)
-        except OSError:
-            pass  # a read-only vault: say it every time
-        return True
 
     def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
                 conversation: str | None = None) -> list[dict[str, Any]]:
@@ -414,51 +447,61 @@ class Index:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
 
-    def _mismatch(self, table, known: dict[str, dict[str, Any]]) -> tuple[list[str], set[str]]:
-        """Compare the rows with state.json. Entries whose row is missing, doubled or stale are
-        dropped from `known`, so the sync indexes them again. Returns those entries, and the paths
-        of every row that `known` no longer vouches for (to delete: stray rows and repaired ones)."""
-        data = table.search().select(["path", "sha256"]).limit(None).to_arrow().to_pydict()
+    def _mismatch(self, table) -> tuple[list[str], set[str]]:
+        """Compare the rows with the record. Returns the records whose row is missing, doubled or
+        stale (indexed again by the sync), and the paths of every row the record does not vouch
+        for once those are dropped (to delete: stray rows and repaired ones)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arrow = table.search().select(["path", "sha256"]).limit(None).to_arrow()
+        recorded_rows = self.state.live_hashes_sorted() if self.state_path.exists() else []
+        if len(recorded_rows) == arrow.num_rows:  # the usual case, compared in C: in step
+            order = pc.sort_indices(arrow, sort_keys=[("path", "ascending"), ("sha256", "ascending")])
+            paths, digests = (list(column) for column in zip(*recorded_rows)) if recorded_rows else ([], [])
+            if pc.take(arrow["path"], order).equals(pa.chunked_array([pa.array(paths, pa.string())])) and \
+                    pc.take(arrow["sha256"], order).equals(pa.chunked_array([pa.array(digests, pa.string())])):
+                return [], set()
+        data = arrow.to_pydict()
         rows: dict[str, list[str]] = {}
         for path, digest in zip(data["path"], data["sha256"]):
             rows.setdefault(path, []).append(digest)
-        repaired = [rel for rel, entry in known.items() if rows.get(rel) != [entry["sha256"]]]
-        for rel in repaired:
-            known.pop(rel)
-        stray = {path for path in rows if path not in known}
+        recorded = self.state.live_hashes() if self.state_path.exists() else {}
+        repaired = [rel for rel, digest in recorded.items() if rows.get(rel) != [digest]]
+        vouched = set(recorded) - set(repaired)
+        stray = {path for path in rows if path not in vouched}
         return repaired, stray | set(repaired)
 
-    def _read(self, path: Path, adopt: bool, report: SyncReport):
-        # One read: the hash is of the very bytes that were parsed, the stat from before reading
-        # them (a file changed in between then looks changed to the next sync, never unchanged).
+    def _read(self, path: Path, entry: dict[str, Any] | None, adopt: bool, tombstone: bool, report: SyncReport):
+        """(the memory, or None when the bytes are the ones recorded; their sha256; the stat from
+        before reading them; their git blob id). One read: the hash is of the very bytes that were
+        parsed, so a file changed in between looks changed to the next sync, never unchanged."""
+        if entry is not None:  # touched or copied, maybe not changed: the bytes say, no parsing
+            try:
+                before = os.lstat(path)
+                if stat_module.S_ISREG(before.st_mode) and before.st_size <= files.MAX_MEMORY_BYTES:
+                    raw = path.read_bytes()
+                    digest = hashlib.sha256(raw).hexdigest()
+                    if digest == entry["sha256"]:
+                        return None, digest, before, self._blob_id(raw)
+            except OSError:
+                pass
         memory, adopted, raw, stat = files.read_memory_raw(path, self.root)
-        if adopted:
+        if adopted and not tombstone:
             report.adopted.append(memory)
             if adopt:
                 files.write_memory(self.root, memory, path)
                 raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
-        return memory, adopted, hashlib.sha256(raw).hexdigest(), stat
+        return memory, hashlib.sha256(raw).hexdigest(), stat, self._blob_id(raw)
 
-    def _turn_contexts(self, known, report: SyncReport, to_index):
-        """What BM25 reads for the memories to index (turn_context.py), and the turns whose context
-        changed with them (the turns after a turn added, changed or removed), added to to_index."""
-        from memvault.turn_context import TurnContexts
+    def _blob_id(self, raw: bytes) -> str:
+        """The id git gives these bytes as a blob (SHA-1, or SHA-256 in a repository of that format)."""
+        digest = hashlib.sha256() if self._object_format == "sha256" else hashlib.sha1()
+        digest.update(b"blob %d\0" % len(raw))
+        digest.update(raw)
+        return digest.hexdigest()
 
-        contexts = TurnContexts(self.root, {rel: memory for rel, memory, _, _ in to_index})
-        touched = [rel for rel, *_ in to_index] + report.removed
-        for rel in sorted(contexts.after(touched)):
-            if rel not in known:  # not indexed (yet): a sync of every file reads it anyway
-                continue
-            try:
-                memory, _adopted, digest, stat = self._read(self.root / rel, False, SyncReport())
-            except MemoryFileError:
-                continue
-            to_index.append((rel, memory, digest, stat))
-            contexts.pending[rel] = memory
-            contexts.refreshed.append(rel)
-        return contexts
-
-    def _apply(self, known, report: SyncReport, to_index, progress, contexts=None) -> None:
+    def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True, contexts=None) -> None:
         stale = report.removed + report.changed + (contexts.refreshed if contexts is not None else [])
         table = self.table(create=bool(to_index))
         if table is not None and stale:
@@ -470,23 +513,38 @@ class Index:
             new_paths = [rel for rel, *_ in to_index if rel in added]
             for chunk in _chunks(new_paths, 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
-        done = 0
+        done, waiting = 0, []
         # Similar lengths in one batch: the embedder pads a batch to its longest text.
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
-            vectors = self.embedder.embed([m.text for _, m, _, _ in batch])
-            table.add(self._arrow_rows(batch, vectors, contexts))
-            for rel, memory, digest, stat in batch:
-                known[rel] = {"id": memory.id, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+            vectors = self.embedder.embed([item[1].text for item in batch])
+            waiting.append(self._arrow_rows(batch, vectors, contexts))
             done += len(batch)
+            if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
+                import pyarrow as pa
+
+                table.add(pa.concat_tables(waiting))
+                waiting = []
             if progress:
                 progress(done, len(to_index))
-        if table is not None and (to_index or stale):
-            self.ensure_fts(table)
-            if len(to_index) > 1000 or report.rebuilt or _fragments(table) >= COMPACT_FRAGMENTS \
-                    or _bm25_behind(table):
-                table.optimize()  # compaction into one fragment, the new rows into the BM25 index
+        self._touched |= bool(to_index or stale)
+        if maintain:
+            self.maintain()
 
+    def maintain(self) -> None:
+        """The table's upkeep after writes: the BM25 and filter indexes made if there are none
+        (over every row), and `optimize` (compaction into one fragment, the new rows into the
+        indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
+        more than FTS_UNINDEXED_MAX rows are outside the BM25 index. A bulk add calls it once at
+        its end, not after each of its batches."""
+        table = self.table()
+        if table is not None and self._touched:
+            self.ensure_fts(table)
+            self.ensure_filter_indexes(table)
+            if _fragments(table) >= COMPACT_FRAGMENTS or _unindexed(table) > FTS_UNINDEXED_MAX \
+                    or _bm25_behind(table):
+                table.optimize()
+        self._touched = False
 
     def _arrow_rows(self, batch, vectors, contexts=None):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
@@ -494,12 +552,320 @@ class Index:
         import pyarrow as pa
 
         rows = [_row(rel, memory, digest, None, contexts.index_text(rel, memory) if contexts else memory.text)
-                for rel, memory, digest, _ in batch]
+                for rel, memory, digest, *_ in batch]
         schema = self._schema()
         columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
         columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim)
         return pa.Table.from_pydict(columns, schema=schema)
+
+
+@dataclass
+class _How:
+    """What one sync is for; set by Index's entry points (catch_up, take_in, reindex, check)."""
+
+    paths: Iterable[Path] | None = None  # only these files; None: whatever changed
+    adopt: bool = False  # give files without front matter one
+    write: bool = True  # False: report the drift, write nothing
+    verify: bool = False  # compare every row with the record, not only their number
+    full: bool = False  # rebuild from every file
+    upkeep: bool = True  # the table's upkeep after writing
+
+
+class _Sync:
+    """One sync, in steps (`run`): decide whether the table must be rebuilt or repaired, choose
+    the files to look at, read those whose stat differs from the record, settle ids claimed
+    twice, write the rows, then the record, in one transaction, last (docs/design.md, "The
+    index"): a sync killed at any point leaves the old record, and the next one finishes."""
+
+    def __init__(self, index: Index, how: _How, progress: Callable[[int, int], None] | None):
+        self.index, self.how, self.progress = index, how, progress
+        self.paths = how.paths
+        self.report = SyncReport()
+        self.asked_at = time.time_ns()
+        self.git_answer = None
+        self.look_in: list[str] | None = None
+        self.folders_seen: dict[str, int] | None = None
+        self.stray: set[str] = set()  # paths of rows the record does not vouch for (a sync cut short)
+        self.repaired: list[str] = []  # records whose row is missing, doubled or stale
+        self.watch: set[str] = set()  # files left out (unreadable, an id taken): looked at again next time
+        self.unsure = False  # a file read without git's word on it that changed after git looked
+        self.put: dict[str, dict[str, Any]] = {}
+        self.drop: set[str] = set()
+
+    def run(self) -> SyncReport:
+        self.start()
+        self.judge_table()
+        if self.report.rebuilt and not self.how.write:
+            return self.report
+        self.clear()
+        self.choose_files()
+        to_index = self.claim_ids(self.look())
+        if not self.how.write:
+            return self.report
+        contexts = self.turn_contexts(to_index)
+        self.index._apply(self.report, to_index, self.progress, self.how.upkeep, contexts)
+        for rel, memory, digest, stat, oid in to_index:
+            self.put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                             "live": 1}
+        self.record()
+        return self.report
+
+    def start(self) -> None:
+        """The record's header; git asked what changed (its processes run meanwhile); the model."""
+        index, how = self.index, self.how
+        self.state_existed = index.state_path.exists()
+        self.header = header = index._header()
+        self.fresh = header is None
+        if self.paths is None and how.write and index._git_ok():
+            from memvault import gitrepo
+
+            head = gitrepo.read_head(index.root)
+            index._object_format = "sha256" if head and len(head) == 64 else "sha1"
+            self.look_in, self.folders_seen = index._folders_to_look_in(header, self.asked_at)
+            self.git_answer = gitrepo.changes_since(index.root, header["commit"] if header else None, files.ENTRIES,
+                                                    untracked_in=self.look_in)
+        elif self.paths is not None and header is not None and header["commit"]:
+            index._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
+        self.live = index.state.count() if header is not None else 0
+        self.model = index.model_info() if how.write or (header and header["model"]) else None
+
+    def judge_table(self) -> None:
+        """report.rebuilt when the table must be built anew (--full, another model, no table, no
+        record, unreadable); otherwise the rows to repair when their number (or, verifying, their
+        paths and hashes) disagrees with the record."""
+        index, how, report, header = self.index, self.how, self.report, self.header
+        if how.full:
+            report.rebuilt = "--full"
+        elif self.live and header["model"] != self.model:
+            old = (header["model"] or {}).get("name", "an unknown model")
+            report.rebuilt = f"index was built with {old}; rebuilding with {self.model['name']}"
+        if report.rebuilt or not (how.write or how.verify):
+            return
+        try:
+            table = index.table() if how.write or index.dir.is_dir() else None
+            if table is None and self.live:
+                report.rebuilt = f"index table in {index.dir} is missing; rebuilding it"
+            elif table is not None and FTS_COLUMN not in table.schema.names:
+                report.rebuilt = (f"the index in {index.dir} was built by an older memvault (no {FTS_COLUMN} "
+                                  "column: what search reads for a chat turn); rebuilding it, once")
+            elif table is not None:
+                rows = table.count_rows()
+                if rows and not self.live:
+                    report.rebuilt = f"index state {index.state_path} is missing; rebuilding the index"
+                elif how.verify or rows != self.live:
+                    self.repaired, self.stray = index._mismatch(table)
+                if rows and how.write and not index._filter_indexes_checked:
+                    try:
+                        index.ensure_filter_indexes(table)
+                    except Exception:  # only speed is at stake: searched without them
+                        pass
+        except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
+            report.rebuilt = f"index in {index.dir} is unreadable ({type(exc).__name__}); rebuilding it"
+
+    def clear(self) -> None:
+        """A rebuild drops record and table; stray rows are deleted (then every file is looked at)."""
+        index, report = self.index, self.report
+        if report.rebuilt:
+            if report.rebuilt != "--full":
+                index.notice(f"memvault: {report.rebuilt}")
+            # The record goes first: a rebuild killed half-way must not leave a record that vouches
+            # for rows the new table does not have yet.
+            index.state.remove()
+            index._reset()
+            self.header, self.fresh, self.live, self.paths = None, True, 0, None
+        elif self.stray:
+            if self.how.write:
+                index.notice(f"memvault: the index in {index.dir} did not match its files "
+                             f"({len(self.repaired)} rows missing or stale, "
+                             f"{len(self.stray) - len(self.repaired)} stray); repairing it")
+                for chunk in _chunks(sorted(self.stray), 500):
+                    index.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+            self.paths = None  # look at every file: those on disk are indexed again below
+
+    def choose_files(self) -> None:
+        """scope (the paths to look at), on_disk (those of them that are memory files now) and
+        known (what the record says of them): the given paths, git's answer, or every file."""
+        index, root, header = self.index, self.index.root, self.header
+        self.seen = self.git_answer() if self.git_answer is not None else None  # (HEAD, {path: blob at HEAD})
+        self.old_dirty: dict[str, str] = index.state.dirty() if header is not None else {}
+        self.by_git = self.seen is not None and header is not None and bool(header["commit"]) and not self.stray
+        if self.paths is not None:
+            # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
+            scope = {rel for p in self.paths if _entry_path(rel := index.vault.relative(Path(p)))}
+            self.known = index.state.entries(scope) if header is not None else {}
+        elif self.by_git:
+            scope = {rel for rel in set(self.seen[1]) | set(self.old_dirty) if _entry_path(rel)
+                     or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(root, rel)))}
+            self.known = index.state.entries(scope)
+        else:
+            self.on_disk = _scan_entries(root, tombstones=True)
+            self.known = index.state.entries() if header is not None else {}
+            self.scope = set(self.known) | set(self.on_disk)
+            live_files = sum(1 for rel in self.on_disk if not _in_deleted(rel))
+            if not self.state_existed and not self.report.rebuilt and live_files and self.how.write:
+                index.notice(f"memvault: no index in {index.vault.sidecar}; building it from {live_files} files")
+            self.report.removed.extend(sorted(p for p in self.stray if p not in self.on_disk))
+        if self.paths is not None or self.by_git:
+            self.scope = scope
+            self.on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(root, rel))}
+        for rel in self.repaired:
+            self.known.pop(rel, None)  # indexed again below if it is still there
+        self.drop = set(self.repaired)
+
+    def look(self) -> list[tuple[str, Memory, str, os.stat_result, str, dict | None]]:
+        """Read the files whose size or mtime is not as recorded (or that have no blob id yet: a
+        record carried over); the new or changed memories among them."""
+        report, known, put, drop = self.report, self.known, self.put, self.drop
+        fresh_reads = []
+        self.examined_unchanged = 0
+        for rel in sorted(self.scope):
+            path = self.on_disk.get(rel)
+            entry = known.get(rel)
+            if path is None:
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                        report.ids[rel] = entry["id"]
+                    drop.add(rel)
+                continue
+            try:
+                stat = os.lstat(path)
+            except OSError:
+                continue
+            if entry and entry["oid"] and _same_stat(entry, stat):
+                self.examined_unchanged += entry["live"]
+                continue
+            tombstone = _in_deleted(rel)
+            try:
+                read = self.index._read(Path(path), entry, self.how.adopt and self.how.write and not tombstone,
+                                        tombstone, report)
+            except MemoryFileError as exc:
+                self.watch.add(rel)
+                if not tombstone:
+                    report.skipped.append(exc)
+                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    drop.add(rel)
+                continue
+            memory, digest, stat, oid = read
+            if self.seen is not None and not self.by_git and rel not in self.seen[1] \
+                    and stat.st_ctime_ns >= self.asked_at - RACY_NS:
+                self.unsure = True
+            if entry and entry["sha256"] == digest:  # touched, not changed
+                self.examined_unchanged += entry["live"]
+                renewed = {**entry, **_stat_fields(stat, self.asked_at), "oid": oid}
+                if renewed != entry:
+                    put[rel] = renewed
+                continue
+            if tombstone:  # no row: recorded for find() only
+                put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                            "live": 0}
+                continue
+            fresh_reads.append((rel, memory, digest, stat, oid, entry))
+        return fresh_reads
+
+    def claim_ids(self, fresh_reads) -> list[tuple[str, Memory, str, os.stat_result, str]]:
+        """Two files claiming one id: the one the record already has keeps it; the other is
+        skipped (and watched). What is left is to be indexed."""
+        report, header = self.report, self.header
+        claimed = self.index.state.owners(m.id for _, m, *_ in fresh_reads) if header is not None else {}
+        ids_in_use = {i: rel for i, rel in claimed.items() if rel not in self.scope or rel in self.on_disk}
+        to_index = []
+        for rel, memory, digest, stat, oid, entry in fresh_reads:
+            owner = ids_in_use.get(memory.id)
+            if owner is not None and owner != rel:
+                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                self.watch.add(rel)
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    self.drop.add(rel)
+                continue
+            ids_in_use[memory.id] = rel
+            (report.changed if entry and entry["live"] else report.added).append(rel)
+            report.ids[rel] = memory.id
+            to_index.append((rel, memory, digest, stat, oid))
+        report.removed.sort()
+        if self.paths is not None:
+            report.unchanged = self.examined_unchanged
+        else:
+            report.unchanged = max(self.live - len(self.repaired) - len(report.removed) - len(report.changed), 0)
+        return to_index
+
+    def turn_contexts(self, to_index):
+        """What BM25 reads for the memories to index (turn_context.py), and the turns whose context
+        changed with them (the turns after a turn added, changed or removed), added to to_index."""
+        from memvault.turn_context import TurnContexts
+
+        index = self.index
+        contexts = TurnContexts(index.root, {rel: memory for rel, memory, *_ in to_index})
+        touched = [rel for rel, *_ in to_index] + self.report.removed
+        followers = sorted(contexts.after(touched) - set(contexts.pending))
+        recorded = index.state.entries(followers) if followers and self.header is not None else {}
+        for rel in followers:
+            entry = recorded.get(rel)
+            if entry is None or not entry["live"]:  # not indexed (yet): its own sync reads it anyway
+                continue
+            try:
+                memory, digest, stat, oid = index._read(index.root / rel, None, False, False, SyncReport())
+            except MemoryFileError:
+                continue
+            to_index.append((rel, memory, digest, stat, oid))
+            contexts.pending[rel] = memory
+            contexts.refreshed.append(rel)
+        return contexts
+
+    def record(self) -> None:
+        """The record's one transaction: the files read, the model, and what it is synced to."""
+        index, header, known, put = self.index, self.header, self.known, self.put
+        self.drop -= set(put)
+        drop, old_dirty, seen = self.drop, self.old_dirty, self.seen
+        meta: dict[str, Any] = {}
+        if header is None or header["model"] != self.model:
+            meta["model"] = self.model
+        dirty = dirty_add = None
+        if self.paths is None:
+            if seen is not None and not self.unsure:
+                # Synced to HEAD: the paths where the record differs from it, with their blob there
+                # (a path git does not name is as HEAD has it, and so is its record).
+                at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
+                dirty = {rel: oid for rel, oid in at_head.items() if (rel in self.scope or _entry_path(rel))
+                         and (rel in self.watch or self.recorded_oid(rel) != oid)}
+                if header is None or header["commit"] != seen[0]:
+                    meta["commit"] = seen[0]
+                folders = index._folders_after(self.folders_seen, self.look_in, self.asked_at)
+                if header is None or folders != header["folders"]:
+                    meta["folders"] = folders
+                self.report.unlike_head = {rel: oid for rel, oid in dirty.items() if self.recorded_oid(rel) != oid}
+                if dirty == old_dirty and not self.fresh:
+                    dirty = None
+                if self.by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
+                    from memvault import gitrepo
+
+                    gitrepo.refresh_index(index.root)  # files git sees as touched: its stat data renewed
+            elif header is not None and header["commit"]:
+                meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
+                meta["folders"] = {}
+        elif header is not None and header["commit"]:
+            # What this write changed differs from the synced commit: until a sync sees that commit
+            # (or the file as it was), the path stays under watch, with its blob at that commit.
+            dirty_add = {rel: (known[rel]["oid"] if rel in known else "") for rel in set(put) | drop
+                         if rel not in old_dirty}
+            if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
+                meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
+        if put or drop or meta or dirty is not None or dirty_add or self.fresh:
+            index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh)
+
+    def recorded_oid(self, rel: str) -> str:
+        """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""
+        if rel in self.put:
+            return self.put[rel]["oid"]
+        if rel in self.drop:
+            return ""
+        entry = self.known.get(rel)
+        return entry["oid"] if entry else ""
 
 
 def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
@@ -521,14 +887,23 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
     }
 
 
+def _unindexed(table) -> int:
+    """Rows the BM25 index does not hold yet (0 when it cannot say)."""
+    try:
+        stats = table.index_stats(f"{FTS_COLUMN}_idx")
+        return int(stats.num_unindexed_rows) if stats is not None else 0
+    except Exception:
+        return 0
+
+
 def _bm25_behind(table) -> bool:
     """Whether the BM25 index has left out 1% or more of the rows. BM25 scores the rows it indexed
     with the word counts of its own rows and the others with all of them, so a fact added to a
     small vault would lose to an older one of the same words (a vault of 7: by 30%); a vault of
     10,000 takes its new rows in once per 100 adds (optimize: ~10 ms small, more at 10,000)."""
     try:
-        index = next(i for i in table.list_indices() if getattr(i, "name", "") == f"{FTS_COLUMN}_idx")
-        unindexed, indexed = int(index.num_unindexed_rows), int(index.num_indexed_rows)
+        stats = table.index_stats(f"{FTS_COLUMN}_idx")
+        unindexed, indexed = int(stats.num_unindexed_rows), int(stats.num_indexed_rows)
     except Exception:  # no BM25 index yet, or a lancedb without these counts
         return False
     return unindexed > 0 and unindexed * 100 >= indexed
@@ -542,11 +917,11 @@ def _fragments(table) -> int:
         return 0
 
 
-def _scan_entries(root: Path) -> dict[str, str]:
+def _scan_entries(root: Path, tombstones: bool = False) -> dict[str, str]:
     """{relative posix path: absolute path} of the files files.walk_entries yields (live entries
-    only, no dot folders, files.is_memory_file names, a symlinked folder as itself so that reading
-    it reports it, never entered), with plain strings: every search walks the vault, and Path
-    objects cost more than the walk itself on 10,000 files."""
+    only unless tombstones, no dot folders, files.is_memory_file names, a symlinked folder as
+    itself so that reading it reports it, never entered), with plain strings: Path objects cost
+    more than the walk itself on 10,000 files."""
     base = os.path.join(os.fspath(root), files.ENTRIES)
     if not os.path.isdir(base):
         return {}
@@ -554,7 +929,7 @@ def _scan_entries(root: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     for folder, dirs, names in os.walk(base, followlinks=False):
         parts = folder[len(base) + 1:].split(os.sep) if len(folder) > len(base) else []
-        if len(parts) >= 2 and parts[1] == files.DELETED:
+        if len(parts) >= 2 and parts[1] == files.DELETED and not tombstones:
             dirs[:] = []
             continue
         dirs[:] = [d for d in dirs if not d.startswith(".")]
@@ -563,10 +938,84 @@ def _scan_entries(root: Path) -> dict[str, str]:
             if os.path.islink(full):
                 found[full[cut:].replace(os.sep, "/")] = full
         for name in names:
-            if name.endswith(".md") and not name.startswith((".", "#", "~")):
+            if _memory_name(name):
                 full = os.path.join(folder, name)
                 found[full[cut:].replace(os.sep, "/")] = full
     return found
+
+
+def _same_stat(entry: dict[str, Any], stat: os.stat_result, racy_ok: bool = False) -> bool:
+    """The file is as the record saw it: same size, mtime and ctime. The ctime catches what the
+    other two miss (an edit of the same size whose mtime was set back): only the kernel sets it.
+    racy_ok: a record that kept no ctime (see _stat_fields) passes on size and mtime."""
+    return entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns \
+        and (entry["ctime_ns"] == stat.st_ctime_ns or (racy_ok and not entry["ctime_ns"]))
+
+
+def _stat_fields(stat: os.stat_result, synced_at: int) -> dict[str, int]:
+    """What the record keeps of a stat. A file changed within a second of the sync could change
+    again without its ctime moving (timestamps have a granularity): its ctime is not kept, so the
+    next sync reads it once more (as git does with its "racily clean" entries)."""
+    racy = stat.st_ctime_ns >= synced_at - RACY_NS
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": 0 if racy else stat.st_ctime_ns}
+
+
+def _folder_mtimes(root: Path, now: int) -> dict[str, int]:
+    """{relative folder: mtime_ns} of entries/ and every folder under it (no dot folders, no
+    symlinked ones); 0 for one changed within a second of `now` (it may change again unseen)."""
+    found: dict[str, int] = {}
+    for rel in [files.ENTRIES, *_subfolders(root, files.ENTRIES)]:
+        try:
+            mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
+        except OSError:
+            continue
+        found[rel] = 0 if mtime >= now - RACY_NS else mtime
+    return found
+
+
+def _subfolders(root: Path, top: str) -> list[str]:
+    """The folders under `top` (relative), recursively, without dot folders or symlinked ones."""
+    out, todo = [], [top]
+    while todo:
+        current = todo.pop()
+        try:
+            with os.scandir(os.path.join(root, current)) as listing:
+                names = [entry.name for entry in listing
+                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")]
+        except OSError:
+            continue
+        for name in names:
+            out.append(f"{current}/{name}")
+            todo.append(f"{current}/{name}")
+    return out
+
+
+def _memory_name(name: str) -> bool:
+    """files.is_memory_file, on a name."""
+    return name.endswith(".md") and not name.startswith((".", "#", "~"))
+
+
+def _entry_path(rel: str) -> bool:
+    """Whether a relative path (from git) is one _scan_entries could yield as a file: under
+    entries/, in no dot folder, with a memory file's name (tombstones included)."""
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[0] == files.ENTRIES and _memory_name(parts[-1]) \
+        and not any(part.startswith(".") for part in parts[1:-1])
+
+
+def _in_deleted(rel: str) -> bool:
+    """Whether a relative path is a tombstone's (entries/<conversation>/deleted/...)."""
+    parts = rel.split("/", 3)
+    return len(parts) >= 4 and parts[0] == files.ENTRIES and parts[2] == files.DELETED
+
+
+def _is_entry_file(full: str) -> bool:
+    """A file or a symbolic link (reading it says it is one) is there."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return False
+    return stat_module.S_ISREG(mode) or stat_module.S_ISLNK(mode)
 
 
 def _sql_str(value: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from memvault import files
 from memvault.errors import MemvaultError, UsageError
@@ -51,9 +51,24 @@ def role_for_kind(kind: str) -> str:
         raise UsageError(f"unknown kind {kind!r} (one of {', '.join(files.KIND_TO_ROLE)})") from None
 
 
+def check_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> tuple[int, int]:
+    """Check every line (UsageError naming the first bad one) before anything is written; returns
+    how many memories the text holds, and how many of them are chat turns. The memories are made
+    again by iter_jsonl as they are written, so that a 100,000-line add never holds them all."""
+    count = turns = 0
+    for memory in iter_jsonl(text, origin, defaults):
+        count += 1
+        turns += memory.role in TURN_ROLES
+    return count, turns
+
+
 def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory]:
     """One JSON object per line -> memories. Validates everything before anything is written."""
-    memories = []
+    return list(iter_jsonl(text, origin, defaults))
+
+
+def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Memory]:
+    """One JSON object per line -> memories, one at a time (UsageError at the first bad line)."""
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -99,8 +114,7 @@ def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory
                                       created_at=created, extra=extra)
         except (ValueError, MemvaultError) as exc:
             raise UsageError(f"{where}: {exc}") from None
-        memories.append(memory)
-    return memories
+        yield memory
 
 
 def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERSATION, kind: str = "fact",
@@ -121,13 +135,14 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
 
 
 def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_conversation: bool = False,
-          progress: Callable[[int, int], None] | None = None) -> Change:
+          progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> Change:
     """Write memories, index them and commit, all under the vault lock.
 
     memories: a list, or an iterator that makes them while they are written (an import). A memory
     that carries a path (an exported one, imported back) is written there. by_conversation: the
     commit message counts the memories per conversation instead of naming every id. progress:
-    (done, total) while they are indexed."""
+    (done, total) while they are indexed; expected: how many there will be (an iterator's), for it.
+    They are indexed in batches while they are written (Change.index_pending)."""
     if isinstance(memories, (list, tuple)) and not memories:
         raise UsageError("nothing to add: the input is empty")
     if vault.auto_index:
@@ -138,6 +153,7 @@ def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_con
         get_embedder(vault.settings.embedding_model)
     with vault.change(command, progress=progress) as change:
         change.by_conversation = by_conversation
+        change.expected = expected
         for memory in memories:
             change.add(memory, memory.path)
     return change

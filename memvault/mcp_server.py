@@ -331,12 +331,10 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         """What changed in the memory and when, newest first, read from git (what `memvault log` shows):
         each commit with the memories it added, edited, replaced or deleted."""
         try:
-            entries = vault.log(id, limit=limit)
+            entries = vault.log(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
         except (MemvaultError, OSError) as exc:
             raise _failure(exc) from None
-        rows = [e.to_json() for e in entries]
-        return History(entries=[HistoryEntry(**{**row, "changes": row["changes"][:MAX_HISTORY_CHANGES]},
-                                             changes_total=len(row["changes"])) for row in rows])
+        return History(entries=[HistoryEntry(**e.to_json()) for e in entries])
 
     def conversation_summary(
         conversation: Annotated[str, Field(description="The conversation id, such as 'global' or 'work'.")],

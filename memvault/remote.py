@@ -251,8 +251,8 @@ def _integrate(vault, result: SyncResult, theirs: str | None, progress: Progress
             changed += pulled
         if changed:
             paths = sorted({root / path for _, path in changed})
-            report = vault.index.sync_paths(paths, progress=(lambda done, total: progress("indexing", done, total))
-                                            if progress else None)
+            report = vault.index.take_in(paths, progress=(lambda done, total: progress("indexing", done, total))
+                                         if progress else None)
             for problem in report.skipped:
                 vault.say(f"memvault: skipped {problem}")
             result.reindexed = report
@@ -330,8 +330,8 @@ def clone(url: str, path: Path, open_vault: Callable[[Path], Any], progress: Pro
     from memvault.lock import vault_lock
 
     with vault_lock(inner.lock_path, timeout=inner.settings.lock_timeout, holder="clone", on_wait=inner.notice):
-        report = inner.index.sync(progress=(lambda done, total: progress("indexing", done, total))
-                                  if progress else None)
+        report = inner.index.catch_up(progress=(lambda done, total: progress("indexing", done, total))
+                                      if progress else None)
     for problem in report.skipped:
         inner.say(f"memvault: skipped {problem}")
     return CloneResult(vault, _redact(url), branch, gitrepo.head_sha(path), report, time.perf_counter() - started)

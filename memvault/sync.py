@@ -19,7 +19,7 @@ from memvault.vault import Vault
 
 
 def check(vault: Vault) -> SyncReport:
-    """Drift between files and index (every row compared with state.json), writing nothing.
+    """Drift between files and index (every row compared with the record, state.db), writing nothing.
 
     A shared lock waits for a writer to finish, so a sync half-way through is not reported as
     drift; a vault that cannot be locked (read-only) is checked as it is.
@@ -34,7 +34,7 @@ def check(vault: Vault) -> SyncReport:
                 stack.enter_context(vault_lock(vault.lock_path, shared=True))
             except OSError:
                 pass
-        return vault.index.sync(check_only=True, verify=True)
+        return vault.index.check()
 
 
 def reindex(vault: Vault, full: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
@@ -54,13 +54,13 @@ def commit_hand_edits(vault: Vault, command: str, full: bool = False,
                       first: Callable[[], None] | None = None, verify: bool = True) -> HandEdits:
     """Under the vault lock: `first` (sync finishes an interrupted sync there), then an index sync
     that adopts files without front matter, then one commit of the hand edits it accepted.
-    verify: compare every index row with state.json too (reindex does; sync need not)."""
+    verify: compare every index row with the record (state.db) too (reindex does; sync need not)."""
     auto_index, vault.auto_index = vault.auto_index, False  # this command syncs the index itself
     try:
         with vault.change(command) as change:
             if first is not None:
                 first()
-            report = vault.index.sync(full=full, adopt=True, progress=progress, verify=verify)
+            report = vault.index.reindex(full=full, verify=verify, progress=progress)
             _record_hand_edits(vault, change, report)
     finally:
         vault.auto_index = auto_index
@@ -77,18 +77,25 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
 
     if not gitrepo.is_repo(vault.root):
         return
-    status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
-                                "--", files.ENTRIES)
     rejected = {vault.relative(problem.path) for problem in report.skipped}
-    dirty, fields = [], iter(status.split("\0"))
-    for field in fields:
-        if len(field) < 4:
-            continue
-        if field[0] in "RC":
-            next(fields, None)  # a staged rename or copy: its old path follows
-        path = field[3:]
-        if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
-            dirty.append(path)
+    if report.unlike_head is not None:
+        # The sync asked git already: what it indexed that HEAD does not have, but for files git
+        # ignores (never committed by hand-edit commits, as `git status` would not name them).
+        untracked = [path for path, blob in report.unlike_head.items() if not blob and (vault.root / path).exists()]
+        ignored = set(gitrepo.ignored(vault.root, untracked)) if untracked else set()
+        dirty = sorted(path for path in report.unlike_head if path not in ignored and path not in rejected)
+    else:
+        status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
+                                    "--", files.ENTRIES)
+        dirty, fields = [], iter(status.split("\0"))
+        for field in fields:
+            if len(field) < 4:
+                continue
+            if field[0] in "RC":
+                next(fields, None)  # a staged rename or copy: its old path follows
+            path = field[3:]
+            if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
+                dirty.append(path)
     if not dirty:
         return
     ids = []

@@ -162,15 +162,12 @@ class Vault:
             held.callback(self._writers.release)
             held.enter_context(vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice))
             self._init_repository()
-            change = Change(self, command)
+            change = Change(self, command, progress=progress, index=index)
             try:
                 yield change
             finally:
                 if change.touched:
-                    if self.auto_index and index and (change.written_paths or change.removed_paths):
-                        report = self.index.sync_paths(change.written_paths | change.removed_paths, progress)
-                        for problem in report.skipped:
-                            self.say(f"memvault: skipped {problem}")
+                    change.index_pending(last=True)
                     if commit and self.settings.enable_git_versioning:
                         from memvault import gitrepo
 
@@ -216,27 +213,15 @@ class Vault:
     def find(self, id_or_prefix: str, include_deleted: bool = True) -> Memory:
         """A memory by id or unique id prefix (like git), live ones preferred over tombstones.
 
-        A file the index has read and that has not changed since (same size and mtime as in
-        state.json) has the id the index recorded: only the files with a matching id are read,
-        plus those the index has not read as they are (tombstones, hand edits, new files)."""
+        Only the files that may hold it are read: those the index's record gives that id and
+        that have not changed since (git says which may have, else their size and mtime), plus
+        those the record does not know as they are (hand edits, new files)."""
         needle = id_or_prefix.strip().lower()
         if len(needle) < 4:
             raise UsageError(f"id prefix {id_or_prefix!r} is too short (at least 4 characters)")
-        known = self.index.known_files()
-        cut = len(str(self.root)) + 1
-        candidates = []
-        for path in files.walk_entries(self.root, include_deleted):
-            entry = known.get(str(path)[cut:].replace(os.sep, "/"))
-            if entry is not None:
-                try:
-                    stat = path.lstat()
-                except OSError:
-                    continue  # gone meanwhile
-                if entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
-                    if str(entry.get("id", "")).lower().startswith(needle):
-                        candidates.append(path)
-                    continue
-            candidates.append(path)
+        candidates = self.index.id_candidates(needle)
+        if not include_deleted:
+            candidates = [p for p in candidates if not files.is_deleted_path(Path(self.relative(p)))]
         matches = [m for m in self._read_all(candidates) if m.id.lower().startswith(needle)]
         live = [m for m in matches if not m.is_deleted]
         pool = live or matches
@@ -257,6 +242,9 @@ ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
 # time, each eviction shown, never thousands at once at an unrelated moment.
 EVICT_BATCH = 20
+# A bulk add is indexed this many memories at a time while it is written (Change.index_pending):
+# what it holds at once, and one table fragment each (index.ADD_ROWS).
+INDEX_BATCH = 8192
 
 
 @dataclass
@@ -305,6 +293,32 @@ class Change:
     # A bulk change (an import of 100,000 turns) names the conversations it added to in its commit
     # message, with a count each, instead of every memory id.
     by_conversation: bool = False
+    progress: Callable[[int, int], None] | None = None  # (done, total) while the written files are embedded
+    expected: int | None = None  # how many memories a bulk change will add, for `progress`
+    index: bool = True  # False: write only; a later change of the same command indexes the files
+    _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
+    _indexed: int = 0
+
+    def index_pending(self, last: bool = False) -> None:
+        """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
+        that what a 100,000-line add holds at once is one batch, not the whole), and at the end
+        (last: also the index's upkeep, compaction and the BM25 index, once for the whole change)."""
+        if not self.vault.auto_index or not self.index or not (self._pending or last):
+            return
+        done = self._indexed
+
+        def progress(current: int, total: int) -> None:
+            if self.progress is not None:
+                self.progress(done + current, max(self.expected or 0, done + total))
+
+        report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last) \
+            if self._pending else None
+        if last and report is None and self._indexed:
+            self.vault.index.maintain()
+        self._indexed += len(self._pending)
+        self._pending = set()
+        for problem in report.skipped if report is not None else ():
+            self.vault.say(f"memvault: skipped {problem}")
 
     @property
     def touched(self) -> bool:
@@ -325,6 +339,7 @@ class Change:
                 raise MemvaultError(f"vault {self.root} is not writable: {exc.strerror}") from None
             raise MemvaultError(f"cannot write {path or memory.id}: {exc.strerror or exc}") from None
         self.written_paths.add(written)
+        self._pending.add(written)
         return written
 
     def add(self, memory: Memory, path: Path | None = None) -> Memory:
@@ -332,6 +347,8 @@ class Change:
         where it was)."""
         self._write(memory, path)
         self.events.append(Event(ADD, memory))
+        if len(self._pending) >= INDEX_BATCH:
+            self.index_pending()
         return memory
 
     def rewrite(self, memory: Memory) -> Memory:
@@ -371,6 +388,7 @@ class Change:
         if old_path in self.written_paths:
             self.written_paths.discard(old_path)  # written by this very change: nothing to record
         self.removed_paths.add(old_path)
+        self._pending.add(old_path)
 
     def replace(self, old: Memory, new_text: str, reason: str = "update", now: datetime | None = None,
                 extra: dict[str, Any] | None = None) -> Memory:
@@ -415,6 +433,7 @@ class Change:
         memory.path.unlink(missing_ok=True)
         self.written_paths.discard(memory.path)
         self.removed_paths.add(memory.path)
+        self._pending.add(memory.path)
         if show:
             self.events.append(Event("REMOVE", memory))
 
@@ -424,6 +443,7 @@ class Change:
         self._write(tombstone, live_path)
         old.unlink(missing_ok=True)
         self.removed_paths.add(old)
+        self._pending.add(old)
         event = Event(RESTORE, tombstone, reason=reason)
         self.events.append(event)
         return event

@@ -1,6 +1,6 @@
 """Run the memvault CLI and SIGKILL it (or pause it) at an exact point of its work.
 
-    KILL_AT='memvault/index.py:save_state' python tests/kill_at.py add "some text"
+    KILL_AT='memvault/state.py:write'    python tests/kill_at.py add "some text"
     KILL_AT='c:posix.replace'              ...   # before the first os.replace (a builtin call)
     KILL_AT='memvault/gitrepo.py:commit_paths;1;0.3'  # 0.3 s after the 1st call: inside git
     PAUSE_AT='memvault/models.py:embed;1;20'        # sleep 20 s there instead of dying

@@ -120,3 +120,18 @@ def test_sync_quick(tmp_path):
     assert report["n"] == 50
     assert 0 < row["library"]["embedding_s"] < row["library"]["wall_s"] < 300
     assert 0 < row["command"]["wall_s"] < 300 and set(row["command"]["seconds"]) >= {"commit", "fetch", "integrate"}
+
+
+def test_scale_quick(tmp_path):
+    """bench/scale.py at 60 and 200 memories: the issue 20 table with its goal column."""
+    out = tmp_path / "scale.json"
+    done = run_script("scale.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    for row in ("`log -n 20`", "`show ID-PREFIX`", "`log ID-PREFIX`", "cold `search`", "peak RSS of `search`"):
+        assert row in done.stdout, row
+    assert "goal" in done.stdout and ("ok" in done.stdout or "MISS" in done.stdout)
+    report = json.loads(out.read_text())
+    assert set(report["sizes"]) == {"60", "200"}
+    for size in report["sizes"].values():
+        for key in ("search", "add", "reindex_noop", "reindex_edit", "log_n20", "show_id", "log_id"):
+            assert 0 < size[key]["wall"]["median"] < 120 and 0 < size[key]["cpu"]["median"] < 120, key
+        assert 0 < size["built"]["seconds"] and 10 < size["built"]["rss_mb"] < 4000

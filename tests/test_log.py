@@ -93,3 +93,48 @@ def test_log_limit_and_since(vault_dir):
 def test_log_on_missing_vault_is_one_line(vault_dir):
     result = run_cli("log")
     assert result.exit_code == 1 and "no vault at" in result.stderr
+
+
+def test_log_lists_twenty_changes_of_a_commit_and_says_how_many_more(vault_dir):
+    """An import is one commit of thousands of files: `log` reads and lists 20 of them (-v and --json
+    all), so that `log -n 20` of a 100,000-memory vault takes a moment, not half an hour."""
+    seed(*[f"bulk memory number {n}" for n in range(25)])
+    seed("one more")
+    text = run_cli("log").stdout
+    assert text.count("+ added") == 21
+    assert "  … and 5 more (-v or --json lists them all)" in text
+    assert run_cli("-v", "log").stdout.count("+ added") == 26
+    entries = json.loads(run_cli("log", "--json").stdout)
+    assert [e["changes_total"] for e in entries] == [1, 25] and len(entries[1]["changes"]) == 25
+
+
+def test_log_follows_a_fact_replaced_by_a_new_one_only_its_tombstone_names(vault_dir):
+    """Learning's REPLACE: the old fact's tombstone says replaced_by, the new fact says nothing back.
+    Following the new one must still find the old one (the tombstones of the same commit are read)."""
+    vault = Vault.open(vault_dir)
+    with vault.change("add") as change:
+        old = change.add(files.new_memory("The user lives in Berlin"))
+        change.add(files.new_memory("unrelated"))
+    with vault.change("chat") as change:
+        new = change.add(files.new_memory("The user moved to Lisbon"))
+        change.soft_delete(next(m for m in vault.iter_memories() if m.id == old.id), "contradiction", replaced_by=new)
+    entries = json.loads(run_cli("log", "--json", new.id[:8]).stdout)
+    assert {c["id"] for e in entries for c in e["changes"]} == {old.id, new.id}
+    assert [e["command"] for e in entries] == ["chat", "add"]
+
+
+def test_log_follows_a_file_named_by_hand_and_an_id_changed_by_hand(vault_dir):
+    note = vault_dir / "entries/global/notes/telescope.md"
+    seed("The user keeps bees")
+    note.parent.mkdir(parents=True)
+    note.write_text("---\nid: feedface-0000-4000-8000-000000000001\nrole: note\n"
+                    "created_at: 2026-01-01T00:00:00+00:00\n---\nBuy a telescope\n")
+    git(vault_dir, "add", "-A")
+    git(vault_dir, "commit", "-qm", "a note of mine")
+    entries = json.loads(run_cli("log", "--json", "feedface").stdout)
+    assert [c["text"] for e in entries for c in e["changes"]] == ["Buy a telescope"]
+    bees = next(m for m in Vault.open(vault_dir).iter_memories() if m.text == "The user keeps bees")
+    bees.path.write_text(bees.path.read_text().replace(bees.id, "0badc0de-0000-4000-8000-000000000005"))
+    git(vault_dir, "commit", "-qam", "new id")
+    entries = json.loads(run_cli("log", "--json", "0badc0de").stdout)
+    assert [e["subject"] for e in entries] == ["new id"]

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -37,10 +38,10 @@ def test_check_exits_1_after_hand_edit_and_0_after_reindex(vault_dir):
     assert run_cli("reindex", "--check").exit_code == 0
     path = vault_dir / rel
     path.write_text(path.read_text().replace("Berlin", "Lisbon"))
-    state_before = (vault_dir / ".memvault/state.json").read_bytes()
+    state_before = (vault_dir / ".memvault/state.db").read_bytes()
     check = run_cli("reindex", "--check")
     assert check.exit_code == 1 and check.stdout.strip() == f"changed  {rel}"
-    assert (vault_dir / ".memvault/state.json").read_bytes() == state_before  # --check wrote nothing
+    assert (vault_dir / ".memvault/state.db").read_bytes() == state_before  # --check wrote nothing
     result = run_cli("reindex")
     assert result.exit_code == 0 and result.stdout.startswith("0 added, 1 changed")
     assert run_cli("reindex", "--check").exit_code == 0
@@ -131,14 +132,16 @@ def test_two_files_claiming_one_id(vault_dir):
 
 def test_index_built_with_another_model_is_rebuilt(vault_dir):
     add("The user speaks Portuguese")
-    state_path = vault_dir / ".memvault/state.json"
-    state = json.loads(state_path.read_text())
-    state["model"] = {"name": "some/other-model", "dim": 768, "fingerprint": "x"}
-    state_path.write_text(json.dumps(state))
+    state_path = vault_dir / ".memvault/state.db"
+    with sqlite3.connect(state_path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'model'",
+                   (json.dumps({"name": "some/other-model", "dim": 768, "fingerprint": "x"}),))
     result = run_cli("search", "language")
     assert "index was built with some/other-model; rebuilding" in result.stderr
     assert "Portuguese" in result.stdout
-    assert json.loads(state_path.read_text())["model"]["name"] == "memvault/all-MiniLM-L6-v2-int8"
+    with sqlite3.connect(state_path) as db:
+        model = json.loads(db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()[0])
+    assert model["name"] == "memvault/all-MiniLM-L6-v2-int8"
 
 
 def test_switching_to_a_model_that_is_not_downloaded_is_one_clear_line(vault_dir, monkeypatch):
@@ -154,7 +157,7 @@ def test_switching_to_a_model_that_is_not_downloaded_is_one_clear_line(vault_dir
 def test_corrupt_or_deleted_sidecar_is_rebuilt(vault_dir, damage):
     add("The user bakes sourdough bread")
     if damage in ("state", "both"):
-        (vault_dir / ".memvault/state.json").write_text("{not json")
+        (vault_dir / ".memvault/state.db").write_text("{not a database")
     if damage in ("index", "both"):
         for path in (vault_dir / ".memvault/index").rglob("*"):
             if path.is_file():
@@ -227,7 +230,8 @@ def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeyp
     from memvault.vault import Vault
 
     add("The user owns a kayak", "The user bakes bread")
-    state = vault_dir / ".memvault/state.json"
+    Index(Vault.open(vault_dir)).catch_up()  # takes in the add's commit (the record notes what it is synced to)
+    state = vault_dir / ".memvault/state.db"
     before = (state.stat().st_mtime_ns, state.read_bytes())
 
     def no_loading(*args, **kwargs):
@@ -235,7 +239,7 @@ def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeyp
 
     monkeypatch.setattr(models, "get_embedder", no_loading)
     models._embedders.clear()
-    report = Index(Vault.open(vault_dir)).sync()
+    report = Index(Vault.open(vault_dir)).catch_up()
     assert report.unchanged == 2 and not report.drift
     assert (state.stat().st_mtime_ns, state.read_bytes()) == before
 
@@ -250,3 +254,158 @@ def test_many_single_adds_are_compacted(vault_dir):
     assert 1 <= _fragments(table) < COMPACT_FRAGMENTS
     assert table.count_rows() == COMPACT_FRAGMENTS + 4
     assert top("memory number 17") == "The user wrote memory number 17"
+
+
+# -- nothing lost while git says what changed (docs/design.md, "The index") ---------------------
+
+def test_an_in_place_edit_keeping_size_and_mtime_is_seen_by_the_next_search(vault_dir):
+    """Size and mtime alone miss it (what the walk compared); git's stat data and the record's ctime
+    do not."""
+    path = vault_dir / add("The user drives a blue Volvo", "The user reads science fiction")[0]
+    assert top("which car") == "The user drives a blue Volvo"
+    before = path.stat()
+    text = path.read_text()
+    with open(path, "r+", encoding="utf-8") as handle:  # in place: same inode, no rename
+        handle.write(text.replace("a blue Volvo", "a red Skoda"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    assert top("which car") == "The user drives a red Skoda"
+
+
+def test_an_edit_made_while_no_memvault_process_ran_is_seen_by_a_server_started_later(vault_dir):
+    import memvault
+
+    path = vault_dir / add("The user drives a blue Volvo", "The user reads science fiction")[0]
+    assert top("which car") == "The user drives a blue Volvo"
+    path.write_text(path.read_text().replace("a blue Volvo", "a red Skoda"))
+    with memvault.open_vault(vault_dir, watch=True) as vault:  # a server started after the edit
+        assert vault.search("which car", top_k=1).results[0].text == "The user drives a red Skoda"
+
+
+def test_commits_by_hand_and_a_reset_are_seen(vault_dir):
+    path = vault_dir / add("The user drives a blue Volvo", "The user reads science fiction")[0]
+    assert top("which car") == "The user drives a blue Volvo"
+    path.write_text(path.read_text().replace("a blue Volvo", "a red Skoda"))
+    git(vault_dir, "commit", "-qam", "new car")  # committed by hand: clean again for git status
+    assert top("which car") == "The user drives a red Skoda"
+    git(vault_dir, "reset", "-q", "--hard", "HEAD~1")  # the file back as it was, HEAD moved back
+    assert top("which car") == "The user drives a blue Volvo"
+    assert run_cli("reindex", "--check").exit_code == 0
+
+
+def test_a_memory_file_git_ignores_is_indexed_and_its_edits_seen(vault_dir):
+    add("The user reads science fiction")
+    (vault_dir / ".gitignore").write_text((vault_dir / ".gitignore").read_text() + "entries/global/notes/private-*\n")
+    note = vault_dir / "entries/global/notes/private-telescope.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text("---\nid: 11111111-2222-3333-4444-555555555555\nrole: note\n"
+                    "created_at: 2025-01-01T00:00:00Z\n---\nThe user wants a telescope\n")
+    assert top("telescope") == "The user wants a telescope"
+    note.write_text(note.read_text().replace("a telescope", "a bigger telescope"))
+    assert top("telescope") == "The user wants a bigger telescope"
+
+
+def test_an_uncommitted_write_deleted_by_hand_leaves_the_index(vault_dir):
+    """A chat's user turn is indexed before it is committed; if the process dies and the file is
+    deleted by hand, git never knew it: the record still watches it."""
+    from memvault import files
+    from memvault.vault import Vault
+
+    add("The user reads science fiction")
+    assert top("science fiction") == "The user reads science fiction"  # the record is synced to HEAD
+    vault = Vault.open(vault_dir)
+    with vault.change("chat", commit=False) as change:
+        turn = change.add(files.new_memory("I keep bees on the roof", "user", "global"))
+    assert top("bees") == "I keep bees on the roof"
+    turn.path.unlink()
+    assert top("bees") != "I keep bees on the roof"
+    assert run_cli("reindex", "--check").exit_code == 0
+
+
+def test_without_git_every_file_is_compared(vault_dir):
+    vault_dir.mkdir()
+    (vault_dir / "memvault.toml").write_text("enable_git_versioning = false\n")
+    path = vault_dir / add("The user drives a blue Volvo", "The user reads science fiction")[0]
+    assert not (vault_dir / ".git").exists()
+    assert top("which car") == "The user drives a blue Volvo"
+    path.write_text(path.read_text().replace("a blue Volvo", "a red Skoda"))
+    assert top("which car") == "The user drives a red Skoda"
+
+
+def test_a_state_json_of_an_earlier_memvault_is_carried_over_without_embedding_again(vault_dir, monkeypatch):
+    from memvault.index import Index
+    from memvault.vault import Vault
+
+    rels = add("The user drives a blue Volvo", "The user reads science fiction")
+    state_db = vault_dir / ".memvault/state.db"
+    with sqlite3.connect(state_db) as db:
+        model = json.loads(db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()[0])
+        rows = db.execute("SELECT path, id, size, mtime_ns, sha256 FROM files WHERE live = 1").fetchall()
+    state_db.unlink()
+    (vault_dir / ".memvault/state.json").write_text(json.dumps({"version": 1, "model": model, "files": {
+        path: {"id": i, "size": size, "mtime_ns": mtime, "sha256": digest} for path, i, size, mtime, digest in rows}}))
+    from memvault import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("carrying state.json over loaded the embedding model")
+
+    monkeypatch.setattr(models, "get_embedder", no_loading)
+    models._embedders.clear()
+    report = Index(Vault.open(vault_dir)).catch_up()
+    assert not report.drift and report.unchanged == 2
+    assert state_db.exists() and not (vault_dir / ".memvault/state.json").exists()
+    assert set(Index(Vault.open(vault_dir)).state.entries()) == set(rels)
+
+
+def test_a_broken_file_fixed_in_place_is_seen_though_its_folder_did_not_change(vault_dir):
+    """Untracked files are only looked for in folders whose mtime moved; a file left out as
+    unreadable stays watched, since fixing it in place moves no folder's mtime."""
+    add("The user reads science fiction")
+    assert top("science fiction") == "The user reads science fiction"
+    bad = vault_dir / "entries/global/facts/bad.md"
+    bad.write_text("---\nid: [oops\n---\nbroken\n")
+    found = run_cli("search", "science fiction")
+    assert "skipped" in found.stderr
+    folder_mtime = bad.parent.stat().st_mtime_ns
+    time.sleep(1.1)  # past the second in which a folder's mtime is not trusted
+    assert "skipped" in run_cli("search", "science fiction").stderr  # still said: still watched
+    with open(bad, "w", encoding="utf-8") as handle:  # in place: the folder's mtime stays
+        handle.write("---\nid: 22222222-2222-3333-4444-555555555555\nrole: memory\n"
+                     "created_at: 2025-01-01T00:00:00Z\n---\nThe user restores old radios\n")
+    assert bad.parent.stat().st_mtime_ns == folder_mtime
+    assert top("radios") == "The user restores old radios"
+
+
+def test_files_dropped_into_a_new_folder_and_an_old_one_are_found(vault_dir):
+    add("The user reads science fiction")
+    assert top("science fiction") == "The user reads science fiction"
+    time.sleep(1.1)  # the folders' mtimes are trusted from now on
+    assert top("science fiction") == "The user reads science fiction"
+    assert not (vault_dir / "entries/global/notes").exists()  # a new folder, inside an old one
+    for rel, text in [("entries/global/notes/radio.md", "The user restores old radios"),
+                      ("entries/global/facts/tea.md", "The user drinks green tea")]:
+        path = vault_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    assert top("radios") == "The user restores old radios"
+    assert top("green tea") == "The user drinks green tea"
+
+
+def test_the_bm25_index_takes_in_a_bulk_add_and_leaves_a_few_rows_to_the_scan(vault_dir, monkeypatch):
+    """Upkeep after a write: compaction only past COMPACT_FRAGMENTS fragments (at 100,000 rows it
+    rewrites them all), the BM25 index brought up to date once more than FTS_UNINDEXED_MAX rows
+    are outside it; the few rows of single adds are searched by a scan meanwhile."""
+    from memvault import index
+    from memvault.vault import Vault
+
+    monkeypatch.setattr(index, "FTS_UNINDEXED_MAX", 3)
+    add("The user keeps bees", "The user rows on Sundays")
+    def table():  # a new handle each time: a handle sees only the table version it opened
+        return index.Index(Vault.open(vault_dir)).table()
+    assert index._unindexed(table()) == 0  # the index was made over every row
+    add("The user collects stamps", "The user grows tomatoes")
+    assert index._unindexed(table()) == 2
+    assert top("stamps") == "The user collects stamps"  # found by the scan of the unindexed rows
+    add("The user sings in a choir", "The user repairs radios")
+    assert index._unindexed(table()) == 0 and index._fragments(table()) < index.COMPACT_FRAGMENTS
+    assert top("radios") == "The user repairs radios"

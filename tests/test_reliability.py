@@ -161,10 +161,14 @@ def assert_converges(vault_dir: Path, must_have: set[str]) -> None:
 
 KILL_POINTS_ADD = [
     "memvault/vault.py:change>c:posix.replace",  # the temp file is written and fsynced, not yet renamed
-    "memvault/index.py:save_state",              # file in place, rows in LanceDB, state.json not written
-    # 8 ms into `git commit` (the second process commit_paths starts): git dies too, its locks stay
-    "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;2;0.008",
+    "memvault/state.py:write",                   # file in place, rows in LanceDB, state.db not written
+    # 1 ms into `git update-ref` (the sixth process commit_paths starts), which moves HEAD: git
+    # dies too, its locks stay
+    "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;6;0.001",
 ]
+# Then, alone (it leaves its file staged, so an add after it commits through `git commit --only`):
+# 2 ms into `git commit-tree`.
+KILL_POINT_COMMIT_TREE = "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;5;0.002"
 
 
 def test_kill_add_at_each_step_loses_nothing(vault_dir):
@@ -176,6 +180,10 @@ def test_kill_add_at_each_step_loses_nothing(vault_dir):
     for proc, point in zip(procs, KILL_POINTS_ADD):
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == -signal.SIGKILL, f"never reached {point}: {proc.returncode} {err}"
+    proc = start("add", "memory 3 written while being killed in git commit-tree",
+                 env={"KILL_AT": KILL_POINT_COMMIT_TREE})
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, f"never reached {KILL_POINT_COMMIT_TREE}: {proc.returncode} {err}"
     assert_intact(vault_dir)
     after = run_cli("add", "memory added after the kills: the next command recovers")
     assert after.exit_code == 0, after.stderr
@@ -183,7 +191,7 @@ def test_kill_add_at_each_step_loses_nothing(vault_dir):
     assert_converges(vault_dir, kept)
     # The memories whose file was in place when the process died are kept and committed too.
     texts = {m.text for m in Vault(vault_dir).iter_memories()}
-    assert "memory 1 written while being killed at memvault/index.py:save_state" in texts
+    assert "memory 1 written while being killed at memvault/state.py:write" in texts
 
 
 def test_kill_during_full_reindex_while_a_search_waits(vault_dir):
@@ -446,7 +454,7 @@ def test_deleted_sidecar_is_rebuilt_with_a_notice(vault_dir):
 
 def test_lost_state_never_leaves_stray_rows(vault_dir):
     add("memory: the user likes tea", "memory: the user has a cat named Tom")
-    (vault_dir / ".memvault/state.json").unlink()
+    (vault_dir / ".memvault/state.db").unlink()
     cat = next(m for m in Vault(vault_dir).iter_memories() if "cat" in m.text)
     cat.path.unlink()  # removed while the index had no state to notice it by
     result = run_cli("search", "--json", "--no-rerank", "cat")

@@ -324,3 +324,9 @@ def test_an_id_is_found_reading_only_its_file_and_hand_made_files_still_are(vaul
     assert vault.get("0badc0de").text == "memory number 5"
     with pytest.raises(memvault.NotFound):
         vault.get(memories[5].id)
+    # A tombstone, once a sync has seen it, is found the same way: only its file is read.
+    vault.remove(memories[7].id)
+    vault.search("memory")
+    read.clear()
+    gone = vault.get(memories[7].id[:8])
+    assert gone.is_deleted and read == [gone.path]

@@ -471,7 +471,7 @@ KILL_POINTS = [
     "memvault/remote.py:_fetch>c:_posixsubprocess.fork_exec;1;0.02",  # inside git fetch
     "memvault/merge.py:_write>c:posix.replace;2",  # two pulled files in place, the rest not
     "memvault/merge.py:checkout>c:_posixsubprocess.fork_exec;3;0.005",  # inside git update-ref
-    "memvault/remote.py:_integrate>memvault/index.py:save_state",  # files and branch moved, index not saved
+    "memvault/remote.py:_integrate>memvault/state.py:write",  # files and branch moved, index record not saved
     "memvault/remote.py:_push>c:_posixsubprocess.fork_exec;1;0.02",  # inside git push
 ]
 

@@ -809,7 +809,7 @@ FILES_TEXT = [
     ("<vault>/entries/<conversation>/deleted/", "Soft-deleted memories (tombstones with deleted_at and "
                                                 "deleted_reason); nothing is ever unlinked."),
     ("<vault>/.memvault/", "The sidecar, never committed and safe to delete: index/ (the LanceDB index, "
-                           "rebuilt from the files), state.json (file snapshot), lock (inter-process lock), "
+                           "rebuilt from the files), state.db (what the index has read of each file), lock (inter-process lock), "
                            "edit/ (copies being edited) and rejected/ (edits that did not validate)."),
     ("<vault>/.git/", "The history: one commit per command that changed files."),
     ("~/.local/share/memvault", "The default vault ($XDG_DATA_HOME/memvault)."),

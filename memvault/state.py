@@ -1,0 +1,219 @@
+"""The index's record of the files it has read: `.memvault/state.db` (SQLite).
+
+Per file under entries/ (tombstones included, which have no index row): its id, size, mtime,
+ctime, sha256 and git blob id as last read; plus the model the index was built with, the notices
+already given, and the git commit the record is synced to with the paths where it differs
+from that commit (docs/design.md, "The index"). One SQLite file instead of the JSON file it
+replaced, so that a command reads and writes only the entries it needs: at 100,000 files the
+JSON was 25 MB, parsed by every search and rewritten by every add.
+
+Writes happen in one transaction (`write`), which the index commits after its table, so a
+sync killed at any point leaves the old record, which the next sync finishes from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+VERSION = 2
+# Paths are looked up this many at a time (SQLite's limit on host parameters is 32,766).
+_CHUNK = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, id TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL, oid TEXT NOT NULL, live INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS files_id ON files (id);
+CREATE TABLE IF NOT EXISTS dirty (path TEXT PRIMARY KEY, oid TEXT NOT NULL) WITHOUT ROWID;
+"""
+_COLUMNS = ("id", "size", "mtime_ns", "ctime_ns", "sha256", "oid", "live")
+
+
+class Unreadable(Exception):
+    """The record is damaged or of an unknown format: the index is rebuilt."""
+
+
+class State:
+    """Open per use: a connection lives as long as this object (one command, or a server's Index)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    # -- connection --------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def _conn(self, create: bool = False) -> sqlite3.Connection:
+        if self._db is None:
+            if not create and not self.path.exists():
+                raise FileNotFoundError(self.path)
+            try:
+                # Autocommit; `write` opens its own transaction. A second process writing waits.
+                db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                if create:
+                    db.executescript(_SCHEMA)
+                    if db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() is None:
+                        db.execute("INSERT INTO meta VALUES ('version', ?)", (str(VERSION),))
+                version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+            if version is None or version[0] != str(VERSION):
+                db.close()
+                raise Unreadable(f"index state {self.path} has an unknown format")
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def remove(self) -> None:
+        """Gone, before a rebuild: a rebuild killed half-way must not leave a record that vouches
+        for rows the new table does not have yet."""
+        self.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+
+    def _query(self, sql: str, args: Iterable = ()) -> list[tuple]:
+        try:
+            return self._conn().execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+
+    # -- reading -----------------------------------------------------------------------------
+    def header(self) -> dict[str, Any]:
+        """{"model", "notices", "commit", "folders"} (None where unknown). Unreadable when damaged;
+        FileNotFoundError when there is none."""
+        meta = dict(self._query("SELECT key, value FROM meta"))
+        try:
+            return {"model": json.loads(meta["model"]) if "model" in meta else None,
+                    "notices": json.loads(meta.get("notices", "{}")),
+                    "commit": meta.get("commit") or None,
+                    "folders": json.loads(meta.get("folders", "{}"))}
+        except ValueError as exc:
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+
+    def count(self, live: bool = True) -> int:
+        return self._query("SELECT count(*) FROM files" + (" WHERE live = 1" if live else ""))[0][0]
+
+    def entries(self, paths: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """{path: {"id", "size", "mtime_ns", "ctime_ns", "sha256", "oid", "live"}} of these paths (all when None)."""
+        if paths is None:
+            rows = self._query("SELECT path, " + ", ".join(_COLUMNS) + " FROM files")
+        else:
+            wanted = sorted(set(paths))
+            if len(wanted) > 5000:  # one pass over the table is cheaper than this many lookups
+                every = self.entries()
+                return {p: every[p] for p in wanted if p in every}
+            rows = []
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                rows += self._query("SELECT path, " + ", ".join(_COLUMNS) + " FROM files WHERE path IN ("
+                                    + ", ".join("?" * len(chunk)) + ")", chunk)
+        return {row[0]: dict(zip(_COLUMNS, row[1:])) for row in rows}
+
+    def live_hashes(self) -> dict[str, str]:
+        """{path: sha256} of the live files: what the index's rows should be."""
+        return dict(self._query("SELECT path, sha256 FROM files WHERE live = 1"))
+
+    def live_hashes_sorted(self) -> list[tuple[str, str]]:
+        """(path, sha256) of the live files, by path (bytewise, as pyarrow sorts)."""
+        return self._query("SELECT path, sha256 FROM files WHERE live = 1 ORDER BY path")
+
+    def owners(self, ids: Iterable[str]) -> dict[str, str]:
+        """{id: path} of the live files that hold these ids."""
+        wanted = sorted(set(ids))
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            for memory_id, path in self._query("SELECT id, path FROM files WHERE live = 1 AND id IN ("
+                                               + ", ".join("?" * len(chunk)) + ")", chunk):
+                found.setdefault(memory_id, path)
+        return found
+
+    def with_id_prefix(self, prefix: str) -> list[tuple[str, str]]:
+        """(path, id) of every file, live or not, whose id starts with `prefix` (any case)."""
+        escaped = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return self._query("SELECT path, id FROM files WHERE lower(id) LIKE ? ESCAPE '\\'", (escaped + "%",))
+
+    def dirty(self) -> dict[str, str]:
+        """{path: blob id at the synced commit ("" where it had none)} for the paths where the record
+        may differ from that commit."""
+        return dict(self._query("SELECT path, oid FROM dirty"))
+
+    # -- writing -----------------------------------------------------------------------------
+    def write(self, put: dict[str, dict[str, Any]] | None = None, drop: Iterable[str] = (),
+              meta: dict[str, Any] | None = None, dirty: dict[str, str] | None = None,
+              dirty_add: dict[str, str] | None = None, fresh: bool = False) -> None:
+        """One transaction: entries put and dropped, meta keys set (JSON for model and notices),
+        the dirty paths replaced (dirty) or added to where not there yet (dirty_add).
+        fresh: start from an empty record (a rebuild)."""
+        db = self._conn(create=True)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if fresh:
+                db.execute("DELETE FROM files")
+                db.execute("DELETE FROM dirty")
+                db.execute("DELETE FROM meta WHERE key != 'version'")
+            drop = list(drop)
+            for start in range(0, len(drop), _CHUNK):
+                chunk = drop[start:start + _CHUNK]
+                db.execute("DELETE FROM files WHERE path IN (" + ", ".join("?" * len(chunk)) + ")", chunk)
+            if put:
+                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                               ((path, *(e[c] for c in _COLUMNS)) for path, e in put.items()))
+            for key, value in (meta or {}).items():
+                if value is None:
+                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+                else:
+                    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+                    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, text))
+            if dirty is not None:
+                db.execute("DELETE FROM dirty")
+                db.executemany("INSERT INTO dirty VALUES (?, ?)", sorted(dirty.items()))
+            if dirty_add:
+                db.executemany("INSERT OR IGNORE INTO dirty VALUES (?, ?)", sorted(dirty_add.items()))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+def import_json(path: Path, legacy: Path, notice) -> None:
+    """Carry a state.json of an earlier memvault over into state.db at `path` (no rebuild: at
+    100,000 files that would be an hour of embedding), then remove it. The new file is made aside
+    and renamed into place, so no other process ever sees half of it; two processes doing this at
+    once make the same file. Unusable JSON is said and dropped: the index is then rebuilt, as it
+    was for a damaged state.json. OSError when the sidecar cannot be written."""
+    try:
+        data = json.loads(legacy.read_text(encoding="utf-8"))
+        if not (isinstance(data, dict) and data.get("version") == 1 and isinstance(data.get("files"), dict)):
+            raise ValueError("an unknown format")
+        # No ctime and no blob id: the next sync hashes each file's bytes once more (no parsing).
+        put = {rel: {"id": e["id"], "size": int(e["size"]), "mtime_ns": int(e["mtime_ns"]), "ctime_ns": 0,
+                     "sha256": e["sha256"], "oid": "", "live": 1} for rel, e in data["files"].items()}
+    except FileNotFoundError:
+        return  # carried over by another process meanwhile
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        notice(f"memvault: index state {legacy} is unreadable ({exc}); rebuilding the index")
+        put = None
+    if put is not None:
+        aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        made = State(aside)
+        try:
+            made.remove()
+            made.write(put=put, meta={"model": data.get("model"), "notices": data.get("notices") or {}})
+            made.close()
+            os.replace(aside, path)
+        finally:
+            made.remove()
+    legacy.unlink(missing_ok=True)
