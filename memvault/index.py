@@ -33,8 +33,8 @@ EMBED_BATCH = 256
 # (vault.INDEX_BATCH), so that 100,000 memories make 13 fragments, under COMPACT_FRAGMENTS: no
 # compaction after them (at 100,000 rows it held 200 MB more at the end of the add).
 ADD_ROWS = 32 * EMBED_BATCH
-# More rows than this outside the BM25 index (searched by a scan meanwhile) and the upkeep takes
-# them in (optimize).
+# More rows than this, or 1% of the rows, outside the BM25 index (searched by a scan meanwhile) and
+# the upkeep takes them in (optimize); see _bm25_behind.
 FTS_UNINDEXED_MAX = 1000
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
@@ -358,7 +358,7 @@ class Index:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def ensure_fts(self, table) -> None:
-        """A BM25 index on text; rows added later are still searched (unindexed rows are scanned)."""
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
         if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
             import warnings
@@ -535,14 +535,13 @@ class Index:
         """The table's upkeep after writes: the BM25 and filter indexes made if there are none
         (over every row), and `optimize` (compaction into one fragment, the new rows into the
         indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
-        more than FTS_UNINDEXED_MAX rows are outside the BM25 index. A bulk add calls it once at
+        the BM25 index is behind (_bm25_behind). A bulk add calls it once at
         its end, not after each of its batches."""
         table = self.table()
         if table is not None and self._touched:
             self.ensure_fts(table)
             self.ensure_filter_indexes(table)
-            if _fragments(table) >= COMPACT_FRAGMENTS or _unindexed(table) > FTS_UNINDEXED_MAX \
-                    or _bm25_behind(table):
+            if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 table.optimize()
         self._touched = False
 
@@ -610,6 +609,29 @@ class _Sync:
                              "live": 1}
         self.record()
         return self.report
+
+    def turn_contexts(self, to_index):
+        """What BM25 reads for the memories to index (turn_context.py); the indexed turns whose
+        context changed with them (up to two turns after a turn added, changed or removed) are
+        appended to to_index, to be indexed again."""
+        from memvault.turn_context import TurnContexts
+
+        contexts = TurnContexts(self.index.root, {rel: memory for rel, memory, *_ in to_index})
+        followers = contexts.after([rel for rel, *_ in to_index] + self.report.removed)
+        indexed = self.index.state.entries(followers) if followers and self.header is not None else {}
+        for rel in sorted(followers):
+            entry = indexed.get(rel)
+            if entry is None or not entry["live"]:  # no row (yet): a sync of every file reads it anyway
+                continue
+            try:
+                memory, digest, stat, oid = self.index._read(Path(self.index.root / rel), None, False, False,
+                                                             SyncReport())
+            except MemoryFileError:
+                continue
+            to_index.append((rel, memory, digest, stat, oid))
+            contexts.pending[rel] = memory
+            contexts.refreshed.append(rel)
+        return contexts
 
     def start(self) -> None:
         """The record's header; git asked what changed (its processes run meanwhile); the model."""
@@ -794,29 +816,6 @@ class _Sync:
             report.unchanged = max(self.live - len(self.repaired) - len(report.removed) - len(report.changed), 0)
         return to_index
 
-    def turn_contexts(self, to_index):
-        """What BM25 reads for the memories to index (turn_context.py), and the turns whose context
-        changed with them (the turns after a turn added, changed or removed), added to to_index."""
-        from memvault.turn_context import TurnContexts
-
-        index = self.index
-        contexts = TurnContexts(index.root, {rel: memory for rel, memory, *_ in to_index})
-        touched = [rel for rel, *_ in to_index] + self.report.removed
-        followers = sorted(contexts.after(touched) - set(contexts.pending))
-        recorded = index.state.entries(followers) if followers and self.header is not None else {}
-        for rel in followers:
-            entry = recorded.get(rel)
-            if entry is None or not entry["live"]:  # not indexed (yet): its own sync reads it anyway
-                continue
-            try:
-                memory, digest, stat, oid = index._read(index.root / rel, None, False, False, SyncReport())
-            except MemoryFileError:
-                continue
-            to_index.append((rel, memory, digest, stat, oid))
-            contexts.pending[rel] = memory
-            contexts.refreshed.append(rel)
-        return contexts
-
     def record(self) -> None:
         """The record's one transaction: the files read, the model, and what it is synced to."""
         index, header, known, put = self.index, self.header, self.known, self.put
@@ -887,26 +886,28 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
     }
 
 
+def _bm25_behind(table) -> bool:
+    """Whether the BM25 index has left out more than FTS_UNINDEXED_MAX rows or 1% of them. BM25
+    scores the rows it indexed with the word counts of its own rows and the others with all of
+    them, so a fact added to a small vault would lose to an older one of the same words (a vault
+    of 7: by 30%); a vault of 10,000 takes its new rows in once per 100 adds, one of 100,000 once
+    per 1,000 (optimize: ~10 ms small, about a second at 100,000)."""
+    unindexed, indexed = _bm25_counts(table)
+    return unindexed > 0 and (unindexed > FTS_UNINDEXED_MAX or unindexed * 100 >= indexed)
+
+
+def _bm25_counts(table) -> tuple[int, int]:
+    """(rows outside the BM25 index, rows in it); (0, 0) when it cannot say (no index yet)."""
+    try:
+        stats = table.index_stats(f"{FTS_COLUMN}_idx")
+        return (int(stats.num_unindexed_rows), int(stats.num_indexed_rows)) if stats is not None else (0, 0)
+    except Exception:
+        return 0, 0
+
+
 def _unindexed(table) -> int:
     """Rows the BM25 index does not hold yet (0 when it cannot say)."""
-    try:
-        stats = table.index_stats(f"{FTS_COLUMN}_idx")
-        return int(stats.num_unindexed_rows) if stats is not None else 0
-    except Exception:
-        return 0
-
-
-def _bm25_behind(table) -> bool:
-    """Whether the BM25 index has left out 1% or more of the rows. BM25 scores the rows it indexed
-    with the word counts of its own rows and the others with all of them, so a fact added to a
-    small vault would lose to an older one of the same words (a vault of 7: by 30%); a vault of
-    10,000 takes its new rows in once per 100 adds (optimize: ~10 ms small, more at 10,000)."""
-    try:
-        stats = table.index_stats(f"{FTS_COLUMN}_idx")
-        unindexed, indexed = int(stats.num_unindexed_rows), int(stats.num_indexed_rows)
-    except Exception:  # no BM25 index yet, or a lancedb without these counts
-        return False
-    return unindexed > 0 and unindexed * 100 >= indexed
+    return _bm25_counts(table)[0]
 
 
 def _fragments(table) -> int:

@@ -393,20 +393,18 @@ def test_files_dropped_into_a_new_folder_and_an_old_one_are_found(vault_dir):
 
 def test_the_bm25_index_takes_in_a_bulk_add_and_leaves_a_few_rows_to_the_scan(vault_dir, monkeypatch):
     """Upkeep after a write: compaction only past COMPACT_FRAGMENTS fragments (at 100,000 rows it
-    rewrites them all), the BM25 index brought up to date once more than FTS_UNINDEXED_MAX rows
-    (or 1% of the rows: BM25's word counts must not drift in a small vault) are outside it; the
-    few rows of single adds are searched by a scan meanwhile."""
+    rewrites them all), the BM25 index brought up to date once more than FTS_UNINDEXED_MAX rows or
+    1% of the rows are outside it; the few rows of single adds are searched by a scan meanwhile."""
     from memvault import index
     from memvault.vault import Vault
 
     monkeypatch.setattr(index, "FTS_UNINDEXED_MAX", 3)
-    # 400 rows, so that 2 new ones are under 1% of them
-    add("The user keeps bees", "The user rows on Sundays", *(f"Filler note number {i}" for i in range(398)))
+    add(*[f"The user noted item number {n} of the inventory" for n in range(300)])
     def table():  # a new handle each time: a handle sees only the table version it opened
         return index.Index(Vault.open(vault_dir)).table()
     assert index._unindexed(table()) == 0  # the index was made over every row
     add("The user collects stamps", "The user grows tomatoes")
-    assert index._unindexed(table()) == 2
+    assert index._unindexed(table()) == 2  # under 1% of 300 and not past FTS_UNINDEXED_MAX
     assert top("stamps") == "The user collects stamps"  # found by the scan of the unindexed rows
     add("The user sings in a choir", "The user repairs radios")
     assert index._unindexed(table()) == 0 and index._fragments(table()) < index.COMPACT_FRAGMENTS

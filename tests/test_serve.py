@@ -518,6 +518,11 @@ def test_sigterm_mid_reply_and_mid_upkeep_exits_0_with_a_clean_tree(tmp_path):
             # for the model.
             fake.push("Noted.", {"delay": 60, "content": facts("The user likes tea")})
             client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "I like tea."}])
+            # The upkeep runs after the response: its extraction must take the delayed script before
+            # the next request takes the next one.
+            deadline = time.monotonic() + 60
+            while len(fake.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
             fake.push({"chunks": ["Once", " upon"], "hold": threading.Event()})  # never ends
             stream = client.chat.completions.create(model="test-model", stream=True,
                                                     messages=[{"role": "user", "content": "Tell me a story."}])
