@@ -80,6 +80,41 @@ def seed(*texts: str, vault_dir: Path | None = None, **options):
     return memvault.open_vault(vault_dir).add(list(texts), **options)
 
 
+KILL_AT = REPO / "tests" / "kill_at.py"
+
+
+def start_memvault(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """`memvault ARGS` in its own process group, through kill_at.py (a no-op without KILL_AT or
+    PAUSE_AT in env). Stop it with stop_process in a finally."""
+    return subprocess.Popen([sys.executable, str(KILL_AT), *args], env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_line(proc: subprocess.Popen, marker: str, timeout: float = 180) -> None:
+    """Read proc's stderr until a line holds marker; fail when it ends or the time is up first."""
+    import time
+
+    deadline = time.time() + timeout
+    while True:
+        line = proc.stderr.readline()
+        if marker in line:
+            return
+        assert line and time.time() < deadline, f"no {marker!r} from {proc.args}"
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after timeout seconds (the standard for anything a test starts)."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+
+
 def git(vault: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(vault), *args], capture_output=True, text=True, check=True).stdout
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import memvault
-from conftest import REPO, git, run_cli, seed
+from conftest import REPO, git, run_cli, seed, stop_process
 from test_terminal import run_in_pty
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -106,12 +105,7 @@ def test_watch_reports_a_skipped_file_once_until_it_changes(vault_dir):
         _wait_for(lambda: good.read_text().startswith("---"), proc, deadline)
         _wait_for(lambda: len(skipped()) >= 2, proc, deadline)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop_process(proc, timeout=30)
     reader.join(timeout=10)
     assert len(skipped()) == 2, skipped()  # once for the first version, once more after it changed
     assert all(str(broken) in line for line in skipped())

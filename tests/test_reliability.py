@@ -79,31 +79,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli, seed
+from conftest import git, run_cli, seed, wait_for_line
+from conftest import start_memvault as start
 from memvault import files
 from memvault.index import Index
 from memvault.vault import Vault
 
-KILL_AT = Path(__file__).with_name("kill_at.py")
 SECRET = "sk-test-SECRET-4242-do-not-print"
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def start(*args: str, env: dict | None = None) -> subprocess.Popen:
-    """`memvault ARGS` in its own process group, through kill_at.py (a no-op without KILL_AT)."""
-    return subprocess.Popen([sys.executable, str(KILL_AT), *args], env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def wait_for_line(proc: subprocess.Popen, marker: str, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while True:
-        line = proc.stderr.readline()
-        if marker in line:
-            return
-        assert line and time.time() < deadline, f"no {marker!r} from {proc.args}"
 
 
 def add(*texts: str, conversation: str = "global") -> list[str]:

@@ -10,11 +10,9 @@ command line: its exit code, its one line, a kill.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,13 +20,12 @@ from pathlib import Path
 import pytest
 
 import memvault
-from conftest import REPO, git, run_memvault
+from conftest import git, run_memvault, start_memvault, stop_process, wait_for_line
 from memvault import files, merge
 from memvault.errors import RemoteError, SyncConflict
 from memvault.index import Index
 from memvault.vault import Vault
 
-KILL_AT = REPO / "tests" / "kill_at.py"
 MARKERS = ("<<<<<<<", ">>>>>>>")
 
 
@@ -413,46 +410,19 @@ def test_clone_of_a_remote_that_refuses_the_credentials_writes_nothing(tmp_path,
     assert not target.exists()
 
 
-def _start(vault: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(KILL_AT), "--vault", str(vault), *args],
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def _wait_for(proc: subprocess.Popen, marker: str, timeout: float = 180) -> None:
-    import time
-
-    deadline = time.time() + timeout
-    while True:
-        line = proc.stderr.readline()
-        if marker in line:
-            return
-        assert line and time.time() < deadline, f"no {marker!r} from {proc.args}"
-
-
 def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_finishes(machines, tmp_path):
     a, b, _ = machines
     memvault.open_vault(a).add("Written on A: the user learns Welsh")
     go = tmp_path / "go"
-    proc = _start(a, "sync", env={"PAUSE_AT": f"memvault/remote.py:_push;1;{go}"})
+    proc = start_memvault("--vault", str(a), "sync", env={"PAUSE_AT": f"memvault/remote.py:_push;1;{go}"})
     try:
-        _wait_for(proc, "pause_at")  # A fetched and integrated; B pushes before A does
+        wait_for_line(proc, "pause_at")  # A fetched and integrated; B pushes before A does
         memvault.open_vault(b).add("Written on B meanwhile: the user bought a kayak")
         assert sync(b).pushed
         go.touch()
         out, err = proc.communicate(timeout=300)
     finally:
-        _stop(proc)
+        stop_process(proc)
     assert proc.returncode == 1, err
     [line] = [line for line in err.splitlines() if line.startswith("memvault: error:")]
     assert "moved while this sync ran" in line and "nothing is lost" in line and "run memvault sync again" in line
@@ -483,11 +453,11 @@ def test_a_sync_killed_anywhere_is_finished_by_the_next_with_no_loss(machines, p
         memvault.open_vault(b).add(f"Written on B, number {n}: the user visited city {n}")
     sync(b)
     memvault.open_vault(a).add("Written on A: the user sings in a choir")
-    proc = _start(a, "sync", env={"KILL_AT": point})
+    proc = start_memvault("--vault", str(a), "sync", env={"KILL_AT": point})
     try:
         _, err = proc.communicate(timeout=300)
     finally:
-        _stop(proc)
+        stop_process(proc)
     assert proc.returncode == -signal.SIGKILL, f"never reached {point}: {proc.returncode} {err}"
 
     done = mv("--vault", str(a), "sync")
@@ -510,10 +480,9 @@ def test_reindex_watch_picks_up_files_pulled_by_hand_and_stays_quiet_through_a_s
     a, b, _ = machines
     memvault.open_vault(b).add("Written on B: the user's cat is called Miso")
     sync(b)
-    watcher = subprocess.Popen(["memvault", "--vault", str(a), "reindex", "--watch"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    watcher = start_memvault("--vault", str(a), "reindex", "--watch")
     try:
-        _wait_for(watcher, "watching")
+        wait_for_line(watcher, "watching")
         git(a, "pull", "-q", "--ff-only")  # what a user does by hand
         line = watcher.stdout.readline()
         assert line.startswith("1 added"), line
@@ -523,7 +492,7 @@ def test_reindex_watch_picks_up_files_pulled_by_hand_and_stays_quiet_through_a_s
         assert sync(a).integration == "fast-forward"
         assert top_hit(a, "dog name") == "Written on B later: the user's dog is called Tofu"
     finally:
-        _stop(watcher)
+        stop_process(watcher)
     assert git(a, "log", "-1", "--format=%s").strip() == "memvault add: 1 memory (global)"  # no commit of its own
     assert git(a, "status", "--porcelain") == ""
 
