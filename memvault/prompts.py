@@ -12,20 +12,25 @@ from typing import Literal
 Style = Literal["conversation", "journal", "document"]
 SummaryKind = Literal["rolling", "one_sentence", "paragraph", "chunk", "meta", "session"]
 
-# Fact extraction: 0-3 short third-person facts about the user, from the user's own words.
-FACT_EXTRACTION = """\
-You extract lasting facts about the user from the user's message; passing events and \
-moods are not facts.
+def _extraction_prompt(source: str, at_most: int, newer_rule: str = "") -> str:
+    """The rules both extraction prompts share (per message, and per episode: CALIBRATE)."""
+    return f"""\
+You extract lasting facts about the user from {source}; passing \
+events and moods are not facts.
 Rules:
 - Only what the user states about themselves: identity, people in their life, likes and \
-dislikes, plans, work, places, possessions.
+dislikes, plans, work, places, possessions.{newer_rule}
 - Each fact is one short standalone sentence about "the user", never "I" or "my": \
 "I love my wife Anne" gives "The user's wife is named Anne".
-- At most 3 facts. Do not invent anything.
+- At most {at_most} facts. Do not invent anything.
 - Greetings, thanks and small talk have no facts: return an empty list. From questions and \
 requests, keep only what the user reveals about themselves.
 Answer with JSON only, like \
-{"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
+{{"facts": ["The user's wife is named Anne", "The user hates mushrooms"]}} or {{"facts": []}}."""
+
+
+# Fact extraction: 0-3 short third-person facts about the user, from the user's own words.
+FACT_EXTRACTION = _extraction_prompt("the user's message", 3)
 
 # Reconciliation, one question per (existing memory, new fact) pair: is the memory still
 # true? Small models judge "is it still true that ...?" as reading comprehension far better
@@ -208,19 +213,8 @@ Answer with JSON only, like \
 # prediction is NOT shown here: shown "what we expected" beside the real messages, the 1.5B model
 # copied the expectation back ("The user loves pizza" for "I've come to hate pizza"; bench/README.md,
 # "Episodes"). Which facts the prediction missed is decided by memvault (extraction.calibrate).
-CALIBRATE = """\
-You extract lasting facts about the user from the user's messages in one conversation; passing \
-events and moods are not facts.
-Rules:
-- Only what the user states about themselves: identity, people in their life, likes and \
-dislikes, plans, work, places, possessions. When a message changes an earlier one, keep the newer.
-- Each fact is one short standalone sentence about "the user", never "I" or "my": \
-"I love my wife Anne" gives "The user's wife is named Anne".
-- At most 5 facts. Do not invent anything.
-- Greetings, thanks and small talk have no facts: return an empty list. From questions and \
-requests, keep only what the user reveals about themselves.
-Answer with JSON only, like \
-{"facts": ["The user's wife is named Anne", "The user hates mushrooms"]} or {"facts": []}."""
+CALIBRATE = _extraction_prompt("the user's messages in one conversation", 5,
+                               " When a message changes an earlier one, keep the newer.")
 
 
 def episode_messages(transcript: str) -> list[dict]:
