@@ -27,12 +27,17 @@ def run_script(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedPro
     return done
 
 
+def run_quick(name: str, tmp_path: Path, workdir: bool = True) -> tuple[str, dict]:
+    """bench/NAME --quick, its vaults under tmp_path: (what it printed, its JSON report)."""
+    out = tmp_path / f"{Path(name).stem}.json"
+    where = ("--workdir", str(tmp_path / "work")) if workdir else ()
+    done = run_script(name, "--quick", *where, "--out", str(out), tmp_path=tmp_path)
+    return done.stdout, json.loads(out.read_text())
+
+
 def test_perf_quick(tmp_path):
-    out = tmp_path / "perf.json"
-    done = run_script("perf.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "cold search (default pipeline)" in done.stdout and "targets" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("perf.py", tmp_path)
+    assert "cold search (default pipeline)" in stdout and "targets" in stdout
     (size,) = report["sizes"].values()
     for key in ("help", "floor", "search", "add", "reindex_noop", "reindex_edit", "reindex_full", "raw_embed"):
         assert 0 < size[key]["median"] < 120, key
@@ -47,11 +52,8 @@ def test_perf_quick(tmp_path):
 
 @pytest.mark.skipif(not (LOCOMO / "locomo_memories.jsonl").exists(), reason="LoCoMo data not present")
 def test_locomo_quick(tmp_path):
-    out = tmp_path / "locomo.json"
-    done = run_script("locomo.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "R@10" in done.stdout and "hybrid" in done.stdout and "bm25" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("locomo.py", tmp_path)
+    assert "R@10" in stdout and "hybrid" in stdout and "bm25" in stdout
     assert report["meta"]["questions"] > 0
     assert set(report["configs"]) == {"default", "bm25", "hybrid"}
     for name, config in report["configs"].items():
@@ -64,11 +66,8 @@ def test_locomo_quick(tmp_path):
 
 
 def test_import_export_quick(tmp_path):
-    out = tmp_path / "import_export.json"
-    done = run_script("import_export.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "export -> import jsonl -> export byte-identical: True" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("import_export.py", tmp_path)
+    assert "export -> import jsonl -> export byte-identical: True" in stdout
     steps = report["steps"]
     assert steps["import chatgpt"]["added"] == report["meta"]["messages"] == 120
     assert steps["import chatgpt again (all there)"]["already"] == 120
@@ -76,11 +75,8 @@ def test_import_export_quick(tmp_path):
 
 
 def test_mcp_quick(tmp_path):
-    out = tmp_path / "mcp.json"
-    done = run_script("mcp.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "search_memory, SDK client over stdio" in done.stdout and "goal p50" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("mcp.py", tmp_path)
+    assert "search_memory, SDK client over stdio" in stdout and "goal p50" in stdout
     for key in ("sdk_latency", "pipe_latency"):
         figures = report[key]
         assert figures["calls"] == 20 and 0 < figures["min"] <= figures["p50"] <= figures["p99"] <= figures["max"]
@@ -92,11 +88,8 @@ def test_mcp_quick(tmp_path):
 
 
 def test_serve_quick(tmp_path):
-    out = tmp_path / "serve.json"
-    done = run_script("serve.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "POST /v1/memories/search, warm" in done.stdout and "goals:" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("serve.py", tmp_path)
+    assert "POST /v1/memories/search, warm" in stdout and "goals:" in stdout
     search, overhead, concurrency, rss = (report[k] for k in ("search", "overhead", "concurrency", "rss"))
     assert search["n"] == 20 and 0 < search["min"] <= search["p50"] <= search["p99"] <= search["max"]
     assert search["with_results"] == 20
@@ -111,11 +104,8 @@ def test_serve_quick(tmp_path):
 
 
 def test_sync_quick(tmp_path):
-    out = tmp_path / "sync.json"
-    done = run_script("sync.py", "--quick", "--workdir", str(tmp_path / "work"), "--out", str(out),
-                      tmp_path=tmp_path)
-    assert "of which embedding" in done.stdout
-    report = json.loads(out.read_text())
+    stdout, report = run_quick("sync.py", tmp_path)
+    assert "of which embedding" in stdout
     (row,) = report["rounds"]
     assert report["n"] == 50
     assert 0 < row["library"]["embedding_s"] < row["library"]["wall_s"] < 300
@@ -124,12 +114,10 @@ def test_sync_quick(tmp_path):
 
 def test_scale_quick(tmp_path):
     """bench/scale.py at 60 and 200 memories: the issue 20 table with its goal column."""
-    out = tmp_path / "scale.json"
-    done = run_script("scale.py", "--quick", "--out", str(out), tmp_path=tmp_path)
+    stdout, report = run_quick("scale.py", tmp_path, workdir=False)
     for row in ("`log -n 20`", "`show ID-PREFIX`", "`log ID-PREFIX`", "cold `search`", "peak RSS of `search`"):
-        assert row in done.stdout, row
-    assert "goal" in done.stdout and ("ok" in done.stdout or "MISS" in done.stdout)
-    report = json.loads(out.read_text())
+        assert row in stdout, row
+    assert "goal" in stdout and ("ok" in stdout or "MISS" in stdout)
     assert set(report["sizes"]) == {"60", "200"}
     for size in report["sizes"].values():
         for key in ("search", "add", "reindex_noop", "reindex_edit", "log_n20", "show_id", "log_id"):
