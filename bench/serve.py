@@ -26,6 +26,7 @@ machine is shared, and load stretches wall time far more than CPU time. So is th
     python bench/serve.py               # 10,000 memories: 500 searches, 100 rounds, 20 x 25, RSS 100 / 1,000
     python bench/serve.py --quick       # smoke: 60 memories, small counts (a minute or two)
     python bench/serve.py --reuse       # keep a vault built earlier in --workdir
+    python bench/serve.py --only overhead,rss   # some of the phases (search, cold, overhead, concurrency, rss)
 
 Writes bench/out/serve.json (or --out) and prints a table.
 """
@@ -54,6 +55,7 @@ import synth  # noqa: E402
 from checkout import REPO, git_commit  # noqa: E402
 from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 
+PHASES = ("search", "cold", "overhead", "concurrency", "rss")
 GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "rss_growth": 0.10}
 
 # The upstream: tests/fake_llm.py in a process of its own, answering every request at once; its
@@ -351,42 +353,50 @@ def rss_growth(mv, env, vault: Path, first: int, total: int) -> dict:
 
 
 def table(report: dict) -> str:
-    meta, search, cold, over, conc, rss = (report[k] for k in ("meta", "search", "cold_search", "overhead",
-                                                                 "concurrency", "rss"))
+    """The report as a markdown table and a few lines; phases left out by --only are left out here."""
+    meta = report["meta"]
+    search, cold, over, conc, rss = (report.get(k) for k in ("search", "cold_search", "overhead", "concurrency", "rss"))
     lines = [f"memvault serve on a {meta['memories']:,}-memory vault ({meta['commit']}, "
              f"{meta['machine'].get('cpus')} CPUs; upstream: the instant fake LLM)", ""]
     lines += ["| figure | p50 | p99 | min-max | server CPU | load (1 min) |", "|---|---:|---:|---:|---:|---|"]
-    lines.append(f"| POST /v1/memories/search, warm ({search['n']} queries) | {search['p50']:.1f} ms | "
-                 f"{search['p99']:.1f} ms | {search['min']:.1f}-{search['max']:.1f} ms | "
-                 f"{search['server_cpu_ms']:.1f} ms | {search['load_before']} -> {search['load_after']} |")
-    lines.append(f"| cold `memvault search` ({cold['runs']} processes) | {cold['median_s'] * 1000:.0f} ms | | "
-                 f"{cold['min_s'] * 1000:.0f}-{cold['max_s'] * 1000:.0f} ms | | {cold['loads']} |")
+    if search:
+        lines.append(f"| POST /v1/memories/search, warm ({search['n']} queries) | {search['p50']:.1f} ms | "
+                     f"{search['p99']:.1f} ms | {search['min']:.1f}-{search['max']:.1f} ms | "
+                     f"{search['server_cpu_ms']:.1f} ms | {search['load_before']} -> {search['load_after']} |")
+    if cold:
+        lines.append(f"| cold `memvault search` ({cold['runs']} processes) | {cold['median_s'] * 1000:.0f} ms | | "
+                     f"{cold['min_s'] * 1000:.0f}-{cold['max_s'] * 1000:.0f} ms | | {cold['loads']} |")
     for name, label in (("direct", "chat, straight to the upstream"), ("proxy", "chat through memvault serve"),
                         ("direct_stream", "streamed chat, straight to the upstream"),
-                        ("proxy_stream", "streamed chat through memvault serve")):
+                        ("proxy_stream", "streamed chat through memvault serve")) if over else ():
         s = over[name]
         cpu = f"{over['server_cpu_ms_per_request']:.1f} ms" if name == "proxy" else ""
         lines.append(f"| {label} ({s['n']}) | {s['p50']:.1f} ms | {s['p99']:.1f} ms | {s['min']:.1f}-{s['max']:.1f} ms"
                      f" | {cpu} | {over['load_before']} -> {over['load_after']} |")
-    if conc["latency"]:
+    if conc and conc["latency"]:
         s = conc["latency"]
         lines.append(f"| {conc['clients']} clients x {conc['per_client']} streamed chats, each | {s['p50']:.0f} ms | "
                      f"{s['p99']:.0f} ms | {s['min']:.0f}-{s['max']:.0f} ms | {conc['server_cpu_ms_per_request']:.0f}"
                      f" ms | {conc['load_before']} -> {conc['load_after']} |")
-    turns, first, total = conc["turns"], rss["first"], rss["total"]
-    lines += ["",
-              f"proxy overhead (p50 through the proxy - p50 straight): plain {over['overhead_ms']['plain']:.1f} ms, "
-              f"streamed {over['overhead_ms']['stream']:.1f} ms",
-              f"concurrency: {conc['requests']} requests in {conc['wall_s']:.1f} s ({conc['requests_per_s']:.1f}/s; "
-              f"upkeep done at {conc['until_upkeep_done_s']:.1f} s), {conc['errors']} errors; turn files: "
-              f"{turns['user']} user, {turns['assistant']} assistant ({turns['unanswered']} unanswered, "
-              f"{turns['partial']} partial); git status clean: {conc['git_status_clean']}; "
-              f"git fsck clean: {conc['git_fsck_clean']}",
-              f"RSS: {rss['after_start_mb']:.0f} MB at start, {rss[f'after_{first}_mb']:.0f} MB after {first} requests, "
-              f"{rss[f'after_{total}_mb']:.0f} MB after {total} (growth {rss['growth'] * 100:+.1f}%); SIGTERM: exit "
-              f"{rss['exit_code']} in {rss['stop_s']} s",
-              "RSS (MB) every " + str(first) + " requests: " + ", ".join(f"{mb:.0f}" for _, mb in rss.get("curve_mb", [])),
-              f"start-up to listening (models, index, litellm loaded): {report['start_s']:.1f} s", ""]
+    lines.append("")
+    if over:
+        lines.append(f"proxy overhead (p50 through the proxy - p50 straight): plain {over['overhead_ms']['plain']:.1f} ms, "
+                     f"streamed {over['overhead_ms']['stream']:.1f} ms")
+    if conc:
+        turns = conc["turns"]
+        lines.append(f"concurrency: {conc['requests']} requests in {conc['wall_s']:.1f} s ({conc['requests_per_s']:.1f}/s; "
+                     f"upkeep done at {conc['until_upkeep_done_s']:.1f} s), {conc['errors']} errors; turn files: "
+                     f"{turns['user']} user, {turns['assistant']} assistant ({turns['unanswered']} unanswered, "
+                     f"{turns['partial']} partial); git status clean: {conc['git_status_clean']}; "
+                     f"git fsck clean: {conc['git_fsck_clean']}")
+    if rss:
+        first, total = rss["first"], rss["total"]
+        lines += [f"RSS: {rss['after_start_mb']:.0f} MB at start, {rss[f'after_{first}_mb']:.0f} MB after {first} requests, "
+                  f"{rss[f'after_{total}_mb']:.0f} MB after {total} (growth {rss['growth'] * 100:+.1f}%); SIGTERM: exit "
+                  f"{rss['exit_code']} in {rss['stop_s']} s",
+                  "RSS (MB) every " + str(first) + " requests: " + ", ".join(f"{mb:.0f}" for _, mb in rss.get("curve_mb", []))]
+    start_s = report.get("start_s", rss and rss["start_s"])
+    lines += [f"start-up to listening (models, index, litellm loaded): {start_s:.1f} s", ""]
     verdicts = report["verdicts"]
     lines.append("goals: " + "; ".join(f"{name} {'yes' if v['ok'] else 'no'} ({v['value']})"
                                        for name, v in verdicts.items()))
@@ -394,19 +404,24 @@ def table(report: dict) -> str:
 
 
 def verdicts(report: dict) -> dict:
-    search, over, conc, rss = report["search"], report["overhead"], report["concurrency"], report["rss"]
-    turns = conc["turns"]
-    stored = turns["user"] == turns["assistant"] == conc["requests"] and not turns["unanswered"] and not turns["partial"]
-    return {
-        "search p50 <= 30 ms": {"ok": search["p50"] <= GOALS["search_p50_ms"], "value": f"{search['p50']:.1f} ms"},
-        "search p99 <= 100 ms": {"ok": search["p99"] <= GOALS["search_p99_ms"], "value": f"{search['p99']:.1f} ms"},
-        "overhead p50 <= 50 ms": {"ok": max(over["overhead_ms"].values()) <= GOALS["overhead_p50_ms"],
-                                  "value": f"{over['overhead_ms']['plain']:.1f} / {over['overhead_ms']['stream']:.1f} ms"},
-        "0 errors": {"ok": conc["errors"] == 0, "value": conc["errors"]},
-        "every turn stored": {"ok": stored, "value": f"{turns['user']}+{turns['assistant']} of {conc['requests']}"},
-        "git fsck clean": {"ok": conc["git_fsck_clean"] and conc["git_status_clean"], "value": conc["git_fsck_clean"]},
-        "RSS growth <= 10%": {"ok": rss["growth"] <= GOALS["rss_growth"], "value": f"{rss['growth'] * 100:+.1f}%"},
-    }
+    """Each goal of the issue met or not, for the phases that ran."""
+    search, over, conc, rss = (report.get(k) for k in ("search", "overhead", "concurrency", "rss"))
+    found = {}
+    if search:
+        found["search p50 <= 30 ms"] = {"ok": search["p50"] <= GOALS["search_p50_ms"], "value": f"{search['p50']:.1f} ms"}
+        found["search p99 <= 100 ms"] = {"ok": search["p99"] <= GOALS["search_p99_ms"], "value": f"{search['p99']:.1f} ms"}
+    if over:
+        found["overhead p50 <= 50 ms"] = {"ok": max(over["overhead_ms"].values()) <= GOALS["overhead_p50_ms"],
+                                          "value": f"{over['overhead_ms']['plain']:.1f} / {over['overhead_ms']['stream']:.1f} ms"}
+    if conc:
+        turns = conc["turns"]
+        stored = turns["user"] == turns["assistant"] == conc["requests"] and not turns["unanswered"] and not turns["partial"]
+        found["0 errors"] = {"ok": conc["errors"] == 0, "value": conc["errors"]}
+        found["every turn stored"] = {"ok": stored, "value": f"{turns['user']}+{turns['assistant']} of {conc['requests']}"}
+        found["git fsck clean"] = {"ok": conc["git_fsck_clean"] and conc["git_status_clean"], "value": conc["git_fsck_clean"]}
+    if rss:
+        found["RSS growth <= 10%"] = {"ok": rss["growth"] <= GOALS["rss_growth"], "value": f"{rss['growth'] * 100:+.1f}%"}
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -420,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-client", type=int, default=25, help="streamed chats per client (default 25)")
     ap.add_argument("--rss-first", type=int, default=100, help="requests before the first RSS reading (default 100)")
     ap.add_argument("--rss-total", type=int, default=1000, help="requests before the second (default 1,000)")
+    ap.add_argument("--only", default=",".join(PHASES), metavar="PHASES",
+                    help="the phases to run, comma-separated (default all: " + ",".join(PHASES) + ")")
     ap.add_argument("--quick", action="store_true", help="smoke mode: 60 memories and small counts")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "memvault-serve-bench")
     ap.add_argument("--reuse", action="store_true", help="use the vault an earlier run left in --workdir "
@@ -428,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON report (default bench/out/serve[-quick].json)")
     ap.add_argument("--table", type=Path, metavar="JSON", help="only print the table of an earlier report")
     args = ap.parse_args(argv)
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    if only - set(PHASES):
+        ap.error(f"--only: unknown phase(s) {', '.join(sorted(only - set(PHASES)))}; known: {', '.join(PHASES)}")
     if args.table:
         print(table(json.loads(args.table.read_text(encoding="utf-8"))))
         return 0
@@ -451,23 +471,32 @@ def main(argv: list[str] | None = None) -> int:
                              "machine": machine(), "versions": versions(), "memvault": mv, "memories": memories,
                              "goals": GOALS}}
     try:
-        log("starting memvault serve ...")
-        server = Server(mv, env, vault)
-        report["start_s"] = round(server.start_s, 2)
-        try:
-            log(f"listening after {server.start_s:.1f} s; {args.searches} warm searches ...")
-            report["search"] = search_latency(server, args.searches)
-            log(f"search p50 {report['search']['p50']:.1f} ms, p99 {report['search']['p99']:.1f} ms; cold searches ...")
-            report["cold_search"] = cold_search(mv, env, vault, args.cold)
-            log(f"{args.chats} rounds of chats, straight and through the proxy ...")
-            report["overhead"] = chat_overhead(server, upstream, args.chats)
-            log(f"overhead {report['overhead']['overhead_ms']}; {args.clients} clients x {args.per_client} ...")
-            report["concurrency"] = concurrency(server, vault, args.clients, args.per_client)
-            log(f"{report['concurrency']['errors']} errors, {report['concurrency']['wall_s']:.1f} s")
-        finally:
-            report["stop"] = server.stop()
-        log(f"RSS: a fresh server, {args.rss_total} requests ...")
-        report["rss"] = rss_growth(mv, env, vault, args.rss_first, args.rss_total)
+        if only & {"search", "cold", "overhead", "concurrency"}:
+            log("starting memvault serve ...")
+            server = Server(mv, env, vault)
+            report["start_s"] = round(server.start_s, 2)
+            try:
+                log(f"listening after {server.start_s:.1f} s")
+                if "search" in only:
+                    log(f"{args.searches} warm searches ...")
+                    report["search"] = search_latency(server, args.searches)
+                    log(f"search p50 {report['search']['p50']:.1f} ms, p99 {report['search']['p99']:.1f} ms")
+                if "cold" in only:
+                    log("cold searches ...")
+                    report["cold_search"] = cold_search(mv, env, vault, args.cold)
+                if "overhead" in only:
+                    log(f"{args.chats} rounds of chats, straight and through the proxy ...")
+                    report["overhead"] = chat_overhead(server, upstream, args.chats)
+                    log(f"overhead {report['overhead']['overhead_ms']}")
+                if "concurrency" in only:
+                    log(f"{args.clients} clients x {args.per_client} ...")
+                    report["concurrency"] = concurrency(server, vault, args.clients, args.per_client)
+                    log(f"{report['concurrency']['errors']} errors, {report['concurrency']['wall_s']:.1f} s")
+            finally:
+                report["stop"] = server.stop()
+        if "rss" in only:
+            log(f"RSS: a fresh server, {args.rss_total} requests ...")
+            report["rss"] = rss_growth(mv, env, vault, args.rss_first, args.rss_total)
     finally:
         upstream.close()
     report["verdicts"] = verdicts(report)
