@@ -44,12 +44,17 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
     overrides: any setting (`llm_model="openai/gpt-4o-mini"`, `default_top_k=8`), over
     memvault.toml and the MEMVAULT_* environment. notice: where notices and warnings go
     (default: stderr). watch: keep the index in step with the folder through file-system
-    events instead of a walk before every read (for long-lived processes). The folder is
-    created by the first write, not here.
+    events instead of a walk before every read (for long-lived processes; it also settles the
+    process's native memory for a long life, so that it does not creep up: native_memory.py).
+    The folder is created by the first write, not here.
     """
     from memvault.config import default_vault_path
     from memvault.vault import Vault
 
+    if watch:
+        from memvault.native_memory import settle_for_long_life
+
+        settle_for_long_life()  # before LanceDB and ONNX Runtime start their threads
     root = Path(path).expanduser() if path is not None else default_vault_path()
     vault = Vault.open(root, {k: v for k, v in overrides.items() if v is not None}, notice=notice)
     return Memvault(vault, watch=watch)
@@ -813,7 +818,9 @@ class Memvault:
               on_start: Callable[[], None] | None = None) -> None:
         """Reindex whenever files under entries/ change, until `stop` is set (or Ctrl-C)."""
         from memvault import sync
+        from memvault.native_memory import settle_for_long_life
 
+        settle_for_long_life()  # a long-lived process (native_memory.py)
         self._vault.require_existing()
         sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
 

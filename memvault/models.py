@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from memvault.errors import MemvaultError
+from memvault.native_memory import onnx_session_options
 
 if TYPE_CHECKING:
     import numpy as np
@@ -204,7 +205,8 @@ def _load_bundled_embedder() -> Embedder:
         )
         _registered.add(DEFAULT_EMBEDDING_MODEL)
     try:
-        model = TextEmbedding(DEFAULT_EMBEDDING_MODEL, specific_model_path=str(tokenizer_dir))
+        model = TextEmbedding(DEFAULT_EMBEDDING_MODEL, specific_model_path=str(tokenizer_dir),
+                              **onnx_session_options())
     except Exception as e:
         raise ModelError(
             f"embedding model {DEFAULT_EMBEDDING_MODEL} failed to load ({_one_line(e)}); "
@@ -251,7 +253,7 @@ def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
 
     cache_dir = _fastembed_cache_dir()
     try:
-        return cls(model_name=name, cache_dir=str(cache_dir), local_files_only=True)
+        return cls(model_name=name, cache_dir=str(cache_dir), local_files_only=True, **onnx_session_options())
     except Exception as e:
         local_error = e
     if not allow_download:
@@ -267,7 +269,7 @@ def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
             where = f"not in fastembed cache at {cache_dir}"
         raise ModelError(f"{kind} {name} not available offline ({where}; {unreachable}); {hint}")
     try:
-        return cls(model_name=name, cache_dir=str(cache_dir))
+        return cls(model_name=name, cache_dir=str(cache_dir), **onnx_session_options())
     except Exception as e:
         raise ModelError(f"{kind} {name} failed to load ({_one_line(e)}); {hint}") from None
 
@@ -295,7 +297,7 @@ def _load_folder_reranker(folder: Path) -> Reranker:
         )
         _registered.add(name)
     try:
-        model = TextCrossEncoder(name, specific_model_path=str(folder))
+        model = TextCrossEncoder(name, specific_model_path=str(folder), **onnx_session_options())
     except Exception as e:
         raise ModelError(f"reranker folder {folder} could not be loaded ({_one_line(e)}); {hint}") from None
     return Reranker(str(folder), model)

@@ -1,0 +1,78 @@
+"""A long-lived process settles its native memory (memvault/native_memory.py): glibc's malloc
+arenas bounded, the embedding model without ONNX Runtime's CPU arena. What keeps `memvault
+serve`'s memory from creeping up (bench/serve.py measures the growth itself).
+
+Each case runs in a fresh Python process, since both are per process and a bound cannot be
+lifted; glibc's malloc_stats() reports one "Arena N:" block per arena on stderr."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, seed
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas")
+
+# Twelve threads allocating at once: without a bound, glibc gives most of them an arena of their own.
+SCRIPT = r"""
+import ctypes, sys, threading
+sys.path.insert(0, sys.argv[1])
+how, path = sys.argv[2], sys.argv[3]
+if how == "watch":
+    import memvault
+    vault = memvault.open_vault(path, watch=True)
+    vault.search("tea")
+elif how == "cli":
+    import memvault
+    memvault.open_vault(path).search("tea")
+if how in ("watch", "cli"):
+    from memvault import models
+    session = models.get_embedder()._model.model.model  # fastembed's onnxruntime InferenceSession
+    print("onnx cpu arena:", session.get_session_options().enable_cpu_mem_arena)
+
+start = threading.Barrier(12)
+
+def allocate():
+    start.wait()
+    kept = []
+    for i in range(3000):
+        kept.append(bytearray(100_000 + i))
+        if len(kept) > 16:
+            kept.pop(0)
+
+threads = [threading.Thread(target=allocate) for _ in range(12)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+sys.stderr.flush()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def settled(how: str, path, env_extra: dict | None = None) -> tuple[int, bool]:
+    """(malloc arenas after twelve threads allocated, whether the embedder has ONNX Runtime's CPU arena)."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(REPO), how, str(path)], capture_output=True,
+                          text=True, timeout=300, env={**env, **(env_extra or {})})
+    assert done.returncode == 0, done.stderr
+    return len(re.findall(r"^Arena \d+:", done.stderr, re.M)), "onnx cpu arena: True" in done.stdout
+
+
+def test_a_long_lived_vault_settles_its_memory_where_a_short_lived_one_does_not(vault_dir):
+    seed("I drink green tea every morning.")
+    arenas, onnx_arena = settled("cli", vault_dir)
+    assert arenas > 2 and onnx_arena  # what it is for: an arena per thread, ONNX Runtime's arena kept
+    arenas, onnx_arena = settled("watch", vault_dir)
+    assert arenas <= 2 and not onnx_arena
+
+
+def test_a_users_own_malloc_arena_max_is_left_alone(vault_dir):
+    seed("I drink green tea every morning.")
+    arenas, _ = settled("watch", vault_dir, {"MALLOC_ARENA_MAX": "6"})
+    assert arenas > 2
