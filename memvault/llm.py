@@ -66,6 +66,11 @@ def _lib() -> ModuleType:
         litellm.failure_callback = []
         litellm.input_callback = []
         litellm.service_callback = []
+        # With no callbacks there is nothing to log, yet litellm would still hand every streamed
+        # chunk to a logging thread and count the prompt's tokens with tiktoken at the end of a
+        # stream, for a usage figure memvault never reads: 9.3 -> 6.6 ms a streamed call (local server).
+        litellm.disable_streaming_logging = True
+        litellm.disable_token_counter = True
         # litellm's handler writes records below WARNING to stdout, which memvault keeps for
         # results; our LLMError already says what went wrong.
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
