@@ -29,6 +29,7 @@ import hmac
 import ipaddress
 import json
 import os
+import queue
 import signal
 import socket
 import sys
@@ -42,6 +43,7 @@ import anyio
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -60,6 +62,11 @@ SAMPLING = {"temperature": (int, float), "top_p": (int, float), "presence_penalt
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
+# Seconds a complete reply waits, before it is stored, for its response to be sent: the store's
+# Python work would hold the GIL the event loop needs to send it (a response that is never sent,
+# its client gone, waits this long).
+SEND_WAIT = 1.0
+SWITCH_INTERVAL = 0.001  # seconds; proxy overhead 52 -> 49 ms (bench/serve.py, 10,000 memories)
 GRACE_UPKEEP = 2.0  # then seconds the running upkeep gets
 GRACE_LOCK = 30.0  # at most this long for a write of this process under way (they take a moment)
 
@@ -89,9 +96,9 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None, background=None) -> Response:
     return Response(json.dumps(data, ensure_ascii=False, default=str), status_code=status, headers=headers,
-                    media_type="application/json")
+                    media_type="application/json", background=background)
 
 
 def as_api_error(exc: BaseException) -> ApiError:
@@ -426,6 +433,32 @@ class Upkeep:
             return self.skipped + self.pending
 
 
+class Workers:
+    """Daemon threads for the exchanges, each call on a thread of its own (a reply may wait minutes
+    for the model: no call waits for another), kept for later calls: ONNX Runtime's first inference
+    in a new thread costs ~5 ms more (a query embedded in a fresh thread: 8.3 ms against 3.5), which
+    a thread per request paid every time. As many threads stay as calls were once at the same time."""
+
+    def __init__(self):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a call that no call has claimed yet
+
+    def run(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            claimed = self._idle > 0
+            self._idle -= claimed
+        if not claimed:
+            threading.Thread(target=self._work, name="memvault-chat", daemon=True).start()
+        self._calls.put(call)
+
+    def _work(self) -> None:
+        while True:
+            self._calls.get()()  # each call handles its own errors (in_thread, stream)
+            with self._lock:
+                self._idle += 1
+
+
 class Proxy:
     """The server's state: the vault, the exchanges and upkeep under way, the upstream's model list."""
 
@@ -433,6 +466,7 @@ class Proxy:
         self.vault, self.options, self.notice = vault, options, notice
         self.turns = Turns()
         self.upkeep = Upkeep(notice)
+        self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
         provider, sep, name = vault.settings.llm_model.partition("/")
         self._provider, self.configured_model = (provider + "/", name) if sep else ("", provider)
@@ -456,11 +490,10 @@ class Proxy:
         finally:
             future.cancel()  # a no-op once it is done
 
-    @staticmethod
-    def in_thread(fn: Callable[[Callable[[Any], None]], Any]) -> "asyncio.Future":
-        """fn(answer) on a daemon thread of its own, as a future of the running loop: its result, or
-        what it passed to answer() before it was done (it goes on then). Not the loop's default
-        executor: a stop does not wait for a thread that waits for the model."""
+    def in_thread(self, fn: Callable[[Callable[[Any], None]], Any]) -> "asyncio.Future":
+        """fn(answer) on a worker thread of its own (Workers), as a future of the running loop: its
+        result, or what it passed to answer() before it was done (it goes on then). Not the loop's
+        default executor: a stop does not wait for a thread that waits for the model."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -479,7 +512,7 @@ class Proxy:
             else:
                 settle("set_result", result)
 
-        threading.Thread(target=work, name="memvault-chat", daemon=True).start()
+        self.workers.run(work)
         return future
 
     # -- the model ----------------------------------------------------------------------------
@@ -507,9 +540,16 @@ class Proxy:
             user_message=call.message, llm_options=call.options))
 
     async def complete(self, call: ChatCall, model: str | None, name: str) -> Response:
+        sent = threading.Event()
+
         def run(answer: Callable[[Any], None]):
             turn = self._start(call, model, stream=False)
-            turn.on_reply = lambda reply: answer((turn, reply))  # respond now; the turns are stored meanwhile
+
+            def on_reply(reply: str) -> None:  # respond now; the turns are stored once it is out
+                answer((turn, reply))
+                sent.wait(SEND_WAIT)
+
+            turn.on_reply = on_reply
             self._finish(turn, lambda: all(True for _ in turn))  # read to the end
             return turn, turn.result.reply
 
@@ -517,7 +557,8 @@ class Proxy:
         body = {"id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion", "created": int(time.time()),
                 "model": name, "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
                                             "finish_reason": "stop", "logprobs": None}]}
-        return _json(body, headers=self._headers(call, turn))
+        # Starlette runs a response's background task once its body is sent.
+        return _json(body, headers=self._headers(call, turn), background=BackgroundTask(sent.set))
 
     def _finish(self, turn, read: Callable[[], Any]) -> None:
         """Read the reply to its end (the turns are stored there), then queue the upkeep. A failure
@@ -543,12 +584,13 @@ class Proxy:
 
     async def stream(self, call: ChatCall, model: str | None, name: str) -> Response:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        pieces_in: asyncio.Queue = asyncio.Queue()
         cancel = threading.Event()
+        sent = threading.Event()  # the last event is out (or the response ended otherwise)
 
         def put(kind: str, value: Any = None) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
-                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+                loop.call_soon_threadsafe(pieces_in.put_nowait, (kind, value))
 
         def read() -> None:
             # One thread reads the reply from the model and hands on each piece as it comes.
@@ -558,7 +600,12 @@ class Proxy:
                 put("error", exc)
                 return
             put("turn", turn)
-            turn.on_reply = lambda reply: put("end")  # the response ends now; the turns are stored meanwhile
+
+            def on_reply(reply: str) -> None:  # the response ends now; the turns are stored once it is out
+                put("end")
+                sent.wait(SEND_WAIT)
+
+            turn.on_reply = on_reply
 
             def pieces() -> None:
                 for piece in turn:
@@ -572,10 +619,10 @@ class Proxy:
             except BaseException as exc:  # an LLMError: the user's turn is stored, unanswered
                 put("error", exc)
 
-        threading.Thread(target=read, name="memvault-reply", daemon=True).start()
+        self.workers.run(read)
 
         async def next_item() -> tuple[str, Any]:
-            return await self.wait(asyncio.ensure_future(queue.get()))
+            return await self.wait(asyncio.ensure_future(pieces_in.get()))
 
         try:
             kind, turn = await next_item()
@@ -615,6 +662,8 @@ class Proxy:
             except BaseException:  # the client hung up (cancelled), or the server is stopping
                 cancel.set()
                 raise
+            finally:
+                sent.set()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={
             **self._headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -827,6 +876,9 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     from memvault import llm
 
     check_bind(options.host, options.api_key)
+    # A request's threads (the event loop, the exchange's, the search's lookups) hand the GIL to
+    # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during the warm-up: stop once it is done
         signal.signal(sig, lambda *_: stop.set())
