@@ -149,26 +149,20 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     from memvault.index import FTS_COLUMN
 
     depth = candidate_depth(query)
-
-    def dense(where: str) -> list[dict]:
-        return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
-                         where).limit(depth).to_list()
-
-    def bm25(where: str) -> list[dict]:
-        try:
-            return _filtered(table.search(query.text, query_type="fts", fts_columns=FTS_COLUMN),
-                             where).limit(depth).to_list()
-        except Exception:  # no FTS index yet (empty table) or a query of stop words only
-            return []
-
-    lookups = []  # (scope, dense or bm25): LanceDB works on each while the others wait
+    pool: dict[str, Result] = {}
     for scope in _scopes(query):
         where = _where(query, scope)
-        lookups.append((dense, where) if query.use_dense else None)
-        lookups.append((bm25, where) if query.use_bm25 and query.text.strip() else None)
-    rows = _all_at_once(lookups)
-    pool: dict[str, Result] = {}
-    for dense_rows, bm25_rows in zip(rows[::2], rows[1::2]):
+        dense_rows = []
+        if query.use_dense:
+            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                   .metric("cosine"), where).limit(depth).to_list()
+        bm25_rows = []
+        if query.use_bm25 and query.text.strip():
+            try:
+                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=FTS_COLUMN),
+                                      where).limit(depth).to_list()
+            except Exception:  # no FTS index yet (empty table) or a query of stop words only
+                bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         fused = ranking.rrf(rankings)
         for rank, row in enumerate(dense_rows, 1):
@@ -185,26 +179,6 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     for result in pool.values():
         result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
     return pool
-
-
-_lookup_threads = None
-
-
-def _all_at_once(lookups: list) -> list[list[dict]]:
-    """Each (function, argument) called, at the same time: a LanceDB query spends most of its time
-    in LanceDB's own threads, with the GIL released, so the two retrievers of two scopes take
-    about as long as the slowest of them (a chat's search at 10,000 memories: 21 -> 13 ms). None
-    gives []. The results in the order given."""
-    global _lookup_threads
-    work = [item for item in lookups if item is not None]
-    if len(work) <= 1:
-        return [item[0](item[1]) if item is not None else [] for item in lookups]
-    if _lookup_threads is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _lookup_threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memvault-lookup")
-    futures = [_lookup_threads.submit(*item) if item is not None else None for item in lookups]
-    return [future.result() if future is not None else [] for future in futures]
 
 
 def _filtered(search, where: str):
