@@ -876,7 +876,7 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     from memvault import llm
 
     check_bind(options.host, options.api_key)
-    # A request's threads (the event loop, the exchange's, the search's lookups) hand the GIL to
+    # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
     stop = threading.Event()

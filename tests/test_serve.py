@@ -335,6 +335,47 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
+def test_a_reply_the_model_holds_back_does_not_hold_up_other_clients(proxy):
+    """Each exchange runs on a worker thread of its own, kept for later exchanges (serve.Workers):
+    while one reply waits for the model, other clients' chats are answered, and they go on after."""
+    hold = threading.Event()
+    proxy.fake.push({"chunks": ["Still", " thinking."], "hold": hold})
+    pieces = []
+    first_piece = threading.Event()
+
+    def read():
+        with httpx.stream("POST", proxy.base_url + "/chat/completions", timeout=120,
+                          json=chat_body("Think it over", stream=True, user="held")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    delta = json.loads(line[6:])["choices"][0]["delta"].get("content")
+                    if delta:
+                        pieces.append(delta)
+                        first_piece.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert first_piece.wait(120)
+        client = proxy.client()
+        for n in range(3):
+            reply = client.chat.completions.create(model="test-model", user="not-held",
+                                                   messages=[{"role": "user", "content": f"quick question {n}"}])
+            assert reply.choices[0].message.content
+        assert reader.is_alive()  # all three answered while the held reply was still open
+    finally:
+        hold.set()
+        reader.join(120)
+    assert pieces == ["Still", " thinking."]
+    proxy.idle()
+    later = proxy.client().chat.completions.create(model="test-model", user="not-held",
+                                                   messages=[{"role": "user", "content": "one more"}])
+    assert later.choices[0].message.content
+    proxy.idle()
+    assert len(memories_of(proxy.vault, "not-held", "turns/assistant")) == 4
+    assert len(memories_of(proxy.vault, "held", "turns/assistant")) == 1
+
+
 def test_bad_requests_get_openai_errors_naming_what_is_wrong(proxy):
     def refused(method: str, path: str, status: int, **kwargs) -> dict:
         response = proxy.http(method, path, **kwargs)
