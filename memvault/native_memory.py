@@ -1,8 +1,9 @@
 """Native memory of long-lived processes (`serve`, `mcp`, `reindex --watch`, a library user's
 `open_vault(watch=True)`), which must not creep up over thousands of requests.
 
-Two things made `memvault serve` on 10,000 memories grow by 25% from its 100th request to its
-1,000th (bench/README.md, "The OpenAI proxy"), neither a leak of memvault's own:
+Two things (besides LanceDB's caches, bounded in index.py) made `memvault serve` on 10,000
+memories grow by 25% from its 100th request to its 1,000th (bench/README.md, "The OpenAI proxy"),
+neither a leak of memvault's own:
 
 - glibc gives a thread that finds the other arenas busy an arena of its own, up to eight per core.
   LanceDB's and ONNX Runtime's worker threads allocate large short-lived buffers (a table's
@@ -35,11 +36,6 @@ def settle_for_long_life() -> None:
     global _long_lived
     _long_lived = True
     bound_malloc_arenas()
-
-
-def long_lived() -> bool:
-    """Whether settle_for_long_life was called in this process."""
-    return _long_lived
 
 
 def bound_malloc_arenas(arenas: int = ARENAS) -> bool:
