@@ -389,8 +389,9 @@ class Upkeep:
     """The memory upkeep of each turn, after its response was sent: one at a time, in order, on one
     worker thread (two at once would ask the model about the same facts)."""
 
-    def __init__(self, notice: Callable[[str], None]):
+    def __init__(self, notice: Callable[[str], None], when_idle: Callable[[], Any] | None = None):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memvault-upkeep")
+        self._when_idle = when_idle
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self.pending = 0
@@ -414,11 +415,18 @@ class Upkeep:
                 with self._lock:
                     self.skipped += 1
                 return
-            result = turn.finish()
-            if result.upkeep_error:
-                self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
-        except Exception as exc:  # the turns are stored; say why learning failed and go on
-            self._notice(f"memvault: warning: memory upkeep failed: {as_api_error(exc).message}")
+            try:
+                result = turn.finish()
+                if result.upkeep_error:
+                    self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
+            except Exception as exc:  # the turns are stored; say why learning failed and go on
+                self._notice(f"memvault: warning: memory upkeep failed: {as_api_error(exc).message}")
+            if self._when_idle is not None and self.pending == 1 and not self.stopping:
+                # Nothing else queued: the files just written go into the index, and its new table
+                # version into LanceDB's caches, now and not in the next request (its search, at
+                # 10,000 memories: 38 -> 26 ms).
+                with contextlib.suppress(Exception):  # the next request syncs and loads what it needs
+                    self._when_idle()
         finally:
             with self._lock:
                 self.pending -= 1
@@ -465,7 +473,7 @@ class Proxy:
     def __init__(self, vault, options: ServeOptions, notice: Callable[[str], None]):
         self.vault, self.options, self.notice = vault, options, notice
         self.turns = Turns()
-        self.upkeep = Upkeep(notice)
+        self.upkeep = Upkeep(notice, when_idle=vault.warm)
         self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
         provider, sep, name = vault.settings.llm_model.partition("/")
