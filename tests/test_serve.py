@@ -294,41 +294,57 @@ def test_a_client_that_hangs_up_mid_stream_keeps_its_turn_and_the_partial_reply(
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
-def test_a_cli_add_lands_while_a_reply_streams(proxy):
-    """The vault lock is not held while the model answers: a cron `add` in another terminal completes
-    before the reply ends, and the next request sees what it added."""
-    hold = threading.Event()
-    proxy.fake.push({"chunks": ["Let me", " think."], "hold": hold})
-    pieces, ended = [], {}
-    first_piece = threading.Event()
+class HeldStream:
+    """A streamed chat read on a thread of its own, whose reply the fake LLM holds open after its
+    pieces until release(): `pieces` so far, `first_piece` set at the first, `ended_at` once the
+    stream has ended."""
 
-    def read():
-        with httpx.stream("POST", proxy.base_url + "/chat/completions", timeout=120,
-                          json=chat_body("Think slowly", stream=True, user="slow")) as response:
+    def __init__(self, proxy, text: str, conversation: str, chunks: list[str]):
+        self.hold = threading.Event()
+        proxy.fake.push({"chunks": chunks, "hold": self.hold})
+        self.pieces: list[str] = []
+        self.first_piece = threading.Event()
+        self.ended_at: float | None = None
+        self._reader = threading.Thread(target=self._read, args=(proxy.base_url, text, conversation))
+        self._reader.start()
+
+    def _read(self, base_url: str, text: str, conversation: str) -> None:
+        with httpx.stream("POST", base_url + "/chat/completions", timeout=120,
+                          json=chat_body(text, stream=True, user=conversation)) as response:
             for line in response.iter_lines():
                 if line.startswith("data: {"):
                     data = json.loads(line[6:])
                     assert "error" not in data, data["error"]
                     delta = data["choices"][0]["delta"].get("content")
                     if delta:
-                        pieces.append(delta)
-                        first_piece.set()
-        ended["at"] = time.monotonic()
+                        self.pieces.append(delta)
+                        self.first_piece.set()
+        self.ended_at = time.monotonic()
 
-    reader = threading.Thread(target=read)
-    reader.start()
+    @property
+    def still_open(self) -> bool:
+        return self._reader.is_alive() and self.ended_at is None
+
+    def release(self) -> None:
+        self.hold.set()
+        self._reader.join(120)
+
+
+def test_a_cli_add_lands_while_a_reply_streams(proxy):
+    """The vault lock is not held while the model answers: a cron `add` in another terminal completes
+    before the reply ends, and the next request sees what it added."""
+    held = HeldStream(proxy, "Think slowly", "slow", ["Let me", " think."])
     try:
-        assert first_piece.wait(120)
+        assert held.first_piece.wait(120)
         added = subprocess.run([*memvault_command(), "--vault", str(proxy.vault), "add", "-c", "slow",
                                 "Written by cron while the proxy streamed"], capture_output=True, text=True,
                                timeout=120)
         added_at = time.monotonic()
         assert added.returncode == 0, added.stderr
-        assert reader.is_alive() and "at" not in ended  # the reply is still streaming
+        assert held.still_open  # the reply is still streaming
     finally:
-        hold.set()
-        reader.join(120)
-    assert ended["at"] > added_at and pieces == ["Let me", " think."]
+        held.release()
+    assert held.ended_at > added_at and held.pieces == ["Let me", " think."]
     proxy.idle()
     found = proxy.http("POST", "/v1/memories/search", json={"query": "cron streamed", "conversation_id": "slow"})
     assert "Written by cron while the proxy streamed" in [r["text"] for r in found.json()]
@@ -338,35 +354,18 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
 def test_a_reply_the_model_holds_back_does_not_hold_up_other_clients(proxy):
     """Each exchange runs on a worker thread of its own, kept for later exchanges (serve.Workers):
     while one reply waits for the model, other clients' chats are answered, and they go on after."""
-    hold = threading.Event()
-    proxy.fake.push({"chunks": ["Still", " thinking."], "hold": hold})
-    pieces = []
-    first_piece = threading.Event()
-
-    def read():
-        with httpx.stream("POST", proxy.base_url + "/chat/completions", timeout=120,
-                          json=chat_body("Think it over", stream=True, user="held")) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: {"):
-                    delta = json.loads(line[6:])["choices"][0]["delta"].get("content")
-                    if delta:
-                        pieces.append(delta)
-                        first_piece.set()
-
-    reader = threading.Thread(target=read)
-    reader.start()
+    held = HeldStream(proxy, "Think it over", "held", ["Still", " thinking."])
     try:
-        assert first_piece.wait(120)
+        assert held.first_piece.wait(120)
         client = proxy.client()
         for n in range(3):
             reply = client.chat.completions.create(model="test-model", user="not-held",
                                                    messages=[{"role": "user", "content": f"quick question {n}"}])
             assert reply.choices[0].message.content
-        assert reader.is_alive()  # all three answered while the held reply was still open
+        assert held.still_open  # all three answered while the held reply was still open
     finally:
-        hold.set()
-        reader.join(120)
-    assert pieces == ["Still", " thinking."]
+        held.release()
+    assert held.pieces == ["Still", " thinking."]
     proxy.idle()
     later = proxy.client().chat.completions.create(model="test-model", user="not-held",
                                                    messages=[{"role": "user", "content": "one more"}])
