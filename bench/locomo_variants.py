@@ -177,3 +177,64 @@ LOST = {
     "lost: RRF weights BM25 1.5": variant({"rerank": False, **PURE}, [], ranking__rrf=weighted_rrf(1.0, 1.5)),
 }
 ALL = {**VARIANTS, **LOST}
+
+# Issue 32's directions (experimental; run only when named).
+ISSUE32 = {
+    "x: mmr band 0.8": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.8),
+    "x: mmr band 0.7": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.7),
+    "x: prf dense 0.3": variant(NOW_OPTIONS, [], retrieval__PRF_DENSE=0.3),
+    "x: prf dense 0.6": variant(NOW_OPTIONS, [], retrieval__PRF_DENSE=0.6),
+    "x: prf terms 3": variant(NOW_OPTIONS, [], retrieval__PRF_TERMS=3),
+    "x: prf terms 6": variant(NOW_OPTIONS, [], retrieval__PRF_TERMS=6),
+    "x: session 0.1": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.1),
+    "x: session 0.25": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.25),
+    "x: session 0.25 top2": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.25, retrieval__SESSION_MODE="top2"),
+}
+ALL.update(ISSUE32)
+ISSUE32.update({
+    f"x: gate {lo}-{hi}": variant(NOW_OPTIONS, [], retrieval__GATE=(lo, hi))
+    for lo, hi in ((0.1, 0.3), (0.15, 0.35), (0.1, 0.4), (0.2, 0.4), (0.05, 0.25))
+})
+ALL.update(ISSUE32)
+ISSUE32.update({
+    f"x: session {b} {mode}": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=b, retrieval__SESSION_MODE=mode)
+    for b in (0.25, 0.4, 0.6) for mode in ("top2", "top2-or", "max-or")
+})
+ALL.update(ISSUE32)
+ISSUE32.update({f"x: paraphrase {t}": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=t) for t in (0.65, 0.7, 0.75, 0.8)})
+ISSUE32.update({f"x: paraphrase {t} gate 0.1-0.3": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=t, retrieval__GATE=(0.1, 0.3))
+                for t in (0.7, 0.75)})
+ALL.update(ISSUE32)
+ISSUE32.update({
+    f"x: session 0.4 top2-or cap {c}": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or",
+                                               retrieval__SESSION_CAP=c) for c in (2, 3, 4)})
+ISSUE32.update({f"x: cap {c}": variant(NOW_OPTIONS, [], retrieval__SESSION_CAP=c) for c in (2, 3)})
+ALL.update(ISSUE32)
+ISSUE32.update({
+    "x: paraphrase 0.75": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75),
+    "x: session 0.4 top2-or facts too": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or",
+                                                retrieval__SESSION_ROLES=("user", "assistant", "memory")),
+})
+ALL.update(ISSUE32)
+ISSUE32.update({f"x: gate {lo}-{hi} {mode}": variant(NOW_OPTIONS, [], retrieval__GATE=(lo, hi), retrieval__GATE_MODE=mode)
+                for lo, hi in ((0.1, 0.3), (0.15, 0.35), (0.2, 0.4)) for mode in ("scaled", "absolute")})
+ALL.update(ISSUE32)
+G = dict(retrieval__GATE=(0.2, 0.4), retrieval__GATE_MODE="absolute")
+ISSUE32.update({
+    "x: expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True),
+    "x: gate 0.2-0.4 absolute + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **G),
+    "x: gate 0.2-0.4 absolute + paraphrase 0.75": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, **G),
+    "x: gate 0.2-0.4 absolute + paraphrase 0.75 + expand": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75,
+                                                                  retrieval__EXPAND=True, **G),
+})
+ALL.update(ISSUE32)
+S = dict(retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or")
+SF = dict(S, retrieval__SESSION_ROLES=("user", "assistant", "memory"))
+ISSUE32.update({
+    "x: S": variant(NOW_OPTIONS, [], **S),
+    "x: S + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **S),
+    "x: SF + paraphrase": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, **SF),
+    "x: SF + paraphrase + expand": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, retrieval__EXPAND=True, **SF),
+    "x: SF + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **SF),
+})
+ALL.update(ISSUE32)

@@ -128,3 +128,23 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
         picked.append(best)
         remaining.remove(best)
     return picked
+
+
+# Experiment (issue 32): everyday category words whose answers rarely repeat them.
+CATEGORY_WORDS = {
+    ("hobby", "hobbies", "pastime", "pastimes"): "enjoy enjoys play plays weekend weekends",
+    ("job", "jobs", "career", "profession", "occupation", "for a living"): "work works job",
+    ("pet", "pets"): "dog dogs cat cats",
+    ("car", "cars", "vehicle"): "drive drives",
+    ("kid", "kids", "child", "children"): "son sons daughter daughters",
+    ("parents",): "mother father mum dad",
+}
+
+
+def expansions(text: str) -> list[str]:
+    lowered = " " + " ".join(re.findall(r"[^\W_]+", text.lower())) + " "
+    found = []
+    for keys, words in CATEGORY_WORDS.items():
+        if any(f" {key} " in lowered for key in keys):
+            found += [w for w in words.split() if f" {w} " not in lowered]
+    return found
