@@ -46,15 +46,16 @@ sys.path.insert(0, str(HERE.parent))  # in-process experiments use this checkout
 DEFAULT_DATA = HERE.parent.parent / "shared" / "bench" / "locomo"
 
 # name -> (description, `Memvault.search` options)
-PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
+PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0, "session_weight": 0.0}
 CONFIGS = {
     "default": ("default pipeline (rerank when available)", {}),
     "no-floor": ("no relevance floor", {"relevance_floor": 0.0}),
+    "no-session": ("no session lift (weight 0)", {"session_weight": 0.0}),
     "no-recency": ("no recency (weight 0)", {"recency_weight": 0.0}),
     "no-mmr": ("no MMR (lambda 1.0)", {"mmr_lambda": 1.0}),
-    "dense": ("dense only (no rerank, recency, MMR or floor)", {"retriever": "dense", **PURE}),
-    "bm25": ("BM25 only (no rerank, recency, MMR or floor)", {"retriever": "bm25", **PURE}),
-    "hybrid": ("hybrid candidates only (no rerank, recency, MMR or floor)", PURE),
+    "dense": ("dense only (no rerank, session, recency, MMR or floor)", {"retriever": "dense", **PURE}),
+    "bm25": ("BM25 only (no rerank, session, recency, MMR or floor)", {"retriever": "bm25", **PURE}),
+    "hybrid": ("hybrid candidates only (no rerank, session, recency, MMR or floor)", PURE),
 }
 # Configurations that need the LLM (the settings in MEMVAULT_LLM_* of this process, e.g.
 # `eval "$(../shared/llm/local-llm.sh env)"`); not run unless named in --configs. The third item:

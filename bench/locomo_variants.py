@@ -5,9 +5,9 @@ A variant is search options for `Memvault.search_many` plus patches: product fun
 constants swapped for the variant's own while it runs (`patched`). So every variant goes through
 the library call the CLI makes, on the same vaults, and the product keeps no switch for an
 experiment. No rerank in any (none is available here). BEFORE is the read path as it was before
-issue 15 (main at 1cf0e50, arithmetic reproduced below); NOW the defaults after it. Each direction
-is measured alone (added to BEFORE) and taken out of NOW. LOST are run only when named
-(`--variants`).
+issue 15 (main at 1cf0e50, arithmetic reproduced below); ISSUE15 the defaults after issue 15; NOW
+the defaults after issue 32. Each direction of an issue is measured alone (added to the read path
+before it) and taken out of NOW. LOST are run only when named (`--variants`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from memvault import index, ranking, retrieval
+from memvault import index, ranking, retrieval, turn_context
 from memvault.config import Settings
 
 _S = Settings()
@@ -101,7 +101,7 @@ class Variant:
         return {"options": self.options, "patches": {k: getattr(v, "__name__", v) for k, v in self.patches.items()}}
 
 
-MODULES = {"index": index, "retrieval": retrieval, "ranking": ranking}
+MODULES = {"index": index, "retrieval": retrieval, "ranking": ranking, "turn_context": turn_context}
 
 
 @contextlib.contextmanager
@@ -118,6 +118,11 @@ def patched(variant: Variant):
             setattr(module, attribute, value)
 
 
+def no_category_words(text):
+    """BM25 looks for the query's own words only (before issue 32)."""
+    return []
+
+
 # What each direction of issue 15 changes, as the patches that undo it.
 UNDO = {
     "turn context": {"index.FTS_COLUMN": "text"},
@@ -125,45 +130,79 @@ UNDO = {
     "recency as a factor": {"ranking.blend": additive_blend},
     "MMR on near-duplicates only": {"ranking.NEAR_DUPLICATE": 0.0},
 }
-BEFORE_OPTIONS = {"rerank": False, "recency_weight": 0.2, "mmr_lambda": 0.7, "relevance_floor": 0.0}
-NOW_OPTIONS = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
-               "relevance_floor": _S.relevance_floor}
-PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
+# Issue 32's: the session lift is an option (session_weight 0 undoes it); the turn's own words read
+# once (format 1: a vault's turns are read again, without embedding, when the variant starts and
+# ends); paraphrases of facts counted as near-duplicates from 0.9 again; no category words.
+UNDO32 = {
+    "session lift": {},
+    "own words twice": {"turn_context.OWN_TEXT_TIMES": 1, "turn_context.TEXT_FORMAT": 1},
+    "paraphrase band": {"ranking.PARAPHRASE": ranking.NEAR_DUPLICATE},
+    "category words": {"ranking.category_words": no_category_words},
+}
+UNDO_ALL = {**UNDO, **UNDO32}
+BEFORE_OPTIONS = {"rerank": False, "recency_weight": 0.2, "mmr_lambda": 0.7, "relevance_floor": 0.0,
+                  "session_weight": 0.0}
+ISSUE15_OPTIONS = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
+                   "relevance_floor": _S.relevance_floor, "session_weight": 0.0}
+NOW_OPTIONS = {**ISSUE15_OPTIONS, "session_weight": _S.session_weight}
+PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0, "session_weight": 0.0}
 
 
 def variant(options: dict, undone: list[str], **patches) -> Variant:
-    merged = {k: v for name in undone for k, v in UNDO[name].items()}
+    merged = {k: v for name in undone for k, v in UNDO_ALL[name].items()}
     merged.update({k.replace("__", "."): v for k, v in patches.items()})
+    if "session lift" in undone:
+        options = {**options, "session_weight": 0.0}
     return Variant(options, merged, merged.get("index.FTS_COLUMN") == "text")
 
 
 def before(added: str | None = None, **options) -> Variant:
-    return variant({**BEFORE_OPTIONS, **options}, [d for d in UNDO if d != added])
+    return variant({**BEFORE_OPTIONS, **options}, [d for d in UNDO_ALL if d != added])
+
+
+def issue15(added: str | None = None, **options) -> Variant:
+    """The defaults of issue 15 (issue 32's directions undone), or with one of issue 32's added."""
+    return variant({**ISSUE15_OPTIONS, **({"session_weight": _S.session_weight} if added == "session lift" else {}),
+                    **options}, [d for d in UNDO32 if d != added])
 
 
 def now(removed: str | None = None, **options) -> Variant:
     return variant({**NOW_OPTIONS, **options}, [removed] if removed else [])
 
 
-VARIANTS = {
+# Issue 15's rows: each of its directions alone on the read path before it, and taken out of its
+# defaults (ISSUE15: issue 32's directions undone throughout).
+ISSUE15_VARIANTS = {
     "before": before(),
     "before, retrieval only": before(**PURE),
-    # each direction alone, on the read path as it was
     "before + turn context": before("turn context"),
     "before + relevance x match": before("relevance x match"),
     "before + recency as a factor": before("recency as a factor"),
     "before + MMR on near-duplicates only": before("MMR on near-duplicates only"),
     "before + relevance floor": before(relevance_floor=_S.relevance_floor),
-    # all of them: the new defaults, and each taken out again
+    "issue 15": issue15(),
+    "issue 15 - turn context": variant(ISSUE15_OPTIONS, [*UNDO32, "turn context"]),
+    "issue 15 - relevance x match": variant(ISSUE15_OPTIONS, [*UNDO32, "relevance x match"]),
+    "issue 15 - recency as a factor (additive 0.2)": variant(ISSUE15_OPTIONS, [*UNDO32, "recency as a factor"]),
+    "issue 15 - MMR on near-duplicates only": variant(ISSUE15_OPTIONS, [*UNDO32, "MMR on near-duplicates only"]),
+    "issue 15 - relevance floor": issue15(relevance_floor=0.0),
+}
+# Issue 32's rows: each direction alone on issue 15's defaults, the new defaults, each taken out.
+VARIANTS = {
+    "issue 15": issue15(),
+    "issue 15 + session lift": issue15("session lift"),
+    "issue 15 + own words twice": issue15("own words twice"),
+    "issue 15 + paraphrase band": issue15("paraphrase band"),
+    "issue 15 + category words": issue15("category words"),
     "now": now(),
     "now, retrieval only": now(**PURE),
-    "now - turn context": now("turn context"),
-    "now - relevance x match": now("relevance x match"),
-    "now - recency as a factor (additive 0.2)": now("recency as a factor"),
-    "now - MMR on near-duplicates only": now("MMR on near-duplicates only"),
-    "now - relevance floor": now(relevance_floor=0.0),
+    "now - session lift": now("session lift"),
+    "now - own words twice": now("own words twice"),
+    "now - paraphrase band": now("paraphrase band"),
+    "now - category words": now("category words"),
     "now, no recency": now(recency_weight=0.0),
     "now, no MMR": now(mmr_lambda=1.0),
+    "now - relevance floor": now(relevance_floor=0.0),
 }
 
 # Issue 5's experiments, on today's read path without recency, MMR or floor (as measured then).
@@ -176,65 +215,12 @@ LOST = {
     "lost: depth top_k x 5": variant({"rerank": False, **PURE}, [], retrieval__CANDIDATE_FACTOR=5),
     "lost: RRF weights BM25 1.5": variant({"rerank": False, **PURE}, [], ranking__rrf=weighted_rrf(1.0, 1.5)),
 }
-ALL = {**VARIANTS, **LOST}
-
-# Issue 32's directions (experimental; run only when named).
-ISSUE32 = {
-    "x: mmr band 0.8": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.8),
-    "x: mmr band 0.7": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.7),
-    "x: prf dense 0.3": variant(NOW_OPTIONS, [], retrieval__PRF_DENSE=0.3),
-    "x: prf dense 0.6": variant(NOW_OPTIONS, [], retrieval__PRF_DENSE=0.6),
-    "x: prf terms 3": variant(NOW_OPTIONS, [], retrieval__PRF_TERMS=3),
-    "x: prf terms 6": variant(NOW_OPTIONS, [], retrieval__PRF_TERMS=6),
-    "x: session 0.1": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.1),
-    "x: session 0.25": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.25),
-    "x: session 0.25 top2": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.25, retrieval__SESSION_MODE="top2"),
-}
-ALL.update(ISSUE32)
-ISSUE32.update({
-    f"x: gate {lo}-{hi}": variant(NOW_OPTIONS, [], retrieval__GATE=(lo, hi))
-    for lo, hi in ((0.1, 0.3), (0.15, 0.35), (0.1, 0.4), (0.2, 0.4), (0.05, 0.25))
+# Issue 32's that lost (bench/README.md, "Retrieval, issue 32"); those that needed hooks in the read
+# path (pseudo-relevance feedback, a cap per session, the lexical gate) were measured at 4d4fa8b.
+LOST.update({
+    "lost: near-duplicates of turns from 0.8": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.8),
+    "lost: near-duplicates of turns from 0.7": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.7),
+    "lost: session lift 0.25": now(session_weight=0.25),
+    "lost: session lift 0.6": now(session_weight=0.6),
 })
-ALL.update(ISSUE32)
-ISSUE32.update({
-    f"x: session {b} {mode}": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=b, retrieval__SESSION_MODE=mode)
-    for b in (0.25, 0.4, 0.6) for mode in ("top2", "top2-or", "max-or")
-})
-ALL.update(ISSUE32)
-ISSUE32.update({f"x: paraphrase {t}": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=t) for t in (0.65, 0.7, 0.75, 0.8)})
-ISSUE32.update({f"x: paraphrase {t} gate 0.1-0.3": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=t, retrieval__GATE=(0.1, 0.3))
-                for t in (0.7, 0.75)})
-ALL.update(ISSUE32)
-ISSUE32.update({
-    f"x: session 0.4 top2-or cap {c}": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or",
-                                               retrieval__SESSION_CAP=c) for c in (2, 3, 4)})
-ISSUE32.update({f"x: cap {c}": variant(NOW_OPTIONS, [], retrieval__SESSION_CAP=c) for c in (2, 3)})
-ALL.update(ISSUE32)
-ISSUE32.update({
-    "x: paraphrase 0.75": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75),
-    "x: session 0.4 top2-or facts too": variant(NOW_OPTIONS, [], retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or",
-                                                retrieval__SESSION_ROLES=("user", "assistant", "memory")),
-})
-ALL.update(ISSUE32)
-ISSUE32.update({f"x: gate {lo}-{hi} {mode}": variant(NOW_OPTIONS, [], retrieval__GATE=(lo, hi), retrieval__GATE_MODE=mode)
-                for lo, hi in ((0.1, 0.3), (0.15, 0.35), (0.2, 0.4)) for mode in ("scaled", "absolute")})
-ALL.update(ISSUE32)
-G = dict(retrieval__GATE=(0.2, 0.4), retrieval__GATE_MODE="absolute")
-ISSUE32.update({
-    "x: expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True),
-    "x: gate 0.2-0.4 absolute + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **G),
-    "x: gate 0.2-0.4 absolute + paraphrase 0.75": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, **G),
-    "x: gate 0.2-0.4 absolute + paraphrase 0.75 + expand": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75,
-                                                                  retrieval__EXPAND=True, **G),
-})
-ALL.update(ISSUE32)
-S = dict(retrieval__SESSION_BOOST=0.4, retrieval__SESSION_MODE="top2-or")
-SF = dict(S, retrieval__SESSION_ROLES=("user", "assistant", "memory"))
-ISSUE32.update({
-    "x: S": variant(NOW_OPTIONS, [], **S),
-    "x: S + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **S),
-    "x: SF + paraphrase": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, **SF),
-    "x: SF + paraphrase + expand": variant(NOW_OPTIONS, [], retrieval__PARAPHRASE=0.75, retrieval__EXPAND=True, **SF),
-    "x: SF + expand": variant(NOW_OPTIONS, [], retrieval__EXPAND=True, **SF),
-})
-ALL.update(ISSUE32)
+ALL = {**ISSUE15_VARIANTS, **VARIANTS, **LOST}

@@ -391,6 +391,9 @@ class Index:
             return 0
         rows = (table.search().where(f"role IN ({', '.join(_sql_str(r) for r in TURN_ROLES)})", prefilter=True)
                 .select(["id", "path"]).limit(max(table.count_rows(), 1)).to_list())
+        if rows:
+            self.notice(f"memvault: the index was made by an older memvault; updating what search reads for "
+                        f"{len(rows)} chat turns, once (nothing is embedded)")
         contexts = TurnContexts(self.root)
         for row in rows:
             memory = contexts._memory(row["path"])
@@ -647,8 +650,6 @@ class _Sync:
             return self.report
         self.clear()
         if self.retext and not self.report.rebuilt:
-            self.index.notice("memvault: the index was made by an older memvault; updating what search reads "
-                              "for chat turns, once (no embedding)")
             self.index.retext_turns()
         self.choose_files()
         to_index = self.claim_ids(self.look())

@@ -1,4 +1,4 @@
-"""The read path (docs/design.md): hybrid candidates -> rerank -> recency -> MMR -> injection.
+"""The read path (docs/design.md): hybrid candidates -> rerank -> session -> recency -> MMR -> injection.
 
 Every number is kept per result so that `search --explain` can show it.
 """
@@ -26,7 +26,8 @@ DENSE_WEIGHT = 0.5
 @dataclass
 class Query:
     """One search. Built with `Query.from_settings`, which fills what the caller leaves open from
-    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor)."""
+    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor,
+    session_weight)."""
 
     text: str
     top_k: int
@@ -44,12 +45,13 @@ class Query:
     use_dense: bool = True
     use_bm25: bool = True
     relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
-
+    session_weight: float = 0.0  # how much a memory's session lifts its relevance (ranking.session_lift)
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
                       mmr_lambda: float | None = None, threshold: float | None = None,
-                      relevance_floor: float | None = None, **options: Any) -> "Query":
+                      relevance_floor: float | None = None, session_weight: float | None = None,
+                      **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
         settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
         from memvault.config import coerce
@@ -63,7 +65,8 @@ class Query:
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
                    mmr_lambda=pick("mmr_lambda", mmr_lambda, "mmr_lambda"),
                    threshold=pick("threshold", threshold, "score_threshold"),
-                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"), **options)
+                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"),
+                   session_weight=pick("session_weight", session_weight, "session_weight"), **options)
 
 
 @dataclass
@@ -143,35 +146,14 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-# -- experiments (issue 32) --
-PRF_DENSE = 0.0
-PRF_DOCS = 3
-PRF_TERMS = 0
-SESSION_BOOST = 0.0
-SESSION_MODE = "max"
-SESSION_CAP = 0
-PARAPHRASE = None  # experiment: two self-contained memories this similar count as near-duplicates
-EXPAND = False
-GATE_MODE = "pre"
-GATE = None  # (low, high): lexical evidence of a self-contained memory times its cosine's support
-
-
-def _gated(result, value):
-    if GATE is None or result.role in ("user", "assistant"):
-        return value
-    low, high = GATE
-    return value * min(max((result.scores["dense"] - low) / (high - low), 0.0), 1.0)
-
-
-def candidates(table, query: Query, query_vector, bm25_text: str | None = None) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
-    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py)."""
+    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
+    the query's words and the words that answer its category words (ranking.category_words)."""
     from memvault.index import FTS_COLUMN
 
-    bm25_text = query.text if bm25_text is None else bm25_text
-    if EXPAND:
-        bm25_text = " ".join([bm25_text, *ranking.expansions(query.text)])
     depth = candidate_depth(query)
+    bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
     pool: dict[str, Result] = {}
     for scope in _scopes(query):
         where = _where(query, scope)
@@ -180,7 +162,7 @@ def candidates(table, query: Query, query_vector, bm25_text: str | None = None) 
             dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
                                    .metric("cosine"), where).limit(depth).to_list()
         bm25_rows = []
-        if query.use_bm25 and bm25_text.strip():
+        if query.use_bm25 and query.text.strip():
             try:
                 bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
                                       where).limit(depth).to_list()
@@ -233,16 +215,7 @@ def fuse_scores(pool: list[Result], use_dense: bool = True, use_bm25: bool = Tru
         dense = ranking.stretch([r.scores["dense"] for r in pool], ranking.DENSE_SPREAD)
         parts.append((DENSE_WEIGHT if use_bm25 else 1.0, dense))
     if use_bm25:
-        if GATE_MODE == "pre":
-            lexical = bm25_scale([_gated(r, r.scores.get("bm25", 0.0)) for r in pool])
-        else:
-            lexical = bm25_scale([r.scores.get("bm25", 0.0) for r in pool])
-            own = [GATE is not None and r.role not in SESSION_ROLES for r in pool]
-            if GATE_MODE == "scaled":
-                lexical = [_gated(r, v) if o else v for r, v, o in zip(pool, lexical, own)]
-            elif GATE_MODE == "absolute":
-                lexical = [r.scores["lexical"] if o else v for r, v, o in zip(pool, lexical, own)]
-        parts.append((1.0 - DENSE_WEIGHT if use_dense else 1.0, lexical))
+        parts.append((1.0 - DENSE_WEIGHT if use_dense else 1.0, bm25_scale([r.scores.get("bm25", 0.0) for r in pool])))
     total = sum(w for w, _ in parts) or 1.0
     for i, result in enumerate(pool):
         result.scores["fused"] = sum(w * p[i] for w, p in parts) / total
@@ -254,7 +227,6 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
         found = Result(id=row["id"], path=row["path"], role=row["role"], conversation_id=row["conversation_id"],
                        created_at=row["created_at"], text=row["text"], meta=json.loads(row["meta"] or "{}"),
                        vector=row["vector"])
-        found.indexed = row.get("index_text") or row["text"]
         pool[row["id"]] = found
     return found
 
@@ -265,8 +237,7 @@ def match_scores(pool: list[Result], query: Query, rows: int) -> None:
     terms = len(ranking.query_terms(query.text))
     for result in pool:
         dense = ranking.dense_match(result.scores["dense"])
-        lexical = _gated(result, ranking.lexical_match(result.scores.get("bm25", 0.0), rows, terms))
-        result.scores["lexical"] = lexical
+        lexical = ranking.lexical_match(result.scores.get("bm25", 0.0), rows, terms)
         if query.use_dense and query.use_bm25:
             match = DENSE_WEIGHT * dense + (1.0 - DENSE_WEIGHT) * lexical
         else:
@@ -278,17 +249,51 @@ def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
     """Relevance without a reranker: the fused score within the search (what finds the evidence:
     bench/README.md), times the absolute match, so that the best of a search that matches nothing
     well scores low. Sets scores "fused" and "match"."""
-    match_scores(pool, query, rows)
     fuse_scores(pool, query.use_dense, query.use_bm25)
+    match_scores(pool, query, rows)
     within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
     return [rel * r.scores["match"] for rel, r in zip(within, pool)]
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
-    """Relevance (reranker, or fused score times absolute match), floor and threshold, recency,
-    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, left out)."""
+def sessions(pool: list[Result]) -> list[list[int]]:
+    """The candidates of one session, as lists of indices into the pool: memories of one
+    conversation (not `global`, not episodes) with no silence longer than turn_context.CONTEXT_GAP
+    between them, which is how chat turns and the facts learned from them come (bench/README.md,
+    "Retrieval, issue 32"). Candidates alone in theirs are left out."""
+    from memvault.turn_context import CONTEXT_GAP
+
+    members = sorted((r.conversation_id, files.parse_time(r.created_at), i) for i, r in enumerate(pool)
+                     if r.conversation_id != DEFAULT_CONVERSATION and r.role != "episode")
+    found: list[list[int]] = []
+    previous = None
+    for conversation, moment, i in members:
+        if previous is None or conversation != previous[0] or moment - previous[1] > CONTEXT_GAP:
+            found.append([])
+        found[-1].append(i)
+        previous = (conversation, moment)
+    return [group for group in found if len(group) > 1]
+
+
+def diversity_similarity(pool: list[Result]):
+    """The candidates' pairwise cosine as MMR counts it: from ranking.NEAR_DUPLICATE, and from
+    ranking.PARAPHRASE between two self-contained memories (not chat turns); 0 below."""
     import numpy as np
 
+    from memvault.turn_context import TURN_ROLES
+
+    vectors = np.asarray([r.vector for r in pool], dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    similarity = vectors @ vectors.T
+    own = np.asarray([r.role not in TURN_ROLES for r in pool])
+    bound = np.where(own[:, None] & own[None, :], ranking.PARAPHRASE, ranking.NEAR_DUPLICATE)
+    return np.where(similarity >= bound, similarity, 0.0).tolist()
+
+
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
+    """Relevance (reranker, or fused score times absolute match) lifted by the session, floor and
+    threshold, recency, MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked,
+    left out)."""
     if not pool:
         return [], False, 0
     reranked = False
@@ -304,8 +309,13 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         reranked = True
     else:
         relevance = fused_relevance(pool, query, rows)
-        if SESSION_BOOST:
-            relevance = _session_boost(pool, relevance)
+    if query.session_weight > 0:
+        lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
+        for result, before_lift, after in zip(pool, relevance, lifted):
+            if after != before_lift:
+                result.scores["session"] = after - before_lift
+        relevance = lifted
+    if not reranked:
         keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
                 and (query.threshold is None or relevance[i] >= query.threshold)]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
@@ -317,20 +327,8 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, before
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
-    vectors = np.asarray([r.vector for r in pool], dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
-    similarity = (vectors @ vectors.T).astype(np.float64)
-    if PARAPHRASE is not None:
-        own = np.asarray([r.role not in SESSION_ROLES for r in pool])
-        both = own[:, None] & own[None, :]
-        similarity = np.where(both & (similarity >= PARAPHRASE), np.maximum(similarity, ranking.NEAR_DUPLICATE),
-                              similarity)
-    similarity = similarity.tolist()
-    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, len(pool) if SESSION_CAP else query.top_k,
-                        query.mmr_lambda, ranking.NEAR_DUPLICATE)
-    if SESSION_CAP:
-        picks = _session_cap(pool, picks)[:query.top_k]
+    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool), query.top_k,
+                        query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
@@ -357,8 +355,6 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     vector = index.embedder.embed_query(query.text)
     lap("embed")
     pool = list(candidates(table, query, vector).values())
-    if (PRF_DENSE or PRF_TERMS) and pool:
-        pool = _feedback(table, query, vector, pool)
     lap("candidates")
     now = query.now or files.utcnow()
     picked, reranked, left_out = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
@@ -366,84 +362,6 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left_out,
                          floor=0.0 if reranked else query.relevance_floor)
-
-
-def _feedback(table, query, vector, pool):
-    import numpy as np
-    import re as _re
-    from collections import Counter
-
-    first = fused_relevance(pool, query, table.count_rows())
-    order = sorted(range(len(pool)), key=lambda i: -first[i])[:PRF_DOCS]
-    q2 = vector
-    if PRF_DENSE:
-        mean = np.mean([np.asarray(pool[i].vector, dtype=np.float32) for i in order], axis=0)
-        q2 = vector + PRF_DENSE * mean
-        q2 = (q2 / np.linalg.norm(q2)).astype(np.float32)
-    text = None
-    if PRF_TERMS:
-        have = ranking.query_terms(query.text)
-        counts = Counter()
-        for i in order:
-            counts.update({w for w in ranking.query_terms(pool[i].indexed) if len(w) > 2 and not w.isdigit()} - have)
-        shared = [w for w, c in counts.most_common() if c >= 2][:PRF_TERMS]
-        text = query.text + " " + " ".join(shared) if shared else None
-    fresh = list(candidates(table, query, q2, text).values())
-    for r in fresh:
-        r.scores["dense"] = float(np.dot(np.asarray(r.vector, dtype=np.float32), q2 if PRF_DENSE else vector))
-    return fresh
-
-
-SESSION_ROLES = ("user", "assistant")
-
-
-def _session_boost(pool, relevance):
-    """Experiment: a turn's session (turns within an hour of each other) as a unit."""
-    out = list(relevance)
-    for members in _sessions(pool):
-        for i in members:
-            others = sorted((relevance[j] for j in members if j != i), reverse=True)
-            if not others:
-                continue
-            strength = others[0] if SESSION_MODE.startswith("max") else sum(others[:2]) / 2
-            if SESSION_MODE.endswith("or"):
-                out[i] = relevance[i] + SESSION_BOOST * strength * (1 - relevance[i])
-            else:
-                out[i] = relevance[i] + SESSION_BOOST * strength
-    return out
-
-
-def _sessions(pool):
-    from memvault.files import parse_time
-    from memvault.turn_context import CONTEXT_GAP
-
-    turns = sorted((i for i, r in enumerate(pool) if r.role in SESSION_ROLES),
-                   key=lambda i: (pool[i].conversation_id, pool[i].created_at))
-    sessions, current, last = [], [], None
-    for i in turns:
-        t = parse_time(pool[i].created_at)
-        if current and (pool[i].conversation_id != pool[current[-1]].conversation_id or t - last > CONTEXT_GAP):
-            sessions.append(current)
-            current = []
-        current.append(i)
-        last = t
-    if current:
-        sessions.append(current)
-    return sessions
-
-
-def _session_cap(pool, picks):
-    """Experiment: at most SESSION_CAP turns of one session before every other candidate had its turn."""
-    session_of = {i: n for n, members in enumerate(_sessions(pool)) for i in members}
-    out, deferred, count = [], [], {}
-    for i in picks:
-        n = session_of.get(i)
-        if n is not None and count.get(n, 0) >= SESSION_CAP:
-            deferred.append(i)
-            continue
-        count[n] = count.get(n, 0) + 1
-        out.append(i)
-    return out + deferred
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):
