@@ -721,7 +721,8 @@ def _print_explain(outcome) -> None:
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "relevance", "recency", "score", "text"]
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", "relevance", "recency", "score",
+               "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -732,13 +733,14 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("relevance")),
+                      number(s.get("session")), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
+    console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency)")
 
 

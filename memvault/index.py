@@ -396,7 +396,7 @@ class Index:
                         f"{len(rows)} chat turns, once (nothing is embedded)")
         contexts = TurnContexts(self.root)
         for row in rows:
-            memory = contexts._memory(row["path"])
+            memory = contexts.memory(row["path"])
             if memory is not None:
                 contexts.pending[row["path"]] = memory
         fresh = [(row["id"], contexts.index_text(row["path"], contexts.pending[row["path"]]))

@@ -143,7 +143,7 @@ def session_lift(relevance: Sequence[float], sessions: Sequence[Sequence[int]], 
     """Relevance with each memory's session as a unit: r + weight * s * (1 - r), where s is the mean
     of the SESSION_PEERS best relevances of the other members of its session (a missing one counts
     0). A session is a list of indices into `relevance`; a memory in none keeps its relevance. The
-    lift stays below 1 and never reorders two memories of one session."""
+    lift stays below 1, and is largest for the weak members of a strong session."""
     lifted = list(relevance)
     if weight <= 0:
         return lifted
@@ -178,4 +178,3 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
         picked.append(best)
         remaining.remove(best)
     return picked
-

@@ -71,7 +71,7 @@ class TurnContexts:
         for prior_stamp, prior_rel in reversed(order[max(0, position - CONTEXT_TURNS):position]):
             if later - _stamp_time(prior_stamp) > CONTEXT_GAP:
                 break
-            prior = self._memory(prior_rel)
+            prior = self.memory(prior_rel)
             if prior is None:
                 break
             found.append(prior)
@@ -113,7 +113,8 @@ class TurnContexts:
             self._orders[key] = order
         return self._orders[key]
 
-    def _memory(self, rel: str) -> Memory | None:
+    def memory(self, rel: str) -> Memory | None:
+        """The memory at `rel`: the one being indexed, or read from its file (None: unreadable)."""
         memory = self.pending.get(rel)
         if memory is None:
             try:
