@@ -167,19 +167,16 @@ class Index:
         return self._embedder
 
     def model_info(self) -> dict[str, Any]:
-        """The embedding model's name, dimension and fingerprint, and how BM25's text of a chat turn
-        is made (turn_context.TEXT_FORMAT); loads the model only when they are not known up front
-        (so a sync with nothing to embed never loads it)."""
-        from memvault.turn_context import TEXT_FORMAT
-
+        """The embedding model's name, dimension and fingerprint; loads the model only when they
+        are not known up front (so a sync with nothing to embed never loads it)."""
         if self._embedder is None:
             from memvault.models import embedder_identity
 
             known = embedder_identity(self.vault.settings.embedding_model)
             if known is not None:
-                return {**known, "text_format": TEXT_FORMAT}
+                return known
         e = self.embedder
-        return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint, "text_format": TEXT_FORMAT}
+        return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
 
     # -- state -----------------------------------------------------------------
     @property
@@ -376,36 +373,6 @@ class Index:
         self._table = None
         self._db = None
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def retext_turns(self) -> int:
-        """The chat turns of an index made with another turn_context.TEXT_FORMAT get what BM25
-        reads for them made again, their vectors kept (nothing is embedded); the BM25 index takes
-        them in at the upkeep. Returns how many. A turn whose file cannot be read keeps its text
-        (the sync reports the file)."""
-        import pyarrow as pa
-
-        from memvault.turn_context import TURN_ROLES, TurnContexts
-
-        table = self.table()
-        if table is None:
-            return 0
-        rows = (table.search().where(f"role IN ({', '.join(_sql_str(r) for r in TURN_ROLES)})", prefilter=True)
-                .select(["id", "path"]).limit(max(table.count_rows(), 1)).to_list())
-        if rows:
-            self.notice(f"memvault: the index was made by an older memvault; updating what search reads for "
-                        f"{len(rows)} chat turns, once (nothing is embedded)")
-        contexts = TurnContexts(self.root)
-        for row in rows:
-            memory = contexts.memory(row["path"])
-            if memory is not None:
-                contexts.pending[row["path"]] = memory
-        fresh = [(row["id"], contexts.index_text(row["path"], contexts.pending[row["path"]]))
-                 for row in rows if row["path"] in contexts.pending]
-        for batch in _chunks(fresh, ADD_ROWS):
-            table.merge_insert("id").when_matched_update_all().execute(
-                pa.table({"id": [i for i, _ in batch], FTS_COLUMN: [t for _, t in batch]}))
-        self._touched |= bool(fresh)
-        return len(fresh)
 
     def ensure_fts(self, table) -> None:
         """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
@@ -641,7 +608,6 @@ class _Sync:
         self.unsure = False  # a file read without git's word on it that changed after git looked
         self.put: dict[str, dict[str, Any]] = {}
         self.drop: set[str] = set()
-        self.retext = False  # the turns' BM25 text is to be made again (judge_table)
 
     def run(self) -> SyncReport:
         self.start()
@@ -649,8 +615,6 @@ class _Sync:
         if self.report.rebuilt and not self.how.write:
             return self.report
         self.clear()
-        if self.retext and not self.report.rebuilt:
-            self.index.retext_turns()
         self.choose_files()
         to_index = self.claim_ids(self.look())
         if not self.how.write:
@@ -712,13 +676,9 @@ class _Sync:
         index, how, report, header = self.index, self.how, self.report, self.header
         if how.full:
             report.rebuilt = "--full"
-        elif self.live and _embedding_of(header["model"]) != _embedding_of(self.model):
+        elif self.live and header["model"] != self.model:
             old = (header["model"] or {}).get("name", "an unknown model")
             report.rebuilt = f"index was built with {old}; rebuilding with {self.model['name']}"
-        # An index of an older memvault read chat turns for BM25 another way: their text is made
-        # again (retext), the vectors kept.
-        self.retext = bool(how.write and self.live and not report.rebuilt and self.model
-                           and (header["model"] or {}).get("text_format") != self.model.get("text_format"))
         if report.rebuilt or not (how.write or how.verify):
             return
         try:
@@ -941,11 +901,6 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
                            default=str, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
-
-
-def _embedding_of(model: dict[str, Any] | None) -> dict[str, Any]:
-    """A model record without its text format: what the vectors depend on."""
-    return {k: v for k, v in (model or {}).items() if k != "text_format"}
 
 
 def _bm25_behind(table) -> bool:

@@ -24,11 +24,6 @@ from memvault import files
 from memvault.files import Memory
 
 CONTEXT_TURNS = 2
-# The turn's own words count twice against its context's: BM25 reads them twice.
-OWN_TEXT_TIMES = 2
-# How the text above is made, recorded with the index (index.model_info): an index made another way
-# has its turns' text made again, without embedding (index.retext_turns). 1: the turn and its context.
-TEXT_FORMAT = 2
 CONTEXT_GAP = timedelta(hours=1)  # a reply read and answered within the hour is the same exchange
 TURN_ROLES = ("user", "assistant")
 _STAMPED = re.compile(r"^(\d{8}T\d{12}Z)__")
@@ -57,7 +52,7 @@ class TurnContexts:
         if memory.role not in TURN_ROLES:
             return memory.text
         before = [m.text for m in self.before(rel, memory)]
-        return "\n".join([*[memory.text] * OWN_TEXT_TIMES, *before, date_words(memory.created_at)])
+        return "\n".join([memory.text, *before, date_words(memory.created_at)])
 
     def before(self, rel: str, memory: Memory) -> list[Memory]:
         """Up to CONTEXT_TURNS turns before this one in its exchange, nearest first."""
@@ -71,7 +66,7 @@ class TurnContexts:
         for prior_stamp, prior_rel in reversed(order[max(0, position - CONTEXT_TURNS):position]):
             if later - _stamp_time(prior_stamp) > CONTEXT_GAP:
                 break
-            prior = self.memory(prior_rel)
+            prior = self._memory(prior_rel)
             if prior is None:
                 break
             found.append(prior)
@@ -113,8 +108,7 @@ class TurnContexts:
             self._orders[key] = order
         return self._orders[key]
 
-    def memory(self, rel: str) -> Memory | None:
-        """The memory at `rel`: the one being indexed, or read from its file (None: unreadable)."""
+    def _memory(self, rel: str) -> Memory | None:
         memory = self.pending.get(rel)
         if memory is None:
             try:

@@ -215,31 +215,3 @@ def test_a_turn_is_lifted_by_the_turns_of_its_session(vault_dir, tmp_path):
     alone = [r.text for r in vault.search("Where is Maya's birthday party?", conversation="home", top_k=5, now=now,
                                           session_weight=0).results]
     assert answer not in alone[:3] and alone.index(last_year[0][1]) < alone.index(answer)
-
-
-def test_an_index_of_an_older_memvault_reads_its_turns_again_without_embedding(vault_dir, tmp_path, monkeypatch):
-    from memvault import models, turn_context
-    from memvault.index import Index
-    from memvault.vault import Vault
-
-    monkeypatch.setattr(turn_context, "OWN_TEXT_TIMES", 1)
-    monkeypatch.setattr(turn_context, "TEXT_FORMAT", 1)
-    import_turns(tmp_path, [DENTIST])
-    monkeypatch.undo()
-
-    def no_loading(*args, **kwargs):
-        raise AssertionError("reading the turns again loaded the embedding model")
-
-    monkeypatch.setattr(models, "get_embedder", no_loading)
-    models._embedders.clear()
-    said = []
-    index = Index(Vault.open(vault_dir), notice=said.append)
-    report = index.catch_up()
-    assert not report.rebuilt and not report.drift
-    assert said == ["memvault: the index was made by an older memvault; updating what search reads for 3 chat "
-                    "turns, once (nothing is embedded)"]
-    texts = index.table().to_arrow().to_pydict()["index_text"]
-    assert any(t.startswith("Thursday at three.\nThursday at three.\nGood. When is it?") for t in texts)
-    said.clear()
-    Index(Vault.open(vault_dir), notice=said.append).catch_up()
-    assert said == []  # once
