@@ -274,9 +274,11 @@ def sessions(pool: list[Result]) -> list[list[int]]:
     return [group for group in found if len(group) > 1]
 
 
-def diversity_similarity(pool: list[Result]):
+def diversity_similarity(pool: list[Result], session_of: dict[int, int] | None = None):
     """The candidates' pairwise cosine as MMR counts it: from ranking.NEAR_DUPLICATE, and from
-    ranking.PARAPHRASE between two self-contained memories (not chat turns); 0 below."""
+    ranking.PARAPHRASE between two self-contained memories (not chat turns) of different sessions
+    (session_of: pool index -> session; a preference said again in another chat is a paraphrase,
+    two lines of one exchange are not); 0 below."""
     import numpy as np
 
     from memvault.turn_context import TURN_ROLES
@@ -286,7 +288,9 @@ def diversity_similarity(pool: list[Result]):
     vectors = vectors / np.where(norms == 0, 1.0, norms)
     similarity = vectors @ vectors.T
     own = np.asarray([r.role not in TURN_ROLES for r in pool])
-    bound = np.where(own[:, None] & own[None, :], ranking.PARAPHRASE, ranking.NEAR_DUPLICATE)
+    label = np.asarray([(session_of or {}).get(i, -1 - i) for i in range(len(pool))])
+    paraphrase = own[:, None] & own[None, :] & (label[:, None] != label[None, :])
+    bound = np.where(paraphrase, ranking.PARAPHRASE, ranking.NEAR_DUPLICATE)
     return np.where(similarity >= bound, similarity, 0.0).tolist()
 
 
@@ -327,7 +331,8 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, before
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
-    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool), query.top_k,
+    session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
+    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
                         query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
