@@ -424,6 +424,7 @@ class Change:
             raise MemvaultError(f"cannot write {path}: {exc.strerror or exc}") from None
         memory.path = path
         self.written_paths.add(path)
+        self._pending.add(path)  # indexed by this change, like every file it writes
         if not memory.is_deleted:
             self.events.append(Event(RESTORE, memory))
         return memory
