@@ -121,10 +121,13 @@ def stats(vault) -> dict[str, Any]:
     for info in listing:
         for kind, count in info.counts.items():
             by_kind[kind] = by_kind.get(kind, 0) + count
+    from memvault.sync import check
+
     index = vault.index
     state = index.state_summary()
     table = index.table()
     rows = table.count_rows() if table is not None else 0
+    report = check(vault)  # the same answer as `reindex --check`
     last = None
     if vault.settings.enable_git_versioning and gitrepo.is_repo(vault.root) and gitrepo.head_sha(vault.root):
         sha, date, subject = gitrepo.git_output(vault.root, "log", "-1", "--format=%H%x1f%aI%x1f%s").strip().split("\x1f")
@@ -138,7 +141,10 @@ def stats(vault) -> dict[str, Any]:
         "conversations": {info.id: info.total for info in listing},
         "index": {"rows": rows, "files_in_state": state["files"] if state else 0,
                   "model": (state or {}).get("model", {}) and state["model"].get("name"),
-                  "in_step": bool(state) and rows == state["files"]},
+                  "in_step": report.in_step, "out_of_step": report.out_of_step(),
+                  "drift": {"added": len(report.added), "changed": len(report.changed),
+                            "removed": len(report.removed), "skipped": len(report.skipped),
+                            "rebuild": report.rebuilt}},
         "models": {"embedding_model": settings.embedding_model, "reranker_model": settings.reranker_model,
                    "llm_model": settings.llm_model},
         "last_commit": last,

@@ -567,8 +567,15 @@ def stats(
     typer.echo(f"memories       {data['memories']} ({kinds or 'none'}), {data['deleted']} deleted, "
                f"{len(data['conversations'])} conversation(s)")
     index = data["index"]
-    typer.echo(f"index          {index['rows']} rows, {'in step' if index['in_step'] else 'out of step'}"
+    typer.echo(f"index          {index['rows']} rows, " + ("in step" if index["in_step"] else
+                                                               f"out of step: {index['out_of_step']}")
                + (f", built with {index['model']}" if index["model"] else ""))
+    if not index["in_step"]:
+        drift = index["drift"]
+        if drift["added"] or drift["changed"] or drift["removed"] or drift["rebuild"]:
+            typer.echo("               `memvault reindex` brings it in step")
+        if drift["skipped"]:
+            typer.echo("               `memvault reindex --check` names the files left out and why")
     models = data["models"]
     typer.echo(f"models         {models['embedding_model']}; reranker {models['reranker_model']}; "
                f"llm {models['llm_model']}")

@@ -126,6 +126,20 @@ class SyncReport:
     def drift(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.rebuilt)
 
+    @property
+    def in_step(self) -> bool:
+        """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
+        `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
+        due, and no file left out (unreadable, or claiming an id another file has)."""
+        return not (self.drift or self.skipped)
+
+    def out_of_step(self) -> str:
+        """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
+        parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
+                                                                ("removed", self.removed), ("skipped", self.skipped))
+                 if paths]
+        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
+
     def summary(self) -> str:
         line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
