@@ -342,7 +342,7 @@ def change_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
-_ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x",
+_ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x", "resolved": "=",
                  "removed": "!", "restored": "^", "purged": "!"}
 
 

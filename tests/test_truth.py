@@ -20,6 +20,10 @@ Each test reproduces a case of the issue as it was seen before the fix:
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+
+import pytest
 
 import memvault
 from conftest import git, run_cli, seed
@@ -62,3 +66,73 @@ def test_stats_and_check_agree_on_a_hand_edit(vault_dir):
     assert "out of step: 1 changed" in shown and "`memvault reindex` brings it in step" in shown
     assert run_cli("reindex").exit_code == 0  # what the hint says to run
     assert check().exit_code == 0 and in_step()
+
+
+# -- 1 and 2: log ---------------------------------------------------------------------------------
+
+def log(*args: str) -> list[dict]:
+    done = run_cli(*args[:2], "log", "--json", *args[2:]) if args[:1] == ("--vault",) else \
+        run_cli("log", "--json", *args)
+    assert done.exit_code == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def actions(entries: list[dict], memory_id: str) -> list[str]:
+    return [c["action"] for e in entries for c in e["changes"] if c["id"] == memory_id]
+
+
+def test_log_of_a_restored_memory_says_restored(vault_dir):
+    """`log ID` read the restore as a tombstone purged (it merged what git said of the tombstone's
+    folder with what it said of the memory's path); the whole log said restored."""
+    [bees, _] = seed("The user keeps bees", "Anne is my wife")
+    assert run_cli("rm", bees.id).exit_code == 0
+    assert run_cli("restore", bees.id[:6]).exit_code == 0
+    assert actions(log(bees.id[:6]), bees.id) == ["restored", "deleted", "added"]
+    assert actions(log(), bees.id) == ["restored", "deleted", "added"]
+    shown = run_cli("log", bees.id[:6]).stdout
+    assert "^ restored" in shown and "purged" not in shown
+
+
+@pytest.fixture
+def two_machines(tmp_path, embedder):
+    """A vault on machine A with two memories, pushed to a bare remote and cloned on machine B."""
+    bare, a, b = tmp_path / "remote.git", tmp_path / "a", tmp_path / "b"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    added = memvault.open_vault(a).add(["The user keeps bees", "Anne is my wife"])
+    git(a, "remote", "add", "origin", str(bare))
+    memvault.open_vault(a).sync()
+    memvault.clone_vault(str(bare), b)
+    return a, b, {m.text.split()[0].lower(): m.id for m in added}
+
+
+def test_log_shows_a_sync_merge_and_follows_what_it_resolved(two_machines):
+    """The merge a sync made (its tombstones, its `Memvault-Resolved` lines) was missing from `log`;
+    `log ID` of its tombstone found nothing, and `log ID` of a memory deleted on one machine and
+    edited on the other left out the deletion and the resolution that brought it back."""
+    a, b, ids = two_machines
+    bees, anne = ids["the"], ids["anne"]
+    memvault.open_vault(a).edit(bees, "The user keeps bees in Porto")
+    memvault.open_vault(b).edit(bees, "The user keeps bees in Lisbon")
+    memvault.open_vault(b).edit(anne, "Anne is my wife since 2010")
+    memvault.open_vault(a).remove([anne])
+    memvault.open_vault(a).sync()
+    merged = memvault.open_vault(b).sync()  # B merges: both memories in conflict
+    memvault.open_vault(a).sync()
+    assert {r.id for r in merged.resolved} == {bees, anne}
+    tombstones = {r.id: r.sibling.rsplit("__", 1)[1].removesuffix(".md") for r in merged.resolved}
+    for machine in (a, b):
+        [entry] = [e for e in log("--vault", str(machine), "-n", "50") if e["commit"] == merged.merge_commit]
+        assert entry["command"] == "sync"
+        by_id = {c["id"]: c for c in entry["changes"]}
+        assert by_id[anne]["action"] == "resolved" and by_id[anne]["text"] == "Anne is my wife since 2010"
+        assert "deleted on one side, edited on the other" in by_id[anne]["cause"]
+        assert by_id[bees]["action"] == "resolved" and "edited on both sides" in by_id[bees]["cause"]
+        # the same words on both machines: the commit whose version stands, not "here"
+        assert re.search(r": kept the version of [0-9a-f]{8}; the other is the tombstone", by_id[bees]["cause"])
+        for kept, tombstone in tombstones.items():
+            assert by_id[tombstone]["action"] == "replaced" and by_id[tombstone]["replaced_by"] == kept
+            followed = log("--vault", str(machine), tombstone[:8])
+            assert merged.merge_commit in [e["commit"] for e in followed]
+        story = log("--vault", str(machine), anne[:8])
+        told = actions(story, anne)  # the rm and the edit of two machines: in either order (same second)
+        assert told[0] == "resolved" and sorted(told[1:3]) == ["deleted", "edited"] and told[3:] == ["added"]
