@@ -517,6 +517,11 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
     return _adopt(path, root, mtime, text.strip(), {}), True
 
 
+def adopted_id(relative: str) -> str:
+    """The id a file without one gets (from its vault-relative path: the same in every process)."""
+    return str(uuid.uuid5(ADOPT_NAMESPACE, relative))
+
+
 def _adopt(path: Path, root: Path | None, mtime: float | None, body: str, meta: dict[str, Any]) -> Memory:
     """A file memvault did not write, as a memory: an id from its path (the same in every process),
     a note unless its front matter names a known role, created when it was last written unless
@@ -530,7 +535,7 @@ def _adopt(path: Path, root: Path | None, mtime: float | None, body: str, meta: 
     if created is None:
         created = datetime.fromtimestamp(mtime, timezone.utc) if mtime is not None else utcnow()
     return Memory(
-        id=str(uuid.uuid5(ADOPT_NAMESPACE, rel)),
+        id=adopted_id(rel),
         role=role if role in ROLE_FOLDERS and role != "summary" else "note",
         conversation_id=str(meta.get("conversation_id") or _conversation_from_path(path, root)),
         created_at=created,

@@ -121,6 +121,8 @@ class SyncReport:
     # Synced by git: the files whose indexed content is not HEAD's, with their blob at HEAD ("" for
     # none): what reindex commits as hand edits. None when git was not asked.
     unlike_head: dict[str, str] | None = None
+    committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
+    commit: str | None = None  # ... and the commit it made of them
 
     @property
     def drift(self) -> bool:
@@ -143,6 +145,10 @@ class SyncReport:
     def summary(self) -> str:
         line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        if self.committed:
+            count = len(self.committed)
+            line += f"; committed {count} hand edit{'s' if count != 1 else ''}" + \
+                (f" ({self.commit[:8]})" if self.commit else "")
         return line
 
     def to_json(self) -> dict[str, Any]:
@@ -150,6 +156,7 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
+            "committed": self.committed, "commit": self.commit,
         }
 
 
@@ -786,13 +793,16 @@ class _Sync:
                 stat = os.lstat(path)
             except OSError:
                 continue
-            if entry and entry["oid"] and _same_stat(entry, stat):
+            tombstone = _in_deleted(rel)
+            adopt = self.how.adopt and self.how.write and not tombstone
+            # A file read without front matter (by a search, which does not write) keeps the id it was
+            # given: reindex reads it again, to give it the front matter the notice promised.
+            unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
+            if entry and entry["oid"] and _same_stat(entry, stat) and not unadopted:
                 self.examined_unchanged += entry["live"]
                 continue
-            tombstone = _in_deleted(rel)
             try:
-                read = self.index._read(Path(path), entry, self.how.adopt and self.how.write and not tombstone,
-                                        tombstone, report)
+                read = self.index._read(Path(path), None if unadopted else entry, adopt, tombstone, report)
             except MemoryFileError as exc:
                 self.watch.add(rel)
                 if not tombstone:

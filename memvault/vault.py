@@ -449,11 +449,14 @@ class Change:
         self.events.append(event)
         return event
 
-    def accept(self, paths: Iterable[Path], ids: Iterable[str]) -> None:
-        """Hand edits under entries/ that reindex accepted: committed as this change's edits."""
-        for path, memory_id in zip(paths, ids):
+    def accept(self, paths: Iterable[Path], ids: Iterable[str], actions: Iterable[str] | None = None) -> None:
+        """Hand edits under entries/ that reindex accepted: committed as this change's, each as what it
+        did (actions: ADD, EDIT, DELETE for a tombstone made by hand, REMOVE for a file removed; EDIT
+        by default), so that the commit's trailers say what `log` shows."""
+        paths, ids = list(paths), list(ids)
+        for path, memory_id, action in zip(paths, ids, actions if actions is not None else [EDIT] * len(paths)):
             self.accepted_paths.add(Path(path))
-            self.events.append(Event(EDIT, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
+            self.events.append(Event(action, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
 
     def commit_paths(self) -> list[str]:
         return [self.vault.relative(p) for p in self.written_paths | self.removed_paths | self.accepted_paths]

@@ -87,11 +87,13 @@ def test_hand_deleted_and_hand_added_files(vault_dir):
     note.write_text("Buy a telescope for the night walks\n")
     result = run_cli("reindex")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.strip() == "1 added, 0 changed, 1 removed, 1 unchanged, 0 skipped"
+    assert result.stdout.startswith("1 added, 0 changed, 1 removed, 1 unchanged, 0 skipped; committed 2 hand edits (")
     assert "adopted entries/global/notes/idea.md as a note" in result.stderr
     assert note.read_text().startswith("---\nid: ") and "role: note" in note.read_text()
     assert git(vault_dir, "status", "--porcelain") == ""
     assert "2 hand edits" in git(vault_dir, "log", "-1", "--format=%s")
+    trailers = git(vault_dir, "log", "-1", "--format=%(trailers:only,unfold)")  # each as what it was
+    assert "Memvault-Added: " in trailers and "Memvault-Removed: " in trailers and "Edited" not in trailers
     assert top("telescope") == "Buy a telescope for the night walks"
 
 

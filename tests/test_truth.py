@@ -136,3 +136,27 @@ def test_log_shows_a_sync_merge_and_follows_what_it_resolved(two_machines):
         story = log("--vault", str(machine), anne[:8])
         told = actions(story, anne)  # the rm and the edit of two machines: in either order (same second)
         assert told[0] == "resolved" and sorted(told[1:3]) == ["deleted", "edited"] and told[3:] == ["added"]
+
+
+# -- 4: files without front matter -----------------------------------------------------------------
+
+def test_reindex_gives_front_matter_to_a_note_a_search_read_first(vault_dir):
+    """The notice said "`memvault reindex` adds their front matter", but reindex then committed the
+    file without one (the search had recorded it as read) and said "0 added, 0 changed" while
+    committing "1 hand edit"."""
+    seed("The user keeps bees")
+    note = vault_dir / "entries" / "global" / "notes" / "telescope.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text("Buy a telescope\n")
+    found = run_cli("search", "telescope")
+    assert "Buy a telescope" in found.stdout
+    assert "1 file(s) without front matter read as notes; `memvault reindex` adds their front matter" in found.stderr
+    done = run_cli("reindex")  # what the notice says to run
+    assert done.exit_code == 0, done.stderr
+    assert note.read_text().startswith("---\nid: ") and note.read_text().endswith("Buy a telescope\n")
+    assert git(vault_dir, "show", "HEAD:entries/global/notes/telescope.md").startswith("---\nid: ")
+    assert done.stdout.startswith("0 added, 1 changed") and "committed 1 hand edit" in done.stdout
+    assert "adopted entries/global/notes/telescope.md as a note (front matter added)" in done.stderr
+    assert git(vault_dir, "status", "--porcelain") == "" and check().exit_code == 0
+    again = run_cli("reindex")
+    assert again.stdout.startswith("0 added, 0 changed") and "committed" not in again.stdout
