@@ -116,18 +116,29 @@ def stats(vault) -> dict[str, Any]:
     the disk the vault takes."""
     from memvault import gitrepo
 
-    listing = conversations(vault)
-    by_kind: dict[str, int] = {}
-    for info in listing:
-        for kind, count in info.counts.items():
-            by_kind[kind] = by_kind.get(kind, 0) + count
     from memvault.sync import check
 
+    listing = conversations(vault)
     index = vault.index
     state = index.state_summary()
     table = index.table()
     rows = table.count_rows() if table is not None else 0
     report = check(vault)  # the same answer as `reindex --check`
+    # A file the index leaves out (unreadable, or a copy claiming another file's id) is no memory.
+    left_out = 0
+    by_folder = {info.folder: info for info in listing}
+    for problem in report.skipped:
+        parts = Path(problem.path).relative_to(vault.root).parts if Path(problem.path).is_absolute() else ()
+        info = by_folder.get(parts[1]) if len(parts) >= 4 else None
+        kind = KIND_FOLDERS.get(parts[2]) if info is not None else None
+        if kind is not None and info.counts.get(kind):
+            info.counts[kind] -= 1
+            left_out += 1
+    by_kind: dict[str, int] = {}
+    for info in listing:
+        for kind, count in info.counts.items():
+            if count:
+                by_kind[kind] = by_kind.get(kind, 0) + count
     last = None
     if vault.settings.enable_git_versioning and gitrepo.is_repo(vault.root) and gitrepo.head_sha(vault.root):
         sha, date, subject = gitrepo.git_output(vault.root, "log", "-1", "--format=%H%x1f%aI%x1f%s").strip().split("\x1f")
@@ -138,6 +149,7 @@ def stats(vault) -> dict[str, Any]:
         "memories": sum(by_kind.values()),
         "by_kind": dict(sorted(by_kind.items())),
         "deleted": sum(info.deleted for info in listing),
+        "skipped": left_out,
         "conversations": {info.id: info.total for info in listing},
         "index": {"rows": rows, "files_in_state": state["files"] if state else 0,
                   "model": (state or {}).get("model", {}) and state["model"].get("name"),

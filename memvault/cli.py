@@ -565,7 +565,8 @@ def stats(
     kinds = ", ".join(f"{n} {kind}" for kind, n in data["by_kind"].items())
     typer.echo(f"vault          {data['vault']}")
     typer.echo(f"memories       {data['memories']} ({kinds or 'none'}), {data['deleted']} deleted, "
-               f"{len(data['conversations'])} conversation(s)")
+               f"{len(data['conversations'])} conversation(s)"
+               + (f", {data['skipped']} file(s) left out" if data["skipped"] else ""))
     index = data["index"]
     typer.echo(f"index          {index['rows']} rows, " + ("in step" if index["in_step"] else
                                                                f"out of step: {index['out_of_step']}")

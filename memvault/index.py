@@ -235,6 +235,17 @@ class Index:
             return None
         return {"files": self.state.count(), "model": header["model"]}
 
+    def owner_of(self, memory_id: str) -> str | None:
+        """The vault-relative path of the live file the record gives this id (None: none, or no record)."""
+        from memvault import state as state_module
+
+        if not self.state_path.exists():
+            return None
+        try:
+            return self.state.owners([memory_id]).get(memory_id)
+        except state_module.Unreadable:
+            return None
+
     def remember_notice(self, key: str, message: str) -> bool:
         """Whether `message` is news for this vault (not what was said last time under `key`); news
         is remembered in the record, under the lock when it is free (else it is said again later)."""
@@ -839,7 +850,7 @@ class _Sync:
         for rel, memory, digest, stat, oid, entry in fresh_reads:
             owner = ids_in_use.get(memory.id)
             if owner is not None and owner != rel:
-                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), id_taken(memory.id, owner)))
                 self.watch.add(rel)
                 if entry is not None:
                     if entry["live"]:
@@ -906,6 +917,12 @@ class _Sync:
             return ""
         entry = self.known.get(rel)
         return entry["oid"] if entry else ""
+
+
+def id_taken(memory_id: str, owner: str) -> str:
+    """Why a file claiming an id another file has is left out (the index, `ls`), and what to do."""
+    return (f"id {memory_id} is already used by {owner}; to keep it as a memory of its own, delete its `id:` "
+            "line and run `memvault reindex`")
 
 
 def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:

@@ -231,6 +231,9 @@ class Vault:
         if len(ids) > 1:
             shown = ", ".join(sorted(i[:12] for i in ids)[:5])
             raise UsageError(f"id prefix {id_or_prefix!r} is ambiguous: {shown}")
+        if len(pool) > 1:  # a copy claiming the id too: the file the index holds is the memory
+            owner = self.index.owner_of(pool[0].id)
+            return next((m for m in pool if owner and self.relative(m.path) == owner), pool[0])
         return pool[0]
 
 

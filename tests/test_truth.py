@@ -160,3 +160,31 @@ def test_reindex_gives_front_matter_to_a_note_a_search_read_first(vault_dir):
     assert git(vault_dir, "status", "--porcelain") == "" and check().exit_code == 0
     again = run_cli("reindex")
     assert again.stdout.startswith("0 added, 0 changed") and "committed" not in again.stdout
+
+
+# -- 5: a memory file copied by hand ----------------------------------------------------------------
+
+def test_a_copied_memory_file_is_left_out_everywhere_alike(vault_dir):
+    """A copy claiming an id another file has: reindex left it out, yet `ls` listed both under one id
+    and `stats` counted it, "in step"."""
+    [bees, _] = seed("The user keeps bees", "Anne is my wife")
+    copy = bees.path.with_name("bees-copy.md")
+    copy.write_text(bees.path.read_text().replace("bees", "bees and wasps"))
+    done = run_cli("reindex")
+    assert done.exit_code == 1
+    assert f"bees-copy.md: id {bees.id} is already used by " in done.stderr
+    listed = run_cli("ls", "--json")
+    assert [m["id"] for m in json.loads(listed.stdout)].count(bees.id) == 1
+    assert f"skipped {copy}: id {bees.id} is already used by " in listed.stderr
+    stats = json.loads(run_cli("stats", "--json").stdout)
+    assert stats["memories"] == 2 and stats["skipped"] == 1
+    assert not stats["index"]["in_step"] and stats["index"]["drift"]["skipped"] == 1
+    assert "`memvault reindex --check` names the files left out and why" in run_cli("stats").stdout
+    assert "bees-copy.md" in check().stderr and check().exit_code == 1  # what stats says to run
+    # What the skip says to do: without its `id:` line the copy is a memory of its own.
+    assert "delete its `id:` line and run `memvault reindex`" in done.stderr
+    copy.write_text("".join(line for line in copy.read_text().splitlines(True) if not line.startswith("id: ")))
+    assert run_cli("reindex").exit_code == 0
+    ids = [m["id"] for m in json.loads(run_cli("ls", "--json").stdout)]
+    assert len(ids) == len(set(ids)) == 3 and bees.id in ids
+    assert in_step() and check().exit_code == 0
