@@ -181,6 +181,7 @@ def test_a_copied_memory_file_is_left_out_everywhere_alike(vault_dir):
     assert not stats["index"]["in_step"] and stats["index"]["drift"]["skipped"] == 1
     assert "`memvault reindex --check` names the files left out and why" in run_cli("stats").stdout
     assert "bees-copy.md" in check().stderr and check().exit_code == 1  # what stats says to run
+    assert json.loads(run_cli("show", "--json", bees.id).stdout)["text"] == "The user keeps bees"
     # What the skip says to do: without its `id:` line the copy is a memory of its own.
     assert "delete its `id:` line and run `memvault reindex`" in done.stderr
     copy.write_text("".join(line for line in copy.read_text().splitlines(True) if not line.startswith("id: ")))
