@@ -595,6 +595,15 @@ def read_head(root: Path) -> str | None:
     return head_sha(root)
 
 
+def edited_since_head(root: Path, paths: list[str]) -> list[str]:
+    """Those of these tracked files whose content differs from HEAD's (by content, not stat data)."""
+    if not paths:
+        return []
+    status, out, _ = _run(root, "-c", "core.quotePath=false", "diff", "--name-only", "-z", "--no-renames", "HEAD",
+                          "--", *(f":(literal){p}" for p in paths))
+    return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p) if status == 0 else []
+
+
 def refresh_index(root: Path) -> None:
     """Bring git's stat data up to date (files touched or copied without a change): until then,
     git reports them as possibly changed."""

@@ -301,6 +301,7 @@ class Change:
     index: bool = True  # False: write only; a later change of the same command indexes the files
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
+    _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
 
     def index_pending(self, last: bool = False) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
@@ -354,8 +355,39 @@ class Change:
             self.index_pending()
         return memory
 
+    def commit_hand_edits_first(self, paths: Iterable[Path]) -> None:
+        """Commit on their own, before this change touches them, the edits made by hand to these files
+        and not committed yet: else this change's commit would carry them, and its `undo` would take
+        them back with it, unsaid (`rm` of a file edited by hand, then `undo`, brought back the text
+        from before the edit). Files git does not track are left alone: they are this command's own
+        (a chat turn written before the model answered) or new, and are committed with it."""
+        fresh = [p for p in paths if p is not None and p not in self._settled and p not in self.written_paths]
+        self._settled.update(fresh)
+        if not fresh or not self.vault.settings.enable_git_versioning:
+            return
+        from memvault import gitrepo
+
+        if not gitrepo.is_repo(self.root) or gitrepo.head_sha(self.root) is None:
+            return
+        edited = gitrepo.edited_since_head(self.root, [self.vault.relative(p) for p in fresh if p.exists()])
+        if not edited:
+            return
+        ids = []
+        for rel in edited:
+            try:
+                ids.append(files.read_memory(self.root / rel, self.root)[0].id)
+            except MemoryFileError:
+                ids.append(rel.rsplit("__", 1)[-1].removesuffix(".md"))
+        count = len(edited)
+        record = gitrepo.CommitRecord(subject=f"memvault {self.command}: {count} hand edit{'s' if count != 1 else ''}"
+                                              f", committed before the {self.command}", edited=ids)
+        gitrepo.commit_paths(self.root, record, edited)
+        self.vault.say(f"memvault: committed the hand edit of {', '.join(edited)} first, on its own "
+                       f"(`memvault undo` of this {self.command} leaves it)")
+
     def rewrite(self, memory: Memory) -> Memory:
         """Rewrite a live memory in place (summaries, `edit`); unknown keys are kept."""
+        self.commit_hand_edits_first([memory.path])
         self._write(memory, memory.path)
         self.events.append(Event(EDIT, memory))
         return memory
@@ -379,6 +411,7 @@ class Change:
         if memory.path is None or memory.is_deleted:
             raise UsageError(f"memory {memory.id} is not a live file")
         old_path = memory.path
+        self.commit_hand_edits_first([old_path])
         memory.extra["deleted_at"] = files.format_time(now or files.utcnow())
         memory.extra["deleted_reason"] = reason
         if note:
@@ -416,6 +449,7 @@ class Change:
         if excess <= 0:
             return []
         pool.sort(key=lambda m: (m.created_at, m.id))
+        self.commit_hand_edits_first([m.path for m in pool[:excess]])  # one git process for the batch
         return [self.soft_delete(m, "evicted", now=now) for m in pool[:excess]]
 
     def restore_file(self, memory: Memory, path: Path, content: str) -> Memory:
@@ -444,6 +478,7 @@ class Change:
     def move_back(self, tombstone: Memory, live_path: Path, reason: str | None = None) -> Event:
         """A deleted memory live again (`restore`): written at its live path, its tombstone gone."""
         old = tombstone.path
+        self.commit_hand_edits_first([old])
         self._write(tombstone, live_path)
         old.unlink(missing_ok=True)
         self.removed_paths.add(old)

@@ -189,3 +189,31 @@ def test_a_copied_memory_file_is_left_out_everywhere_alike(vault_dir):
     ids = [m["id"] for m in json.loads(run_cli("ls", "--json").stdout)]
     assert len(ids) == len(set(ids)) == 3 and bees.id in ids
     assert in_step() and check().exit_code == 0
+
+
+# -- 6: a hand edit not committed yet ----------------------------------------------------------------
+
+def test_undo_of_rm_keeps_a_hand_edit_made_before_it(vault_dir, tmp_path, monkeypatch):
+    """`rm` of a memory edited by hand (not committed) carried the edit in its tombstone, and `undo`
+    put back the text from before the edit without a word. Now the edit is committed first, on its
+    own: the rm's commit is only the rm, and its undo takes back only that (the same for `edit`)."""
+    [bees, anne] = seed("The user keeps bees", "Anne is my wife")
+    monkeypatch.setenv("EDITOR", editor(tmp_path, "and more"))
+    for memory, command in ((bees, ["rm", bees.id]), (anne, ["edit", anne.id])):
+        memory.path.write_text(memory.path.read_text().replace(memory.text, memory.text + ", by hand"))
+        done = run_cli(*command)
+        assert done.exit_code == 0, done.stderr
+        assert f"committed the hand edit of {memory.path.relative_to(vault_dir)} first" in done.stderr
+        assert run_cli("undo").exit_code == 0
+        assert memvault.open_vault(vault_dir).get(memory.id).text == memory.text + ", by hand"
+        assert check().exit_code == 0 and git(vault_dir, "status", "--porcelain") == ""
+    story = actions(log(bees.id[:8]), bees.id)
+    assert story == ["restored", "deleted", "edited", "added"]
+
+
+def editor(tmp_path, text: str) -> str:
+    """An $EDITOR that appends `text` to the file it is given."""
+    script = tmp_path / "editor.sh"
+    script.write_text(f"#!/bin/sh\nprintf '%s' '{text}' >> \"$1\"\n")
+    script.chmod(0o755)
+    return str(script)
