@@ -217,3 +217,22 @@ def editor(tmp_path, text: str) -> str:
     script.write_text(f"#!/bin/sh\nprintf '%s' '{text}' >> \"$1\"\n")
     script.chmod(0o755)
     return str(script)
+
+
+# -- 7: why a search came back empty ----------------------------------------------------------------
+
+def test_an_empty_search_names_what_left_the_candidates_out(vault_dir):
+    """`search --threshold 0.9` explained its empty result with the relevance floor, when the
+    threshold had dropped a result of 0.53."""
+    seed("The user keeps bees in the garden", "Anne is my wife", "The car is blue", "Lisbon is sunny in May")
+    done = run_cli("search", "--threshold", "0.9", "bees in the garden")
+    assert done.exit_code == 0 and done.stdout == ""
+    said = re.search(r"no memory matches well enough \(1 candidate below --threshold 0\.9: the best has "
+                     r"relevance (0\.\d{3}); (\d+) below relevance_floor 0\.15: --relevance-floor 0 shows them\)",
+                     done.stderr)
+    assert said, done.stderr
+    best = said.group(1)
+    kept = json.loads(run_cli("search", "--json", "--threshold", best, "bees in the garden").stdout)
+    assert [r["text"] for r in kept] == ["The user keeps bees in the garden"]
+    shown = json.loads(run_cli("search", "--json", "--relevance-floor", "0", "bees in the garden").stdout)
+    assert len(shown) == 4  # what the note says --relevance-floor 0 does
