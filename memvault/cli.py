@@ -1276,6 +1276,7 @@ def export(
     json_output: bool = typer.Option(False, "--json", help="With --output: print what was written as JSON."),
 ) -> None:
     """Take memories out: JSON lines for another vault or tool, or a markdown digest to read."""
+    _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     as_json = json_output or state.json
     if as_json and output is None and output_format == ExportFormat.markdown:

@@ -236,3 +236,13 @@ def test_an_empty_search_names_what_left_the_candidates_out(vault_dir):
     assert [r["text"] for r in kept] == ["The user keeps bees in the garden"]
     shown = json.loads(run_cli("search", "--json", "--relevance-floor", "0", "bees in the garden").stdout)
     assert len(shown) == 4  # what the note says --relevance-floor 0 does
+
+
+# -- 8: contradicting options ---------------------------------------------------------------------
+
+def test_export_all_and_a_conversation_is_a_usage_error(vault_dir):
+    """`export --all -c work` exported everything; `search`, `ls` and `reconcile` refuse the same."""
+    seed("The user keeps bees")
+    done = run_cli("export", "--all", "-c", "work")
+    assert done.exit_code == 2 and done.stdout == ""
+    assert "--all and -c/--conversation do not go together" in done.stderr
