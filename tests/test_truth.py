@@ -20,13 +20,15 @@ Each test reproduces a case of the issue as it was seen before the fix:
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
 
 import pytest
 
 import memvault
-from conftest import git, run_cli, seed
+from conftest import git, run_cli, run_memvault, seed
 
 
 def check(*args: str):
@@ -246,3 +248,75 @@ def test_export_all_and_a_conversation_is_a_usage_error(vault_dir):
     done = run_cli("export", "--all", "-c", "work")
     assert done.exit_code == 2 and done.stdout == ""
     assert "--all and -c/--conversation do not go together" in done.stderr
+
+
+# -- 9: hints and checks ----------------------------------------------------------------------------
+
+def commands_in(message: str) -> list[list[str]]:
+    """The commands a message tells the user to run (each `between backticks`), as argv lists."""
+    return [shlex.split(command) for command in re.findall(r"`([^`]+)`", message)]
+
+
+def run_hint(argv: list[str], vault_dir=None, **env: str) -> subprocess.CompletedProcess:
+    """A hinted command as the user would type it: git itself, or the memvault entry point."""
+    if argv[0] == "memvault":
+        return run_memvault(*argv[1:], env=env, text=True)
+    return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **env})
+
+
+def _conflicting_commits(vault_dir):
+    """Two branches that change the same line of a file outside entries/: `main` and `other`."""
+    seed("The user keeps bees")
+    branch = git(vault_dir, "branch", "--show-current").strip()
+    notes = vault_dir / "notes.txt"
+    notes.write_text("first\n")
+    git(vault_dir, "add", "notes.txt")
+    git(vault_dir, "commit", "-qm", "notes")
+    git(vault_dir, "checkout", "-qb", "other")
+    notes.write_text("other side\n")
+    git(vault_dir, "commit", "-qam", "other side")
+    git(vault_dir, "checkout", "-q", branch)
+    notes.write_text("this side\n")
+    git(vault_dir, "commit", "-qam", "this side")
+    return branch
+
+
+IN_PROGRESS = {  # what starts each of git's multi-step operations with a conflict, and its mark
+    "merge": (["merge", "other"], "MERGE_HEAD"),
+    "rebase": (["rebase", "other"], "rebase-merge"),
+    "rebase --apply": (["rebase", "--apply", "other"], "rebase-apply"),
+    "cherry-pick": (["cherry-pick", "other"], "CHERRY_PICK_HEAD"),
+    "revert": (["revert", "--no-edit", "HEAD"], "REVERT_HEAD"),
+    "am": (["am", "other.patch"], "rebase-apply/applying"),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(IN_PROGRESS))
+@pytest.mark.parametrize("finish", ["--continue", "--abort"])
+def test_in_progress_hints_run_as_written(vault_dir, operation, finish):
+    """A write during a merge said ``git -C /vault git merge --continue`` (git twice) and
+    ``git merge --abort`` (no -C). Each command the refusal names is run as written, then memvault
+    writes again."""
+    _conflicting_commits(vault_dir)
+    args, mark = IN_PROGRESS[operation]
+    if operation == "revert":  # a revert that conflicts: of a commit whose line changed since
+        (vault_dir / "notes.txt").write_text("changed again\n")
+        git(vault_dir, "commit", "-qam", "changed again")
+        args = ["revert", "--no-edit", "HEAD~1"]
+    if operation == "am":  # a patch of the other side's commit, applied here
+        patch = git(vault_dir, "format-patch", "-1", "other", "--stdout")
+        args = ["am", str(vault_dir.parent / "other.patch")]
+        (vault_dir.parent / "other.patch").write_text(patch)
+    subprocess.run(["git", "-C", str(vault_dir), *args], capture_output=True)
+    assert (vault_dir / ".git" / mark).exists()
+    refused = run_cli("add", "written meanwhile")
+    assert refused.exit_code == 1 and "nothing was written" in refused.stderr
+    hinted = [argv for argv in commands_in(refused.stderr) if argv[-1] == finish]
+    assert len(hinted) == 1 and hinted[0][:3] == ["git", "-C", str(vault_dir)], refused.stderr
+    if finish == "--continue":  # the conflict settled by hand first, as the user would
+        (vault_dir / "notes.txt").write_text("settled\n")
+        git(vault_dir, "add", "notes.txt")
+    done = run_hint(hinted[0], GIT_EDITOR="true")
+    assert done.returncode == 0, done.stderr
+    assert not (vault_dir / ".git" / mark).exists()
+    assert run_cli("add", "written afterwards").exit_code == 0
