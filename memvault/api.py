@@ -584,6 +584,11 @@ class Memvault:
         from memvault.history import history
 
         self._vault.require_existing()
+        missing = self._vault.history_missing()
+        if missing:
+            from memvault.errors import VaultStateError
+
+            raise VaultStateError(missing)
         if self.settings.enable_git_versioning and not (self.root / ".git").exists():
             if id_or_prefix is not None:
                 raise NotFound(f"no memory with id {id_or_prefix!r} in the history")

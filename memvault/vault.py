@@ -124,11 +124,30 @@ class Vault:
         except OSError as exc:
             raise MemvaultError(f"vault {self.root} is not writable: {exc.strerror or exc}") from None
 
+    def history_missing(self) -> str | None:
+        """Why the vault cannot be written with git as it is, when it holds memory files but has no git
+        repository (its .git deleted, or files put there by hand), with what to run; else None. A new
+        repository made silently would leave every memory out of git until a reindex."""
+        from memvault import gitrepo
+
+        if not self.settings.enable_git_versioning or gitrepo.is_repo(self.root) or not self.entries.is_dir():
+            return None
+        if next(iter(files.walk_entries(self.root, include_deleted=True)), None) is None:
+            return None
+        return (f"the vault {self.root} has memory files but no git repository (.git is missing): to start a new "
+                f"history with the files as they are, run `git -C {self.root} init` then `memvault --vault "
+                f"{self.root} reindex`; if it has a copy on a git remote, `memvault clone` that into a new folder "
+                "instead")
+
     def _init_repository(self) -> None:
         # Under the lock: two first writers must not both run git init.
         if self.settings.enable_git_versioning:
             from memvault import gitrepo
+            from memvault.errors import VaultStateError
 
+            missing = self.history_missing()
+            if missing:
+                raise VaultStateError(f"{missing}; nothing was written")
             gitrepo.init_repo(self.root)
         elif not (self.root / ".gitignore").exists():
             from memvault.gitrepo import GITIGNORE

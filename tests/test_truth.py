@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 
 import pytest
@@ -319,4 +320,25 @@ def test_in_progress_hints_run_as_written(vault_dir, operation, finish):
     done = run_hint(hinted[0], GIT_EDITOR="true")
     assert done.returncode == 0, done.stderr
     assert not (vault_dir / ".git" / mark).exists()
+    assert run_cli("add", "written afterwards").exit_code == 0
+
+
+def test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid(vault_dir):
+    """With its .git deleted, the next write made a new repository and left every memory untracked
+    until a reindex. Now writes (and `log`) stop and say what to run; run as written, the memories
+    are the first commit of a new history."""
+    seed("The user keeps bees", "Anne is my wife")
+    shutil.rmtree(vault_dir / ".git")
+    refused = run_cli("add", "written afterwards")
+    assert refused.exit_code == 1 and "has memory files but no git repository" in refused.stderr
+    assert "nothing was written" in refused.stderr and not (vault_dir / ".git").exists()
+    assert run_cli("log").stderr == refused.stderr.replace("; nothing was written", "")
+    hinted = commands_in(refused.stderr)
+    assert [argv[:3] for argv in hinted] == [["git", "-C", str(vault_dir)], ["memvault", "--vault", str(vault_dir)],
+                                             ["memvault", "clone"]]
+    for argv in hinted[:2]:  # start a new history with the files as they are
+        done = run_hint(argv)
+        assert done.returncode == 0, done.stderr
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert sorted(c["text"] for e in log() for c in e["changes"]) == ["Anne is my wife", "The user keeps bees"]
     assert run_cli("add", "written afterwards").exit_code == 0
