@@ -342,3 +342,28 @@ def test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid(vault_dir):
     assert git(vault_dir, "status", "--porcelain") == ""
     assert sorted(c["text"] for e in log() for c in e["changes"]) == ["Anne is my wife", "The user keeps bees"]
     assert run_cli("add", "written afterwards").exit_code == 0
+
+
+def test_clone_of_a_repository_that_is_not_a_vault_is_refused(tmp_path, embedder):
+    """`clone` of any git repository succeeded with 0 memories, and later writes committed into it."""
+    project = tmp_path / "project"
+    (project / "ideas").mkdir(parents=True)
+    (project / "README.md").write_text("# A project\n")
+    (project / "ideas" / "boat.md").write_text("Build a boat someday.\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "a project")
+    target = tmp_path / "copy"
+    refused = run_cli("clone", str(project), str(target))
+    assert refused.exit_code == 2 and "is not a memvault vault" in refused.stderr, refused.stderr
+    assert "nothing was written" in refused.stderr and not target.exists()
+    # What it says to do to bring its notes in: clone it with git, then import the notes.
+    [clone, bring_in] = commands_in(refused.stderr)
+    checkout = tmp_path / "checkout"
+    assert run_hint([checkout if arg == "FOLDER" else arg for arg in clone]).returncode == 0
+    done = run_hint([str(checkout) if arg == "FOLDER" else arg for arg in bring_in])
+    assert done.returncode == 0, done.stderr
+    assert "Build a boat someday." in [m["text"] for m in json.loads(run_cli("ls", "--json").stdout)]
+    empty = tmp_path / "empty.git"  # an empty repository is a vault yet to be written
+    subprocess.run(["git", "init", "-q", "--bare", str(empty)], check=True)
+    assert run_cli("clone", str(empty), str(tmp_path / "fresh")).exit_code == 0
