@@ -206,6 +206,16 @@ class Memvault:
     def _say(self, message: str) -> None:
         self._vault.say(message)
 
+    def _say_if_unknown(self, conversation: str) -> None:
+        """A conversation asked for by name that the vault does not have (a typo?): said with the ones
+        whose names are close, on the notice channel; asking is not an error."""
+        from memvault import browse
+
+        if conversation == DEFAULT_CONVERSATION or not self._vault.entries.is_dir() \
+                or (self._vault.entries / files.conversation_slug(conversation)).is_dir():
+            return
+        self._say(f"memvault: no conversation {conversation!r} in the vault{browse.close_ones(self._vault, conversation)}")
+
     # -- writing ---------------------------------------------------------------------------
     def add(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION, kind: str = "fact",
             tags: Iterable[str] = (), source: str | None = None, rationale: str | None = None,
@@ -507,6 +517,7 @@ class Memvault:
 
         if conversation is not None:
             files.check_conversation_id(conversation)
+            self._say_if_unknown(conversation)
         roles = files.roles_for_kinds(kinds)
         return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
                               on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
@@ -527,6 +538,8 @@ class Memvault:
                                 kinds=kinds, tags=tags, since=since, until=until, now=now, rerank=rerank,
                                 recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
                                 retriever=retriever, relevance_floor=relevance_floor)
+        if not all_conversations:
+            self._say_if_unknown(conversation)
         return self._run_search(query_obj)
 
     def search_many(self, requests: Iterable[str | Mapping[str, Any]], *, origin: str = "queries",

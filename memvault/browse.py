@@ -78,6 +78,15 @@ def conversations(vault) -> list[ConversationInfo]:
     return found
 
 
+def close_ones(vault, conversation: str) -> str:
+    """What to say after "no conversation X": the conversations whose names are close to X (a typo),
+    else where to find them."""
+    import difflib
+
+    close = difflib.get_close_matches(conversation, [info.id for info in conversations(vault)], n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else "; `memvault conversations` lists them"
+
+
 def _memory_files(folder: str):
     """Memory files under a folder, recursively (turns/user, turns/assistant), as paths."""
     for entry in os.scandir(folder):

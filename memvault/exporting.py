@@ -86,7 +86,9 @@ def _folders(vault, conversations: list[str] | None) -> list[Path]:
     for conversation in conversations:
         folder = vault.entries / files.conversation_slug(conversation)
         if not folder.is_dir():
-            raise NotFound(f"no conversation {conversation!r} in {vault.root}")
+            from memvault.browse import close_ones
+
+            raise NotFound(f"no conversation {conversation!r} in {vault.root}{close_ones(vault, conversation)}")
         folders.append(folder)
     return folders
 

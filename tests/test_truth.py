@@ -367,3 +367,21 @@ def test_clone_of_a_repository_that_is_not_a_vault_is_refused(tmp_path, embedder
     empty = tmp_path / "empty.git"  # an empty repository is a vault yet to be written
     subprocess.run(["git", "init", "-q", "--bare", str(empty)], check=True)
     assert run_cli("clone", str(empty), str(tmp_path / "fresh")).exit_code == 0
+
+
+def test_a_conversation_that_is_not_there_is_said_with_the_close_ones(vault_dir):
+    """`search -c wrok` and `ls -c wrok` gave no hint of a typo. Their exit code stays 0 (nothing is
+    wrong with asking); `export`, which has nothing to write, fails as before, with the hint."""
+    seed("Ship on Friday", conversation="work")
+    seed("The user keeps bees")
+    for command in (["search", "-c", "wrok", "ship"], ["ls", "-c", "wrok"]):
+        done = run_cli(*command)
+        assert done.exit_code == 0, done.stderr
+        assert "memvault: no conversation 'wrok' in the vault (did you mean work?)" in done.stderr, command
+    exported = run_cli("export", "-c", "wrok")
+    assert exported.exit_code == 1 and f"no conversation 'wrok' in {vault_dir} (did you mean work?)" in exported.stderr
+    assert "no conversation" not in run_cli("ls", "-c", "work").stderr + run_cli("search", "bees").stderr
+    far = run_cli("ls", "-c", "zzzz")
+    assert "memvault: no conversation 'zzzz' in the vault; `memvault conversations` lists them" in far.stderr
+    listed = run_hint(commands_in(far.stderr)[0])
+    assert listed.returncode == 0 and "work" in listed.stdout and "global" in listed.stdout
