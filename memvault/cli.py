@@ -463,8 +463,14 @@ def edit(
     and the rejected text is kept in .memvault/rejected/ (never committed).
     """
     state = _state(ctx)
-    vault = state.open()
     interactive = term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr)
+    chosen = (os.environ.get("VISUAL") or "").strip() or (os.environ.get("EDITOR") or "").strip()
+    if not chosen and not (term.is_terminal(sys.stdin) and (term.is_terminal(sys.stdout) or interactive)):
+        # vi, the editor of last resort, needs one: refused before anything is opened
+        raise UsageError(f"memvault edit needs a terminal for vi (neither $VISUAL nor $EDITOR is set); run it in one, "
+                         f"or name an editor that opens its own window: `EDITOR='code -w' memvault edit "
+                         f"{memory_id.strip()[:8]}`")
+    vault = state.open()
     result = vault.edit(memory_id, retry=_ask_edit_again if interactive else None)
     if json_output or state.json:
         emit_json({**result.memory.to_json(vault.root), "changed": result.changed})

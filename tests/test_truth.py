@@ -385,3 +385,18 @@ def test_a_conversation_that_is_not_there_is_said_with_the_close_ones(vault_dir)
     assert "memvault: no conversation 'zzzz' in the vault; `memvault conversations` lists them" in far.stderr
     listed = run_hint(commands_in(far.stderr)[0])
     assert listed.returncode == 0 and "work" in listed.stdout and "global" in listed.stdout
+
+
+def test_edit_without_a_terminal_is_refused_up_front(vault_dir, tmp_path, monkeypatch):
+    """Without a terminal and without $VISUAL or $EDITOR, `memvault edit` opened vi, which failed."""
+    [bees] = seed("The user keeps bees")
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    refused = run_cli("edit", bees.id)  # the test runner is no terminal
+    assert refused.exit_code == 2 and "needs a terminal" in refused.stderr, refused.stderr
+    assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault add")
+    [hinted] = commands_in(refused.stderr)
+    assert hinted[0].startswith("EDITOR=") and hinted[1:] == ["memvault", "edit", bees.id[:8]]
+    done = run_hint(hinted[1:], EDITOR=editor(tmp_path, "in the garden"))  # an editor that needs no terminal
+    assert done.returncode == 0, done.stderr
+    assert memvault.open_vault(vault_dir).get(bees.id).text == "The user keeps bees\nin the garden"
