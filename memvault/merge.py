@@ -168,6 +168,9 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict, their
         side = later()
         winner, loser = (ours, theirs) if side == "ours" else (theirs, ours)
         _put(index, path, winner)
+        if _same_edit(ours, theirs, root, path):  # nothing was lost: no tombstone of the other
+            return Resolution(path, "the same edit on both sides", side, _id_of(winner, root, path),
+                              commit=kept_commit(side))
         stamp, sha = times.get((side, path), (0, ""))
         note = (f"edited on two machines before a sync; this version lost to the later edit"
                 f"{f' (commit {sha[:12]})' if sha else ''}")
@@ -221,6 +224,18 @@ def _line_merge(repo, root: Path, base, ours, theirs) -> bytes | None:
             names.append(name)
         status, out, _ = gitrepo._run(root, "merge-file", "-p", *names)
     return out if status == 0 else None
+
+
+def _same_edit(ours, theirs, root: Path, path: str) -> bool:
+    """Both sides made the same edit: the same text and front matter but for when it was made."""
+    memories = []
+    for blob in (ours, theirs):
+        try:
+            memory = files.parse_memory(_data(blob).decode("utf-8"), root / path, root=root)[0]
+        except (MemoryFileError, UnicodeDecodeError):
+            return False
+        memories.append((memory.text, {k: v for k, v in memory.front_matter().items() if k != "updated_at"}))
+    return memories[0] == memories[1]
 
 
 class _Raw:

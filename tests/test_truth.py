@@ -400,3 +400,22 @@ def test_edit_without_a_terminal_is_refused_up_front(vault_dir, tmp_path, monkey
     done = run_hint(hinted[1:], EDITOR=editor(tmp_path, "in the garden"))  # an editor that needs no terminal
     assert done.returncode == 0, done.stderr
     assert memvault.open_vault(vault_dir).get(bees.id).text == "The user keeps bees\nin the garden"
+
+
+# -- 10: sync and import details ---------------------------------------------------------------------
+
+def test_the_same_edit_on_both_machines_is_no_conflict(two_machines):
+    """The same edit made on both machines (the same text; only `updated_at` differs) was settled as
+    a conflict: a tombstone with identical text beside the memory."""
+    a, b, ids = two_machines
+    for machine in (a, b):
+        memvault.open_vault(machine).edit(ids["the"], "The user keeps bees in Porto")
+    memvault.open_vault(a).sync()
+    result = memvault.open_vault(b).sync()
+    memvault.open_vault(a).sync()
+    [resolved] = result.resolved
+    assert resolved.case == "the same edit on both sides" and resolved.sibling is None
+    for machine in (a, b):
+        assert json.loads(run_cli("--vault", str(machine), "ls", "--deleted", "--json").stdout) == []
+        assert memvault.open_vault(machine).get(ids["the"]).text == "The user keeps bees in Porto"
+    assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
