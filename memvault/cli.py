@@ -1240,11 +1240,21 @@ def _print_import(ctx, result) -> None:
             typer.echo(f"+{row.added:<5} {row.conversation_id}  {row.title}{there}")
     left = f", {len(result.problems)} left out" if result.problems else ""
     older = f", {result.older} older than --since" if result.older else ""
+    for path, source in result.kept:
+        info(ctx, f"memvault: kept {path}: {source} changed since it was imported, here too; the vault's "
+                  "version stays")
+    if result.updated:
+        count = result.updated
+        commit = f" (commit {result.commit[:8]})" if result.commit and not result.added else ""
+        typer.echo(f"{'would update' if result.dry_run else 'updated'} {count} note{'s' if count != 1 else ''} "
+                   f"changed at {'its' if count == 1 else 'their'} source{commit}")
     if result.added:
         conversations = sum(1 for row in result.conversations if row.added)
         commit = f" (commit {result.commit[:8]})" if result.commit else ""
         typer.echo(f"{would} {result.added} memories in {conversations} conversation"
                    f"{'' if conversations == 1 else 's'}{commit}; {result.already} there already{older}{left}")
+    elif result.updated:
+        pass
     elif result.already or result.older:
         typer.echo(f"nothing new: {result.already} memories there already{older}{left}")
     else:

@@ -15,7 +15,7 @@ import re
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -515,6 +515,14 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
             return _adopt(path, root, mtime, body, meta), True
         return _memory_from_meta(meta, body, path), False
     return _adopt(path, root, mtime, text.strip(), {}), True
+
+
+def json_value(value: Any) -> Any:
+    """A front-matter value JSON cannot hold, as JSON gives it (`json.dumps(default=json_value)`): a
+    YAML date or timestamp as an ISO 8601 string (2024-03-01, 2024-03-01T10:30:00+00:00)."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
 
 
 def adopted_id(relative: str) -> str:

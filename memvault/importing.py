@@ -38,6 +38,11 @@ IMPORTED_FROM = "imported_from"
 ORIGINAL_CONVERSATION = "original_conversation_id"
 ORIGINAL_MESSAGE = "original_message_id"
 EXTRACTED = "extracted"  # on a user turn: --extract has learned from it
+# On a note: the hash of what the import wrote (text and the note's own keys), so that the next
+# import of the folder tells a note changed at its source from one changed in the vault.
+IMPORTED_SHA = "imported_sha256"
+# Keys of an imported note that are memvault's, not the note's (left out of that hash).
+_OWN_NOTE_KEYS = {files.ORIGIN_KEY, IMPORTED_FROM, "source", IMPORTED_SHA, "updated_at", "restored_at", EXTRACTED}
 # Keys of a note's own front matter that mean something else to memvault: kept as original_<key>.
 _RESERVED = set(files.CORE_KEYS) | {files.ORIGIN_KEY, "source", "tags", "deleted_at", "deleted_reason", "replaces",
                                     "replaced_by", "learned_from", "unanswered", "partial", "summary_kind",
@@ -84,10 +89,11 @@ class ImportedConversation:
     original_id: str | None
     added: int = 0
     already: int = 0  # there from an earlier run
+    updated: int = 0  # notes changed at their source since an earlier run
 
     def to_json(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "title": self.title, "original_id": self.original_id,
-                "added": self.added, "already": self.already}
+                "added": self.added, "already": self.already, "updated": self.updated}
 
 
 @dataclass
@@ -115,10 +121,15 @@ class ImportResult:
     older: int = 0  # left out by --since
     commit: str | None = None
     extraction: Extraction | None = None
+    kept: list[tuple[str, str]] = field(default_factory=list)  # (vault path, source): changed on both sides
 
     @property
     def added(self) -> int:
         return sum(c.added for c in self.conversations)
+
+    @property
+    def updated(self) -> int:
+        return sum(c.updated for c in self.conversations)
 
     @property
     def already(self) -> int:
@@ -131,7 +142,8 @@ class ImportResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "dry_run": self.dry_run, "commit": self.commit,
-                "added": self.added, "already": self.already, "older_than_since": self.older,
+                "added": self.added, "already": self.already, "updated": self.updated, "older_than_since": self.older,
+                "kept": [{"path": path, "source": source} for path, source in self.kept],
                 "conversations": [c.to_json() for c in self.conversations],
                 "skipped": [p.to_json() for p in self.problems],
                 "extract": self.extraction.to_json() if self.extraction else None}
@@ -209,6 +221,7 @@ class Importer:
         self._seen_conversations: set[str] = set()
         self._rows: dict[str, ImportedConversation] = {}  # notes and JSON lines: by conversation
         self._progress = progress
+        self.updates: list[Memory] = []  # notes changed at their source: rewritten in the import's commit
 
     def write(self) -> ImportResult:
         """Read the source and write what is new in one commit (with dry_run, only count it)."""
@@ -223,12 +236,19 @@ class Importer:
                 pass
         else:
             first = next(memories, None)  # nothing to write (a file of another format): no vault is made
-            if first is not None:
-                change = ingest.store(self.vault, chain([first], memories), "import", by_conversation=True,
-                                      progress=self._indexing)
+            if first is not None or self.updates:
+                change = ingest.store(self.vault, chain([first] if first is not None else [], memories), "import",
+                                      by_conversation=True, progress=self._indexing, then=self._update_notes)
                 result.commit = change.commit_sha
-        result.conversations = [row for row in result.conversations if row.added or row.already]
+        result.conversations = [row for row in result.conversations if row.added or row.already or row.updated]
         return result
+
+    def _update_notes(self, change) -> None:
+        """The notes changed at their source, rewritten in the import's change (skipped when changed
+        meanwhile)."""
+        for memory in self.updates:
+            if files.still_live(self.vault.root, memory.path, memory.id) is not None:
+                change.rewrite(memory)
 
     def _indexing(self, done: int, total: int) -> None:
         if self._progress is not None:
@@ -346,11 +366,43 @@ class Importer:
         if note.links:
             extra["links"] = note.links
         extra.update({"source": note.relative_path, files.ORIGIN_KEY: "import", IMPORTED_FROM: "markdown"})
+        extra = _plain_values(extra)
+        extra[IMPORTED_SHA] = _note_hash(note.text, extra)
         memory_id = import_id("markdown", folder, note.relative_path)
-        memory = self._make(memory_id, note.text, "note", conversation, note.created_at, _plain_values(extra), row,
+        if self._changed_note(memory_id, note.text, extra, row, f"{folder}/{note.relative_path}"):
+            return
+        memory = self._make(memory_id, note.text, "note", conversation, note.created_at, extra, row,
                             f"{folder}/{note.relative_path}", "note")
         if memory is not None:
             yield memory
+
+    def _changed_note(self, memory_id: str, text: str, extra: dict[str, Any], row: ImportedConversation,
+                      where: str) -> bool:
+        """A note imported before whose source changed since: queued to be updated (the vault's copy
+        unchanged since that import), or kept as the vault has it and said (changed there too).
+        False when it is not such a note (new, deleted in the vault, unchanged)."""
+        existing = self.known.get(memory_id)
+        if existing is None or self.known.uncommitted(existing) or files.is_deleted_path(PurePosixPath(existing)):
+            return False
+        try:
+            there = files.read_memory(self.vault.root / existing, self.vault.root)[0]
+        except MemvaultError:
+            return False
+        imported = there.extra.get(IMPORTED_SHA)
+        here = _note_hash(there.text, there.extra)
+        if extra[IMPORTED_SHA] == (imported or here):
+            return False  # the source is as it was imported
+        row.already += 1
+        if (here != imported) if imported else "updated_at" in there.extra:
+            self.result.kept.append((existing, where))
+            return True
+        row.already -= 1
+        row.updated += 1
+        kept = {k: v for k, v in there.extra.items() if k in ("restored_at",)}
+        updated = Memory(there.id, there.role, there.conversation_id, there.created_at, text,
+                         {**extra, **kept, "updated_at": files.format_time(files.utcnow())}, there.path)
+        self.updates.append(updated)
+        return True
 
     def _row(self, conversation: str, title: str, original_id: str | None) -> ImportedConversation:
         row = self._rows.get(conversation)
@@ -432,6 +484,15 @@ def exported_memory(item: dict[str, Any]) -> tuple[Memory, str]:
     if bool(item.get("deleted")) != files.is_deleted_path(PurePosixPath(relative)):
         raise ValueError(f"'deleted' does not match path {relative!r}")
     return memory, relative
+
+
+def _note_hash(text: str, extra: dict[str, Any]) -> str:
+    """The hash of a note as an import writes it: its text and its own keys (not memvault's)."""
+    import json
+
+    own = {k: v for k, v in extra.items() if k not in _OWN_NOTE_KEYS}
+    data = json.dumps([text, own], sort_keys=True, ensure_ascii=False, default=files.json_value)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _plain(name: str) -> str:

@@ -419,3 +419,30 @@ def test_the_same_edit_on_both_machines_is_no_conflict(two_machines):
         assert json.loads(run_cli("--vault", str(machine), "ls", "--deleted", "--json").stdout) == []
         assert memvault.open_vault(machine).get(ids["the"]).text == "The user keeps bees in Porto"
     assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
+
+
+def test_reimporting_a_changed_note_updates_it(vault_dir, tmp_path):
+    """Importing a folder of notes again said "nothing new" and kept the old text of a note that had
+    changed, unsaid. Now a note changed at its source is updated (an edit, in the import's commit,
+    that log shows and undo takes back), unless it was changed in the vault too: then the vault's
+    version is kept, and said."""
+    notes = tmp_path / "Notes"
+    notes.mkdir()
+    (notes / "boat.md").write_text("# Boat\n\nBuild a boat someday.\n")
+    (notes / "garden.md").write_text("# Garden\n\nPlant leeks.\n")
+    assert run_cli("import", "markdown", str(notes)).exit_code == 0
+    by_title = {m["meta"]["title"]: m for m in json.loads(run_cli("ls", "--json").stdout)}
+    (notes / "boat.md").write_text("# Boat\n\nBuild a boat this summer.\n")
+    (notes / "garden.md").write_text("# Garden\n\nPlant leeks and beans.\n")
+    memvault.open_vault(vault_dir).edit(by_title["Garden"]["id"], "# Garden\n\nPlant leeks and onions.")
+    again = run_cli("import", "markdown", str(notes))
+    assert again.exit_code == 0, again.stderr
+    assert "updated 1 note changed at its source" in again.stdout and "nothing new" not in again.stdout
+    assert "kept entries/" in again.stderr and "garden.md changed since it was imported, here too" in again.stderr
+    vault = memvault.open_vault(vault_dir)
+    assert vault.get(by_title["Boat"]["id"]).text == "# Boat\n\nBuild a boat this summer."
+    assert vault.get(by_title["Garden"]["id"]).text == "# Garden\n\nPlant leeks and onions."
+    [entry] = log("-n", "1")
+    assert entry["command"] == "import" and actions([entry], by_title["Boat"]["id"]) == ["edited"]
+    third = run_cli("import", "markdown", str(notes))  # nothing changed since: nothing to say
+    assert "nothing new" in third.stdout and third.stderr.count("kept ") == 1
