@@ -434,8 +434,11 @@ def _print_memory(vault, memory) -> None:
 
 def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
     """The front matter as (key, value) rows for display, then the file's path."""
+    from memvault.files import json_safe as files_json_safe
+
     rows = []
     for key, value in memory.front_matter().items():
+        value = files_json_safe(value)  # a date as JSON shows it: ISO 8601
         if isinstance(value, (list, tuple)):
             shown = ", ".join(str(v) for v in value)
         elif isinstance(value, dict):

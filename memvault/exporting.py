@@ -100,7 +100,11 @@ def _write(vault, stream: TextIO, folders: list[Path], include_deleted: bool, si
         if result.format == "jsonl":
             count = 0
             for memory in memories:
-                stream.write(json.dumps(memory.to_json(vault.root), ensure_ascii=False, default=str) + "\n")
+                line = memory.to_json(vault.root)
+                dates = memory.date_paths()
+                if dates:  # JSON has no dates: where they were, for `import jsonl`
+                    line["dates"] = dates
+                stream.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
                 count += 1
         else:
             count = _digest(stream, list(memories), _title(vault, folder), first=result.conversations == 0)

@@ -168,7 +168,7 @@ class Memory:
         }
         for key, value in self.extra.items():
             if key not in meta:
-                meta[key] = format_time(value) if isinstance(value, datetime) else value
+                meta[key] = value  # a YAML date or timestamp stays one (memvault's own times are strings)
         return meta
 
     @property
@@ -186,9 +186,27 @@ class Memory:
             "conversation_id": self.conversation_id,
             "created_at": format_time(self.created_at),
             "text": self.text,
-            "meta": {k: (format_time(v) if isinstance(v, datetime) else v) for k, v in self.extra.items()},
+            "meta": json_safe(self.extra),
             "deleted": self.is_deleted,
         }
+
+    def date_paths(self) -> list[list[Any]]:
+        """Where the front matter holds YAML dates or timestamps (key paths into `extra`): `export` lists
+        them, so that `import jsonl` writes them back as dates, not as the strings JSON carried."""
+        found: list[list[Any]] = []
+
+        def walk(value: Any, where: list[Any]) -> None:
+            if isinstance(value, (datetime, date)):
+                found.append(where)
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, [*where, key])
+            elif isinstance(value, list):
+                for number, item in enumerate(value):
+                    walk(item, [*where, number])
+
+        walk(self.extra, [])
+        return found
 
     def first_line(self, width: int = 80) -> str:
         line = next((ln.strip() for ln in self.text.splitlines() if ln.strip()), "")
@@ -515,6 +533,43 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
             return _adopt(path, root, mtime, body, meta), True
         return _memory_from_meta(meta, body, path), False
     return _adopt(path, root, mtime, text.strip(), {}), True
+
+
+def json_safe(value: Any) -> Any:
+    """Front-matter values as JSON gives them: YAML dates and timestamps as ISO 8601 strings, at any
+    depth; the rest as it is."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
+
+
+def restore_dates(meta: dict[str, Any], paths: list) -> dict[str, Any]:
+    """The ISO strings at these key paths (Memory.date_paths, in an export) as the dates they were."""
+    for where in paths if isinstance(paths, list) else []:
+        if not isinstance(where, list) or not where:
+            continue
+        holder: Any = meta
+        for step in where[:-1]:
+            try:
+                holder = holder[step]
+            except (KeyError, IndexError, TypeError):
+                holder = None
+                break
+        last = where[-1]
+        try:
+            text = holder[last] if holder is not None else None
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(text, str):
+            try:
+                holder[last] = date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text)
+            except ValueError:
+                pass
+    return meta
 
 
 def json_value(value: Any) -> Any:

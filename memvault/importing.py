@@ -21,7 +21,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
@@ -467,7 +467,7 @@ def exported_memory(item: dict[str, Any]) -> tuple[Memory, str]:
         raise ValueError(f"text is {size / 1048576:.1f} MiB; the limit is {files.MAX_MEMORY_BYTES // 1048576} MiB")
     created = files.parse_time(item["created_at"], "created_at")
     memory = Memory(item["id"].strip(), item["role"], item["conversation_id"], created, item["text"].strip(),
-                    dict(meta))
+                    files.restore_dates(dict(meta), item.get("dates") or []))
     relative = item.get("path")
     if relative is None:
         relative = files.relative_path_for(memory).as_posix()
@@ -500,13 +500,15 @@ def _plain(name: str) -> str:
 
 
 def _plain_values(value: Any) -> Any:
-    """YAML values a note's front matter may hold that memvault's front matter keeps as text (dates)."""
+    """A note's front matter as memvault keeps it: keys as text; dates and timestamps stay the YAML
+    dates the note wrote (JSON shows them as ISO 8601 strings: files.json_safe); any other value YAML
+    may make (a time of day) as its ISO text."""
     if isinstance(value, dict):
         return {str(k): _plain_values(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain_values(v) for v in value]
-    if isinstance(value, datetime):
-        return files.format_time(value)
+    if isinstance(value, (datetime, date)):
+        return value
     if hasattr(value, "isoformat") and not isinstance(value, (str, int, float, bool)):
         return value.isoformat()
     return value

@@ -939,7 +939,7 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
         "index_text": memory.text if index_text is None else index_text,
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
-                           default=str, ensure_ascii=False),
+                           default=files.json_value, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
 

@@ -25,6 +25,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from datetime import date, datetime
 
 import pytest
 
@@ -446,3 +447,30 @@ def test_reimporting_a_changed_note_updates_it(vault_dir, tmp_path):
     assert entry["command"] == "import" and actions([entry], by_title["Boat"]["id"]) == ["edited"]
     third = run_cli("import", "markdown", str(notes))  # nothing changed since: nothing to say
     assert "nothing new" in third.stdout and third.stderr.count("kept ") == 1
+
+
+def test_yaml_dates_of_a_note_stay_dates(vault_dir, tmp_path):
+    """A note's `created: 2024-03-01` came back as the string '2024-03-01' (quoted in the vault's file,
+    a text property to Obsidian). What memvault does now: in the files, a note's dates stay YAML dates
+    as the note wrote them; in the library, `date` and `datetime` values; in every JSON (show, ls,
+    search, export, the API), ISO 8601 strings; and export -> import jsonl gives the same file."""
+    notes = tmp_path / "Notes"
+    notes.mkdir()
+    (notes / "trip.md").write_text("---\ncreated: 2024-03-01\nreviewed: 2024-03-05 10:30:00\n"
+                                   "visits: [2023-06-01, 2023-07-01]\nstatus: draft\n---\n# Trip\n\nPlan the trip.\n")
+    assert run_cli("import", "markdown", str(notes)).exit_code == 0
+    [note] = json.loads(run_cli("ls", "--json").stdout)
+    written = (vault_dir / note["path"]).read_text()
+    assert "\ncreated: 2024-03-01\n" in written and "\nreviewed: 2024-03-05 10:30:00\n" in written
+    assert "\n- 2023-06-01\n" in written or "[2023-06-01, 2023-07-01]" in written
+    memory = memvault.open_vault(vault_dir).get(note["id"])
+    assert memory.extra["created"] == date(2024, 3, 1) and memory.extra["reviewed"] == datetime(2024, 3, 5, 10, 30)
+    shown = json.loads(run_cli("show", "--json", note["id"]).stdout)["meta"]
+    assert (shown["created"], shown["reviewed"], shown["visits"]) == ("2024-03-01", "2024-03-05T10:30:00",
+                                                                      ["2023-06-01", "2023-07-01"])
+    assert note["meta"]["created"] == "2024-03-01"
+    exported = tmp_path / "all.jsonl"
+    assert run_cli("export", "--all", "-o", str(exported)).exit_code == 0
+    other = tmp_path / "other"
+    assert run_cli("--vault", str(other), "import", "jsonl", str(exported)).exit_code == 0
+    assert (other / note["path"]).read_bytes() == (vault_dir / note["path"]).read_bytes()
