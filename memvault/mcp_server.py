@@ -106,13 +106,15 @@ class RecentMemories(BaseModel):
 
 class HistoryChange(BaseModel):
     id: str
-    action: str = Field(description="added, edited, deleted, replaced, evicted, restored, removed or purged.")
+    action: str = Field(description="added, edited, deleted, replaced, evicted, restored, removed, purged, or "
+                                    "resolved (a sync settled a conflict over it: `cause` says how).")
     text: str
     path: str
     reason: str | None = None
     replaced_by: str | None = None
     replaces: str | None = None
     note: str | None = Field(None, description="The reason given for a deletion.")
+    cause: str | None = Field(None, description="What replaced, deleted or resolved it: a message, a command.")
 
 
 class HistoryEntry(BaseModel):
@@ -126,6 +128,23 @@ class HistoryEntry(BaseModel):
 
 class History(BaseModel):
     entries: list[HistoryEntry] = Field(description="Newest first.")
+
+
+class IndexState(BaseModel):
+    rows: int = Field(description="Memories the search index holds.")
+    in_step: bool = Field(description="Whether the index holds exactly the files (what `memvault reindex --check` "
+                                      "answers; a search brings hand edits in).")
+    out_of_step: str = Field(description="What differs, in words (empty when in step).")
+
+
+class VaultStats(BaseModel):
+    memories: int = Field(description="Live memories (files the index leaves out not counted).")
+    by_kind: dict[str, int]
+    deleted: int
+    skipped: int = Field(description="Files left out: unreadable, or claiming an id another file has.")
+    conversations: dict[str, int] = Field(description="Live memories per conversation.")
+    index: IndexState
+    last_commit: dict[str, str] | None = None
 
 
 class ConversationSummary(BaseModel):
@@ -336,6 +355,21 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             raise _failure(exc) from None
         return History(entries=[HistoryEntry(**e.to_json()) for e in entries])
 
+    def vault_stats() -> VaultStats:
+        """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
+        deleted ones, files left out, the last commit, and whether the search index is in step with
+        the files."""
+        try:
+            data = vault.stats()
+        except (MemvaultError, OSError) as exc:
+            raise _failure(exc) from None
+        index = data["index"]
+        return VaultStats(memories=data["memories"], by_kind=data["by_kind"], deleted=data["deleted"],
+                          skipped=data["skipped"], conversations=data["conversations"],
+                          index=IndexState(rows=index["rows"], in_step=index["in_step"],
+                                           out_of_step=index["out_of_step"]),
+                          last_commit=data["last_commit"])
+
     def conversation_summary(
         conversation: Annotated[str, Field(description="The conversation id, such as 'global' or 'work'.")],
     ) -> ConversationSummary:
@@ -361,6 +395,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
                    annotations=ToolAnnotations(title="Recent memories", **read_only))
     server.tool_of(memory_history, title="Memory history",
                    annotations=ToolAnnotations(title="Memory history", **read_only))
+    server.tool_of(vault_stats, title="Vault stats", annotations=ToolAnnotations(title="Vault stats", **read_only))
     server.tool_of(conversation_summary, title="Conversation summary",
                    annotations=ToolAnnotations(title="Conversation summary", **read_only))
     return server

@@ -731,7 +731,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def _http_error(request, exc: StarletteHTTPException):
         if exc.status_code == 404:
             return _refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
-                                          "/v1/chat/completions, /v1/models, /v1/memories, /health)",
+                                          "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
                                      kind="not_found_error", code="unknown_route"))
         return _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
 
@@ -751,6 +751,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def health():
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
                       "upkeep_pending": proxy.upkeep.pending})
+
+    @app.get("/v1/stats")
+    async def stats():
+        return _json(await blocking(vault.stats))  # what `memvault stats --json` prints
 
     @app.get("/v1/models")
     async def models():

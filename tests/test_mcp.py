@@ -30,7 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from memvault.mcp_server import build_server  # noqa: E402
 
 TOOLS = ["search_memory", "add_memory", "get_memory", "delete_memory", "recent_memories", "memory_history",
-         "conversation_summary"]
+         "vault_stats", "conversation_summary"]
 NO = '{"answer": "no"}'
 
 
@@ -550,3 +550,23 @@ def test_a_client_that_leaves_mid_write_leaves_the_vault_whole(vault_dir):
     stored = [m.text for m in memvault.open_vault(vault_dir).recent()]
     committed = git(vault_dir, "log", "--format=%s")
     assert ("The user keeps hens" in stored) == (committed.count("memvault add") == 2)
+
+
+def test_vault_stats_says_what_reindex_check_says(vault_dir):
+    """One answer to "is the index in step" (issue 27): the vault_stats tool, `memvault stats` and
+    `reindex --check` agree, also while the server has not read a hand edit yet."""
+    [bees] = memvault.open_vault(vault_dir).add("The user keeps bees")
+
+    async def body(client):
+        first = await call(client, "vault_stats")
+        assert first["memories"] == 1 and first["index"]["in_step"] is True
+        bees.path.write_text(bees.path.read_text().replace("bees", "hens"))
+        stale = await call(client, "vault_stats")
+        assert stale["index"] == {"rows": 1, "in_step": False, "out_of_step": "1 changed"}
+        assert run_cli("reindex", "--check").exit_code == 1
+        assert not json.loads(run_cli("stats", "--json").stdout)["index"]["in_step"]
+        await call(client, "search_memory", query="hens")  # a read takes the hand edit in
+        assert (await call(client, "vault_stats"))["index"]["in_step"] is True
+        assert run_cli("reindex", "--check").exit_code == 0
+
+    with_client(vault_dir, body)

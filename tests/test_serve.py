@@ -645,3 +645,25 @@ def test_responses_are_not_held_back_by_nagle():
             server.close()
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_stats_says_what_reindex_check_says(proxy):
+    """One answer to "is the index in step" (issue 27): `GET /v1/stats` is `memvault stats --json`, and
+    its `in_step` is `reindex --check`'s exit code, also while a warm server has not read a hand edit."""
+    vault = proxy.vault
+    [row] = proxy.http("POST", "/v1/memories", json={"text": "The user keeps bees on the roof",
+                                                      "conversation_id": "stats"}).json()
+    proxy.idle()
+    path = vault / row["path"]
+    path.write_text(path.read_text().replace("bees", "hens"))
+
+    def check_exit() -> int:
+        return subprocess.run([*memvault_command(), "--vault", str(vault), "reindex", "--check"],
+                              capture_output=True, text=True, timeout=120).returncode
+
+    stats = proxy.http("GET", "/v1/stats").json()
+    assert stats["index"]["in_step"] is False and stats["index"]["out_of_step"] == "1 changed"
+    assert check_exit() == 1
+    found = proxy.http("POST", "/v1/memories/search", json={"query": "hens", "conversation_id": "stats"}).json()
+    assert found[0]["text"] == "The user keeps hens on the roof"  # a read syncs the hand edit
+    assert proxy.http("GET", "/v1/stats").json()["index"]["in_step"] is True and check_exit() == 0
