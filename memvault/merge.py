@@ -317,8 +317,8 @@ def checkout(root: Path, sidecar: Path, ref: str, old: str, new: str) -> list[tu
         if current not in (old_blob, new_blob):
             raise SyncConflict(
                 f"{path} has changes that are not committed, and the remote changed it too; nothing was "
-                f"changed here: commit it (`git -C {root} commit {path}`) or put it back, then run memvault "
-                "sync again")
+                f"changed here: commit it (`git -C {root} commit -m 'changed by hand' {path}`) or put it back, "
+                "then run memvault sync again")
     journal = sidecar / JOURNAL
     files.atomic_write(journal, json.dumps({"ref": ref, "from": old, "to": new}))
     _write(root, changes)

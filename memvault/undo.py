@@ -46,7 +46,8 @@ def undo(vault: Vault, commit: str | None = None) -> UndoResult:
     sha, subject, parents = _pick(vault, commit)
     if not subject.startswith(_OURS) or subject.startswith("memvault init:"):
         raise UsageError(f"commit {sha[:12]} ({subject!r}) was not made by a memvault command; "
-                         f"undo only takes back memvault's own changes (use `git -C {vault.root} revert` for others)")
+                         f"undo only takes back memvault's own changes (for others: `git -C {vault.root} revert "
+                         f"{sha[:12]}`)")
     if len(parents) != 1:
         raise UsageError(f"commit {sha[:12]} is a merge; undo takes back one memvault change at a time")
     changes = _changes(vault, sha)
