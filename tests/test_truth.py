@@ -25,12 +25,13 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from datetime import date, datetime
 
 import pytest
 
 import memvault
-from conftest import git, run_cli, run_memvault, seed
+from conftest import REPO, git, run_cli, run_memvault, seed
 
 
 def check(*args: str):
@@ -474,3 +475,206 @@ def test_yaml_dates_of_a_note_stay_dates(vault_dir, tmp_path):
     other = tmp_path / "other"
     assert run_cli("--vault", str(other), "import", "jsonl", str(exported)).exit_code == 0
     assert (other / note["path"]).read_bytes() == (vault_dir / note["path"]).read_bytes()
+
+
+# -- 9: every other hint that names a command, run as written ---------------------------------------
+
+def test_the_hint_of_a_missing_vault_runs(vault_dir):
+    refused = run_cli("search", "bees")
+    assert refused.exit_code == 1 and "no vault at" in refused.stderr
+    [hinted] = commands_in(refused.stderr)
+    assert hinted == ["memvault", "add"]
+    assert run_hint([*hinted, "The user keeps bees"]).returncode == 0
+    assert "The user keeps bees" in run_cli("search", "bees").stdout
+
+
+def test_the_hint_of_an_unreadable_index_runs(vault_dir):
+    seed("The user keeps bees", "Anne is my wife")
+    for data in (vault_dir / ".memvault" / "index").rglob("data/*.lance"):
+        data.unlink()  # the table's rows gone from under it
+    broken = run_cli("search", "bees")
+    assert broken.exit_code == 1 and "the index under .memvault/ is unreadable" in broken.stderr, broken.stderr
+    [hinted] = commands_in(broken.stderr)
+    assert run_hint(hinted).returncode == 0
+    assert "The user keeps bees" in run_cli("search", "bees").stdout and check().exit_code == 0
+
+
+@pytest.mark.parametrize("which", ["switch <branch>", "switch -c <new-branch>"])
+def test_the_hints_of_a_detached_head_run(vault_dir, which):
+    seed("one")
+    seed("two")
+    branch = git(vault_dir, "branch", "--show-current").strip()
+    git(vault_dir, "checkout", "-q", "--detach", "HEAD~1")
+    refused = run_cli("add", "three")
+    assert refused.exit_code == 1 and "detached HEAD" in refused.stderr
+    [hinted] = [argv for argv in commands_in(refused.stderr) if " ".join(argv[3:]) == which]
+    names = {"<branch>": branch, "<new-branch>": "kept"}
+    assert run_hint([names.get(arg, arg) for arg in hinted]).returncode == 0
+    assert run_cli("add", "three").exit_code == 0
+
+
+def test_the_hints_of_a_rejected_edit_run(vault_dir, tmp_path, monkeypatch):
+    """`edit` refuses a copy that lost its text, changed its role or its conversation, naming the
+    command that does what was meant: each is run."""
+    [bees] = seed("The user keeps bees")
+    script = tmp_path / "rewrite.py"
+    for change, wanted in (("text", ["memvault", "rm"]), ("role", ["memvault", "add", "--kind"]),
+                           ("conversation", ["memvault", "add", "-c"])):
+        script.write_text("import re, sys\npath = sys.argv[1]\ntext = open(path).read()\n"
+                          + {"text": "text = text.split('---\\n', 2)\ntext = '---\\n' + text[1] + '---\\n'\n",
+                             "role": "text = text.replace('role: memory', 'role: note')\n",
+                             "conversation": "text = text.replace('conversation_id: global', 'conversation_id: work')\n"}
+                          [change] + "open(path, 'w').write(text)\n")
+        monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+        refused = run_cli("edit", bees.id)
+        assert refused.exit_code == 1, refused.stderr
+        [hinted] = commands_in(refused.stderr)[:1]
+        assert hinted == wanted, refused.stderr
+        argument = {"text": [bees.id], "role": ["note", "The user keeps bees"],
+                    "conversation": ["work", "The user keeps bees"]}[change]
+        if change != "text":
+            done = run_hint([*hinted, *argument])
+            assert done.returncode == 0, done.stderr
+    assert run_hint(["memvault", "rm", bees.id]).returncode == 0  # what the empty text's refusal names
+    kinds = {(m["kind"], m["conversation_id"]) for m in json.loads(run_cli("ls", "--json").stdout)}
+    assert kinds == {("note", "global"), ("fact", "work")}
+
+
+def test_the_hint_of_undo_of_a_hand_commit_runs(vault_dir):
+    [bees] = seed("The user keeps bees")
+    bees.path.write_text(bees.path.read_text().replace("bees", "wasps"))
+    git(vault_dir, "commit", "-qam", "my own edit")
+    refused = run_cli("undo", "HEAD")
+    assert refused.exit_code == 2 and "not made by a memvault command" in refused.stderr
+    [hinted] = commands_in(refused.stderr)
+    assert run_hint(hinted, GIT_EDITOR="true").returncode == 0
+    assert bees.path.read_text().endswith("The user keeps bees\n")
+
+
+def test_the_hints_of_sync_run(two_machines, tmp_path):
+    """No remote: the `git remote add` it names; a settings file changed on both machines: the merge
+    by hand it names; a file changed by hand that the remote changed too: the commit it names. Each
+    run as written, then `memvault sync` finishes."""
+    a, b, _ = two_machines
+    alone = tmp_path / "alone"
+    memvault.open_vault(alone).add("The user keeps hens")
+    refused = run_cli("--vault", str(alone), "sync")
+    assert refused.exit_code == 1
+    [add_remote] = commands_in(refused.stderr)
+    bare = tmp_path / "alone.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    assert run_hint([str(bare) if arg == "URL" else arg for arg in add_remote]).returncode == 0
+    assert run_cli("--vault", str(alone), "sync").exit_code == 0 and git(bare, "log", "--oneline")
+
+    for machine, value in ((a, 7), (b, 9)):
+        (machine / "memvault.toml").write_text(f"default_top_k = {value}\n")
+        git(machine, "add", "memvault.toml")
+        git(machine, "commit", "-qm", "settings")
+    assert run_cli("--vault", str(a), "sync").exit_code == 0
+    refused = run_cli("--vault", str(b), "sync")
+    assert refused.exit_code == 1 and "merge it by hand" in refused.stderr
+    [merge_by_hand] = commands_in(refused.stderr)
+    run_hint(merge_by_hand, GIT_EDITOR="true")  # stops at the conflict, for the user to settle
+    (b / "memvault.toml").write_text("default_top_k = 8\n")
+    git(b, "commit", "-qam", "settled by hand")
+    assert run_cli("--vault", str(b), "sync").exit_code == 0
+    assert run_cli("--vault", str(a), "sync").exit_code == 0
+
+    lines = ["one", "two", "three", "four", "five"]
+    (a / "notes.txt").write_text("\n".join(lines) + "\n")
+    git(a, "add", "notes.txt")
+    git(a, "commit", "-qm", "notes")
+    assert run_cli("--vault", str(a), "sync").exit_code == 0 and run_cli("--vault", str(b), "sync").exit_code == 0
+    (a / "notes.txt").write_text("\n".join(["ONE", *lines[1:]]) + "\n")
+    git(a, "commit", "-qam", "notes on A")
+    assert run_cli("--vault", str(a), "sync").exit_code == 0
+    (b / "notes.txt").write_text("\n".join([*lines[:-1], "FIVE"]) + "\n")  # not committed
+    refused = run_cli("--vault", str(b), "sync")
+    assert refused.exit_code == 1 and "has changes that are not committed" in refused.stderr
+    [commit_it] = commands_in(refused.stderr)
+    assert run_hint(commit_it).returncode == 0
+    assert run_cli("--vault", str(b), "sync").exit_code == 0
+    assert (b / "notes.txt").read_text() == "\n".join(["ONE", *lines[1:-1], "FIVE"]) + "\n"
+
+
+# Every command memvault's messages tell the user to run ((module, command as written), f-string
+# parts as {}), and the test that runs it as written. A new hint without a test fails here.
+HINT_TESTS = {
+    ("api.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
+    ("browse.py", "memvault conversations"): "test_truth.py::test_a_conversation_that_is_not_there_is_said_with_the_close_ones",
+    ("cli.py", "memvault reindex"): "test_truth.py::test_stats_and_check_agree_on_a_hand_edit",
+    ("cli.py", "memvault reindex --check"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
+    ("cli.py", "EDITOR='code -w' memvault edit {}"): "test_truth.py::test_edit_without_a_terminal_is_refused_up_front",
+    ("gitrepo.py", "git -C {} switch -c <new-branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("gitrepo.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("gitrepo.py", "git -C {} {} --abort"): "test_truth.py::test_in_progress_hints_run_as_written",
+    ("gitrepo.py", "git -C {} {} --continue"): "test_truth.py::test_in_progress_hints_run_as_written",
+    ("import_formats.py", "memvault import chatgpt {}"):
+        "test_import_export.py::test_claude_export_given_as_chatgpt_and_back_says_which",
+    ("import_formats.py", "memvault import claude {}"):
+        "test_import_export.py::test_claude_export_given_as_chatgpt_and_back_says_which",
+    ("index.py", "memvault reindex"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
+    ("manage.py", "memvault add --kind"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("manage.py", "memvault add -c"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("manage.py", "memvault rm"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("mcp_server.py", "memvault reindex --check"): "test_mcp.py::test_vault_stats_says_what_reindex_check_says",
+    ("merge.py", "git -C {} commit -m 'changed by hand' {}"): "test_truth.py::test_the_hints_of_sync_run",
+    ("merge.py", "git -C {} merge {}"): "test_truth.py::test_the_hints_of_sync_run",
+    ("merge.py", "memvault sync"): "test_truth.py::test_the_hints_of_sync_run",
+    ("models.py", "memvault models --download"): "test_everyday.py::test_a_failed_download_exits_1",
+    ("remote.py", "git -C {} remote add origin URL"): "test_truth.py::test_the_hints_of_sync_run",
+    ("remote.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("remote.py", "git clone {} FOLDER"): "test_truth.py::test_clone_of_a_repository_that_is_not_a_vault_is_refused",
+    ("remote.py", "memvault import markdown FOLDER"):
+        "test_truth.py::test_clone_of_a_repository_that_is_not_a_vault_is_refused",
+    ("remote.py", "memvault sync"):
+        "test_sync.py::test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_finishes",
+    ("undo.py", "git -C {} revert {}"): "test_truth.py::test_the_hint_of_undo_of_a_hand_commit_runs",
+    ("vault.py", "git -C {} init"): "test_truth.py::test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid",
+    ("vault.py", "memvault --vault {} reindex"):
+        "test_truth.py::test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid",
+    ("vault.py", "memvault add"): "test_truth.py::test_the_hint_of_a_missing_vault_runs",
+    ("vault.py", "memvault clone"): "test_sync.py::test_clone_builds_the_index_and_refuses_a_folder_in_use",
+    ("vault.py", "memvault undo"): "test_truth.py::test_undo_of_rm_keeps_a_hand_edit_made_before_it",
+}
+_HINT = re.compile(r"`((?:memvault|git|EDITOR=(?:'[^']*'|\S+) memvault) [^`]*)`|\brun (memvault [a-z]+(?: --?[a-z-]+)*)")
+
+
+def hints_in_source() -> set[tuple[str, str]]:
+    """(module, command) for each command named in a string of memvault's code (docstrings left out)."""
+    import ast
+
+    import typer.main
+
+    from memvault.cli import app
+
+    commands = set(typer.main.get_command(app).commands)
+    found = set()
+    for path in sorted((REPO / "memvault").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            else:
+                continue
+            for match in _HINT.finditer(text):
+                if match.group(2) and match.group(2).split()[1] not in commands:
+                    continue  # "run memvault again"
+                found.add((path.name, match.group(1) or match.group(2)))
+    return found
+
+
+def test_every_hint_that_names_a_command_is_run_by_a_test():
+    """A message that tells the user to run something is only right if that runs: each such command
+    in memvault's code has a test that runs it as written (the table above)."""
+    found = hints_in_source()
+    assert sorted(found - set(HINT_TESTS)) == [], "hints without a test that runs them"
+    assert sorted(set(HINT_TESTS) - found) == [], "hints no longer in the code"
+    for where in set(HINT_TESTS.values()):
+        module, name = where.split("::")
+        assert f"\ndef {name}(" in (REPO / "tests" / module).read_text(encoding="utf-8"), where
