@@ -11,10 +11,17 @@ Each test reproduces a case of the issue as it was seen before the fix:
   6 rm then undo reverted an uncommitted hand edit .. test_undo_of_rm_keeps_a_hand_edit_made_before_it
   7 --threshold blamed the relevance floor .......... test_an_empty_search_names_what_left_the_candidates_out
   8 export --all -c was accepted .................... test_export_all_and_a_conversation_is_a_usage_error
-  9 hints and checks ................................ test_in_progress_hints_run_as_written (and the tests below it)
-  10 sync and import details ........................ test_the_same_edit_on_both_machines_is_no_conflict,
-                                                      test_reimporting_a_changed_note_updates_it,
-                                                      test_yaml_dates_of_a_note_stay_dates
+  9 hints and checks: the merge hint ................ test_in_progress_hints_run_as_written
+    a vault whose .git was deleted .................. test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid
+    clone of a repository that is not a vault ....... test_clone_of_a_repository_that_is_not_a_vault_is_refused
+    search -c / ls -c of a typo ..................... test_a_conversation_that_is_not_there_is_said_with_the_close_ones
+    edit without a terminal ......................... test_edit_without_a_terminal_is_refused_up_front
+    every other command a message names, run ........ test_the_hint*_run* and the table HINT_TESTS
+                                                      (test_every_hint_that_names_a_command_is_run_by_a_test)
+  10 the same edit on both machines ................. test_the_same_edit_on_both_machines_is_no_conflict
+     a note changed at its source, imported again ... test_reimporting_a_changed_note_updates_it
+     YAML dates of an imported note ................. test_yaml_dates_of_a_note_stay_dates
+The session on two machines that ends with log, stats and reindex --check agreeing is test_session.py.
 """
 
 from __future__ import annotations
