@@ -519,10 +519,13 @@ class Memvault:
             files.check_conversation_id(conversation)
             self._say_if_unknown(conversation)
         roles = files.roles_for_kinds(kinds)
-        return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
-                              on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
-                              since=_time(since, "since"), until=_time(until, "until"), deleted=deleted,
-                              owner_of=self._vault.index.owner_of)
+        from memvault.state import owner_lookup
+
+        with owner_lookup(self._vault.sidecar / "state.db") as owner_of:  # the index's record, not the index
+            return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
+                                  on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
+                                  since=_time(since, "since"), until=_time(until, "until"), deleted=deleted,
+                                  owner_of=owner_of)
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),

@@ -237,14 +237,10 @@ class Index:
 
     def owner_of(self, memory_id: str) -> str | None:
         """The vault-relative path of the live file the record gives this id (None: none, or no record)."""
-        from memvault import state as state_module
+        from memvault.state import owner_lookup
 
-        if not self.state_path.exists():
-            return None
-        try:
-            return self.state.owners([memory_id]).get(memory_id)
-        except state_module.Unreadable:
-            return None
+        with owner_lookup(self.state_path) as owner_of:
+            return owner_of(memory_id)
 
     def remember_notice(self, key: str, message: str) -> bool:
         """Whether `message` is news for this vault (not what was said last time under `key`); news
