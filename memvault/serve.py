@@ -880,9 +880,9 @@ def log_config(access_log: bool) -> dict:
 
 def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     """Serve until a stop signal (signals.py), then stop cleanly and leave the process with exit code 0.
-    The caller installs signals.stop_on_signals() first: a signal during the warm-up is then not lost
-    (a wait for the vault lock raises signals.Stopped; the rest of the warm-up finishes, then no
-    request is served)."""
+    The caller installs signals.stop_on_signals() first: a signal during the warm-up then raises
+    signals.Stopped once the step under way is done (at once in a wait for the vault lock), and no
+    request is served."""
     from memvault import llm
 
     check_bind(options.host, options.api_key)
@@ -890,11 +890,15 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
     sock = listen(options.host, options.port)
-    try:
-        vault.warm()  # the models, the index and its caches: before the first request, not during it
-    except Exception as exc:  # the requests that need them will say what is wrong, one line each
-        notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
-    llm._lib()  # litellm takes seconds to import: now, and not in two request threads at once
+    for warm_up in (vault.warm, llm._lib):  # a stop signal meanwhile: the step under way ends, then Stopped
+        if signals.requested.is_set():
+            raise signals.Stopped()
+        try:
+            # The models, the index and its caches; litellm, which takes seconds to import: now, not
+            # during the first request, nor in two request threads at once.
+            warm_up()
+        except Exception as exc:  # the requests that need them will say what is wrong, one line each
+            notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
     app, proxy = build_app(vault, options, notice)
     config = uvicorn.Config(app, log_config=log_config(options.access_log), access_log=options.access_log,
                             lifespan="off", timeout_graceful_shutdown=GRACE_REQUESTS, timeout_keep_alive=5,
@@ -904,9 +908,9 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     settings = vault.settings
-    notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; model {settings.llm_model} "
-           f"at {llm.display_url(settings.llm_base_url)})")
     if not signals.requested.is_set():
+        notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
+               f"model {settings.llm_model} at {llm.display_url(settings.llm_base_url)})")
         server.run(sockets=[sock])
     said = proxy.stop()
     vault.close()
