@@ -31,7 +31,6 @@ import ipaddress
 import json
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
