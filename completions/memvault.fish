@@ -181,7 +181,7 @@ complete -c memvault -n '__memvault_using_command reconcile' -l json -d 'Print t
 
 complete -c memvault -n '__memvault_using_command reindex' -l full -d 'Rebuild the index from scratch'
 complete -c memvault -n '__memvault_using_command reindex' -l check -d 'Write nothing; list drift; exit 1 if out of date'
-complete -c memvault -n '__memvault_using_command reindex' -l watch -d 'Keep the index in sync until Ctrl-C'
+complete -c memvault -n '__memvault_using_command reindex' -l watch -d 'Keep the index in sync until Ctrl-C (or SIGTERM, SIGHUP)'
 complete -c memvault -n '__memvault_using_command reindex' -l json -d 'Print the report as JSON'
 
 complete -c memvault -n '__memvault_using_command restore' -l json -d 'Print the restored memory as JSON'

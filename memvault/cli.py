@@ -764,12 +764,15 @@ def reindex(
     ctx: typer.Context,
     full: bool = typer.Option(False, "--full", help="Rebuild the index from scratch."),
     check: bool = typer.Option(False, "--check", help="Write nothing; list drift; exit 1 if out of date."),
-    watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C (or SIGTERM, SIGHUP)."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
     _exclusive(ctx, "check", "full", "watch")
     state = _state(ctx)
+    if watch:
+        _watch(ctx, state)
+        return
     as_json = json_output or state.json
     vault = state.open()
     if check:
@@ -785,22 +788,6 @@ def reindex(
             if report.rebuilt:
                 typer.echo(f"rebuild  {report.rebuilt}")
         raise typer.Exit(0 if report.in_step else 1)  # the answer stats gives
-    if watch:
-        told: dict[str, tuple] = {}  # a skipped file is reported once, until it changes
-
-        def on_report(report) -> None:
-            now_skipped = {str(problem.path): (problem.reason, _mtime(problem.path)) for problem in report.skipped}
-            for path, seen in now_skipped.items():
-                if told.get(path) != seen:
-                    info(ctx, f"memvault: skipped {path}: {seen[0]}")
-            told.clear()
-            told.update(now_skipped)
-            if report.drift and not state.quiet:
-                print(report.summary(), flush=True)
-
-        vault.watch(on_report, on_start=lambda: info(ctx, f"memvault: watching {vault.root / 'entries'} "
-                                                          "(Ctrl-C to stop)"))
-        return
     with term.progress_bar(not state.quiet) as bar:
         report = vault.reindex(full=full, progress=bar)
     for problem in report.skipped:
@@ -813,6 +800,32 @@ def reindex(
         typer.echo(report.summary())
     if report.skipped:
         raise typer.Exit(1)
+
+
+def _watch(ctx: typer.Context, state: State) -> None:
+    """`reindex --watch`: until a stop signal (docs/design.md, "Stopping a long-running command")."""
+    from memvault import signals
+
+    signals.stop_on_signals()  # first: a signal while it starts is not lost either
+    try:
+        vault = state.open()
+        told: dict[str, tuple] = {}  # a skipped file is reported once, until it changes
+
+        def on_report(report) -> None:
+            now_skipped = {str(problem.path): (problem.reason, _mtime(problem.path)) for problem in report.skipped}
+            for path, seen in now_skipped.items():
+                if told.get(path) != seen:
+                    info(ctx, f"memvault: skipped {path}: {seen[0]}")
+            told.clear()
+            told.update(now_skipped)
+            if report.drift and not state.quiet:
+                print(report.summary(), flush=True)
+
+        # A stop ends the watch between two syncs (a sync under way finishes), or a wait for the lock.
+        vault.watch(on_report, stop=signals.requested,
+                    on_start=lambda: info(ctx, f"memvault: watching {vault.root / 'entries'} (Ctrl-C to stop)"))
+    except signals.Stopped:
+        pass  # it was waiting for the vault lock: nothing to finish
 
 
 @app.command()
@@ -1320,19 +1333,24 @@ def export(
 def mcp(ctx: typer.Context) -> None:
     """Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary.
 
-    Speaks the Model Context Protocol on stdin and stdout until the client closes stdin; notices go
-    to stderr. Register it with an agent, e.g. `claude mcp add memvault -- memvault mcp`.
+    Speaks the Model Context Protocol on stdin and stdout until the client closes stdin (or SIGTERM,
+    SIGHUP, Ctrl-C); notices go to stderr. Register it with an agent, e.g.
+    `claude mcp add memvault -- memvault mcp`.
     """
-    state = _state(ctx)
-    vault = state.open(watch=True)
-    try:
-        from memvault.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
+    from memvault import signals
 
-        run_stdio(vault)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C in a terminal: stop quietly
-    finally:
-        vault.close()
+    signals.stop_on_signals()  # first: a signal while it starts is not lost (run_stdio takes over later)
+    state = _state(ctx)
+    try:
+        vault = state.open(watch=True)
+        try:
+            from memvault.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
+
+            run_stdio(vault)
+        finally:
+            vault.close()
+    except signals.Stopped:
+        pass  # before it served: nothing under way
     # The client has left and every call has finished (the server waits for them). A client kills a
     # server that is not gone 2 s after it closed stdin, and the native libraries' teardown (ONNX
     # Runtime, LanceDB) alone can take that long on a busy machine: leave at once.
@@ -1355,19 +1373,27 @@ def serve(
     Point any OpenAI client's base URL at http://HOST:PORT/v1: each chat request gets the memories
     that fit its last message, is answered by the configured LLM (llm_model, llm_base_url), and is
     stored; facts are learned after the response. Also /v1/models, /health and /v1/memories (add,
-    search, get, delete). Stops cleanly on SIGTERM or Ctrl-C.
+    search, get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
+    from memvault import signals
     from memvault.files import check_conversation_id
 
-    from memvault.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
+    signals.stop_on_signals()  # first: a signal while it starts is not lost (run() takes over later)
+    try:
+        from memvault.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
 
-    state = _state(ctx)
-    check_conversation_id(conversation)
-    api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
-    check_bind(host, api_key)
-    vault = state.open(watch=True)
-    run(vault, ServeOptions(host=host, port=port, conversation=conversation, max_body=int(max_body_mb * 1024 * 1024),
-                            api_key=api_key, access_log=state.verbose), state.notice)
+        state = _state(ctx)
+        check_conversation_id(conversation)
+        api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
+        check_bind(host, api_key)
+        vault = state.open(watch=True)
+        run(vault, ServeOptions(host=host, port=port, conversation=conversation,
+                                max_body=int(max_body_mb * 1024 * 1024), api_key=api_key,
+                                access_log=state.verbose), state.notice)
+    except signals.Stopped:
+        state.notice("memvault serve: stopped before it served anything")
+        sys.stderr.flush()
+        os._exit(0)  # as run() leaves: the native libraries' teardown is not waited for
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import signal
 import sys
 import threading
 from typing import Annotated, Any, Callable, Literal
@@ -30,7 +32,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from memvault import __version__, files
+from memvault import __version__, files, signals
 from memvault.errors import MemvaultError, validation_problem
 
 Kind = Literal["fact", "note", "decision"]
@@ -402,9 +404,38 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
 
 
 def run_stdio(vault) -> None:
-    """Serve the vault over stdin/stdout until the client closes stdin; the models load in a thread
-    once the client has listed the tools."""
+    """Serve the vault over stdin/stdout until the client closes stdin or a stop signal comes; the
+    models load in a thread once the client has listed the tools."""
+    signals.stop_on_signals(lambda signum, _frame: _leave(vault, signum))
+    if signals.requested.is_set():  # a signal while it started
+        _leave(vault, signal.SIGTERM)
     build_server(vault, warm_up=True).run("stdio")
+
+
+# At most this long for a change of this process under way when a stop signal comes (they take a moment).
+STOP_GRACE = 30.0
+_leaving = False
+
+
+def _leave(vault, signum: int) -> None:
+    """A stop signal while serving (docs/design.md, "Stopping a long-running command"): the process
+    leaves with exit code 0 once no call of its is half way through a change: it takes the vault lock
+    (a call's change holds it) and keeps it until the process is gone. The event loop cannot be
+    stopped instead: the SDK reads stdin on a thread that waits until the client writes or leaves.
+    A second signal: at once."""
+    global _leaving
+    from memvault.lock import vault_lock
+
+    if _leaving:
+        signals.end_now(signum)
+    _leaving = True
+    try:
+        held = vault_lock(vault.vault.lock_path, timeout=STOP_GRACE, holder="mcp (stopping)")
+        held.__enter__()  # `held` keeps it until os._exit: collected, it would release it
+    except (MemvaultError, OSError):
+        pass  # another process has held it all this time: no call of ours is in a change
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _warm(vault) -> None:

@@ -15,7 +15,8 @@ the result, in OpenAI's shapes or in those of the CLI's `--json`.
   (`ChatTurn.on_reply`). The memory upkeep of a turn (extraction, reconciliation, summary) runs
   after that, one turn at a time on one worker thread, so a client never waits for it.
 - A client that hangs up mid-reply: what arrived is stored, marked partial (`ChatTurn.close`).
-- SIGTERM and SIGINT (also when the process started with SIGINT ignored) stop it cleanly: in-flight
+- SIGTERM, SIGHUP and SIGINT (also when the process started with SIGINT ignored: the rule of every
+  long-running command, memvault/signals.py) stop it cleanly: in-flight
   requests get a few seconds, then the upkeep a few more; replies still waiting for the model are
   stored as they are (`ChatTurn.abandon`); the process takes the vault lock, so that none of its
   threads is half way through a write, and leaves with exit code 0.
@@ -30,7 +31,6 @@ import ipaddress
 import json
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memvault import __version__, files
+from memvault import __version__, files, signals
 from memvault.errors import (LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound, UsageError,
                              VaultStateError, validation_problem)
 
@@ -847,10 +847,10 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, with memvault's signal handling: SIGTERM and SIGINT both stop it, SIGINT even
-    when the process started with it ignored (`nohup`, `cmd &` in a script, a service manager); and
-    after the stop the process leaves with exit code 0 (uvicorn raises the signal again, which with
-    SIGTERM's default action would end it with -15)."""
+    """uvicorn's server, with memvault's signal handling: the stop signals (signals.py: SIGTERM, SIGHUP,
+    SIGINT even when the process started with it ignored, as `cmd &` in a script does) all stop it;
+    and after the stop the process leaves with exit code 0 (uvicorn raises the signal again, which
+    with SIGTERM's default action would end it with -15)."""
 
     def __init__(self, config: uvicorn.Config, proxy: Proxy):
         super().__init__(config)
@@ -858,9 +858,7 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self.handle_exit)
-        yield
+        yield  # run() installed handle_exit already (uvicorn's own would restore and re-raise)
 
     def handle_exit(self, sig, frame) -> None:
         if self.should_exit:
@@ -884,33 +882,38 @@ def log_config(access_log: bool) -> dict:
 
 
 def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
-    """Serve until SIGTERM or SIGINT, then stop cleanly and leave the process with exit code 0."""
+    """Serve until a stop signal (signals.py), then stop cleanly and leave the process with exit code 0.
+    The caller installs signals.stop_on_signals() first: a signal during the warm-up then raises
+    signals.Stopped once the step under way is done (at once in a wait for the vault lock), and no
+    request is served."""
     from memvault import llm
 
     check_bind(options.host, options.api_key)
     # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during the warm-up: stop once it is done
-        signal.signal(sig, lambda *_: stop.set())
     sock = listen(options.host, options.port)
-    try:
-        vault.warm()  # the models, the index and its caches: before the first request, not during it
-    except Exception as exc:  # the requests that need them will say what is wrong, one line each
-        notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
-    llm._lib()  # litellm takes seconds to import: now, and not in two request threads at once
+    for warm_up in (vault.warm, llm._lib):  # a stop signal meanwhile: the step under way ends, then Stopped
+        if signals.requested.is_set():
+            raise signals.Stopped()
+        try:
+            # The models, the index and its caches; litellm, which takes seconds to import: now, not
+            # during the first request, nor in two request threads at once.
+            warm_up()
+        except Exception as exc:  # the requests that need them will say what is wrong, one line each
+            notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
     app, proxy = build_app(vault, options, notice)
     config = uvicorn.Config(app, log_config=log_config(options.access_log), access_log=options.access_log,
                             lifespan="off", timeout_graceful_shutdown=GRACE_REQUESTS, timeout_keep_alive=5,
                             server_header=False)
     server = _Server(config, proxy)
+    signals.stop_on_signals(server.handle_exit)  # uvicorn's way from here; a signal that came before: no serving
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     settings = vault.settings
-    notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; model {settings.llm_model} "
-           f"at {llm.display_url(settings.llm_base_url)})")
-    if not stop.is_set():
+    if not signals.requested.is_set():
+        notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
+               f"model {settings.llm_model} at {llm.display_url(settings.llm_base_url)})")
         server.run(sockets=[sock])
     said = proxy.stop()
     vault.close()

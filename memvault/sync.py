@@ -131,8 +131,9 @@ def _hand_edit_action(vault: Vault, rel: str, in_head: bool) -> str:
 
 def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float = 0.5,
           stop: threading.Event | None = None, on_start: Callable[[], None] | None = None) -> None:
-    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set); each
-    sync's report goes to `on_report`, and `on_start` is called once the watch is on.
+    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set: between two
+    syncs, a sync under way finishes); each sync's report goes to `on_report`, and `on_start` is
+    called once the watch is on.
 
     Editors that save through a temp file and a rename produce a burst of events;
     waiting for `debounce` seconds of quiet turns each burst into one sync.
@@ -157,7 +158,7 @@ def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float
     observer = Observer()
     observer.schedule(Handler(), str(vault.entries), recursive=True)
     observer.start()
-    if on_start is not None:
+    if on_start is not None and not stop.is_set():
         on_start()
     try:
         while not stop.is_set():
