@@ -258,30 +258,17 @@ class Memvault:
         extraction_mode message (as `add --extract`), then every conversation's turns not in an episode
         yet cut into episodes, the last one closed with boundary `import` (and, in predict-calibrate,
         learned from per episode)."""
-        from memvault import learn
-        from memvault.llm import LLMConfig
-
-        settings = self.settings
-        cfg = LLMConfig.from_settings(settings)
-        added.learned = learn.Learned()
-        if settings.extraction_mode == "message":
+        learner = self._learner("add", summarize=False)
+        if self.settings.extraction_mode == "message":
             for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
-                self._fresh_index()
-                plan = learn.plan(self._vault, cfg, turn.text, turn.conversation_id, summarize=False, warn=self._say,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
-                if plan.decisions:
-                    with self._vault.change("add") as change:
-                        change.title = f"facts from a turn of {turn.conversation_id}"
-                        learned = learn.apply(change, plan, now=turn.created_at, max_entries=settings.max_entries)
-                    added.learned.facts += learned.facts
-                    added.learned.events += learned.events
+                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, commit_empty=False,
+                                title=f"facts from a turn of {turn.conversation_id}")
+        added.learned = learner.learned
         for conversation in dict.fromkeys(t.conversation_id for t in turns):
             latest = max(t.created_at for t in turns if t.conversation_id == conversation)
             for closed in self.close_episodes(conversation, end="import", now=latest, command="add", strict=True):
                 added.episodes.append(closed)
-                if closed.learned:
-                    added.learned.facts += closed.learned.facts
-                    added.learned.events += closed.learned.events
+                added.learned.merge(closed.learned)
 
     def add_memories(self, memories: Iterable[Memory], *, allow_duplicate: bool = True,
                      progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> "Added":
@@ -343,9 +330,6 @@ class Memvault:
         """Let the LLM extract facts from the user's words and reconcile them with what is known:
         one commit per text. Returns a `learn.Learned` with every change (ADD, UPDATE, REPLACE,
         DELETE, EVICT). An LLM that is down raises LLMError; nothing is written for that text."""
-        from memvault import learn
-        from memvault.llm import LLMConfig
-
         files.check_conversation_id(conversation)
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
@@ -353,30 +337,28 @@ class Memvault:
             raise MemvaultError("nothing to add: the text is empty")
         for piece in texts:
             files.check_text(piece, "the text")
-        settings, clock = self.settings, _time(now, "now")
-        cfg = LLMConfig.from_settings(settings)
-        total = learn.Learned()
-        if settings.extraction_mode == "predict-calibrate":
+        clock = _time(now, "now")
+        learner = self._learner("add")
+        if self.settings.extraction_mode == "predict-calibrate":
             # The texts given together are one episode (no episode file: no turns to point at); a
             # model that gives no valid answer leaves the per-text path below.
-            self._fresh_index()
             said = [files.new_memory(piece, "user", conversation, created_at=clock) for piece in texts]
-            plan = learn.plan_episode(self._vault, cfg, said, conversation, None,
-                                      summarize=settings.enable_summarization, warn=self._say,
-                                      reconcile_mode=settings.reconcile_mode)
+            plan = learner.plan_episode(said, conversation, None)
             if plan is not None:
                 with self._vault.change("add") as change:
-                    return learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
+                    return learner.store(change, plan, clock)
         for piece in texts:
-            self._fresh_index()  # facts learned from the previous text are candidates for this one
-            plan = learn.plan(self._vault, cfg, piece, conversation, summarize=settings.enable_summarization,
-                              warn=self._say, reconcile_mode=settings.reconcile_mode)
-            with self._vault.change("add") as change:
-                learned = learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
-            total.facts += learned.facts
-            total.events += learned.events
-            total.summary_updated |= learned.summary_updated
-        return total
+            learner.message(piece, conversation, now=clock)
+        return learner.learned
+
+    def _learner(self, command: str, summarize: bool | None = None):
+        """The one learning path (learn.Learner) for a command of this vault: the index brought in
+        step before each plan, warnings through the vault's notices."""
+        from memvault.learn import Learner
+        from memvault.llm import LLMConfig
+
+        return Learner(self._vault, LLMConfig.from_settings(self.settings), command, warn=self._say,
+                       refresh=self._fresh_index, summarize=summarize)
 
     def edit(self, id_or_prefix: str, text: str | None = None, *, editor: list[str] | None = None,
              retry: Callable[[str], bool] | None = None):

@@ -200,11 +200,9 @@ class ChatTurn:
         per_message = settings.extraction_mode == "message"  # else learning waits for the episode to close
         try:
             if self.options.learn and per_message:
-                plan = learn.plan(self.vault, self.cfg, self.message, self.options.conversation,
-                                  summarize=settings.enable_summarization, warn=self._warn,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=result.user_turn.id)
-                with self.vault.change("chat") as change:
-                    result.learned = learn.apply(change, plan, now=answered_at, max_entries=settings.max_entries)
+                learner = learn.Learner(self.vault, self.cfg, "chat", warn=self._warn)
+                result.learned = learner.message(self.message, self.options.conversation, now=answered_at,
+                                                 turn=result.user_turn)
             else:
                 with self.vault.change("chat") as change:
                     change.evict(self.options.conversation, settings.max_entries, now=answered_at)

@@ -244,6 +244,9 @@ def check_text(text: str, what: str = "memory text") -> None:
 # words: "chat" (a turn of `memvault chat` or `serve`), "learned" (a fact extraction found),
 # "import" (an imported history). No origin: the user added it (`add`, `edit`, a file).
 ORIGIN_KEY = "origin"
+# On a user turn: true once it has been learned from, false while learning is still owed to it (a
+# chat whose upkeep did not run); no key: nothing was asked of it (docs/design.md, "The write path").
+EXTRACTED = "extracted"
 
 
 def is_evictable(memory: Memory) -> bool:

@@ -70,6 +70,14 @@ class Learned:
         """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT), as `--json` prints them."""
         return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT)]
 
+    def merge(self, other: "Learned | None") -> "Learned":
+        """Add what another message or episode taught to this sum; returns self."""
+        if other is not None:
+            self.facts += other.facts
+            self.events += other.events
+            self.summary_updated |= other.summary_updated
+        return self
+
 
 def nearest_facts(index: Index, conversation: str, facts: list[str]
                   ) -> tuple[list[Memory], dict[str, list[str]]]:
@@ -246,3 +254,98 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
     if summarize:
         _plan_summary(vault, cfg, result, warn)
     return result
+
+
+# -- the one learning path ---------------------------------------------------------------------
+# Every command that learns (chat, add --extract, add --jsonl --extract, episodes, import --extract)
+# goes through a Learner: the index brought in step (facts learned from the previous message are
+# candidates for this one), the model asked without the lock, the plan stored in one commit, and
+# what was learned summed up in `learned`.
+
+EXTRACTED = files.EXTRACTED
+# Turns that taught nothing are marked this many to a commit (a kill re-asks at most these).
+MARK_BATCH = 20
+
+
+class Learner:
+    """One command's learning: `message` per user message, `episode` per closed episode
+    (predict-calibrate), `learned` the sum of every change made.
+
+    vault: the store (vault.Vault); cfg: the LLM; command: the command named in the commits;
+    refresh: brings the index in step before each plan (None: the caller's index is current);
+    summarize: fold what is learned into the rolling summary (default: enable_summarization)."""
+
+    def __init__(self, vault, cfg, command: str, *, warn: Callable[[str], None] | None = None,
+                 refresh: Callable[[], object] | None = None, summarize: bool | None = None):
+        self.vault, self.cfg, self.command = vault, cfg, command
+        self.warn, self.refresh = warn, refresh
+        settings = vault.settings
+        self.summarize = settings.enable_summarization if summarize is None else summarize
+        self.learned = Learned()
+        self._quiet: list[Memory] = []  # turns learned from that taught nothing, to be marked
+
+    def plan(self, text: str, conversation: str, *, turn: Memory | None = None,
+             episode_id: str | None = None) -> LearningPlan:
+        """The plan for one message (LLM calls, nothing written)."""
+        if self.refresh is not None:
+            self.refresh()
+        result = plan(self.vault, self.cfg, text, conversation, summarize=self.summarize, warn=self.warn,
+                      reconcile_mode=self.vault.settings.reconcile_mode, learned_from=turn.id if turn else None)
+        result.episode_id = episode_id
+        return result
+
+    def plan_episode(self, user_turns: list[Memory], conversation: str, episode_id: str | None
+                     ) -> LearningPlan | None:
+        """The predict-calibrate plan for one episode (None: no valid answer; learn per message)."""
+        if self.refresh is not None:
+            self.refresh()
+        return plan_episode(self.vault, self.cfg, user_turns, conversation, episode_id, summarize=self.summarize,
+                            warn=self.warn, reconcile_mode=self.vault.settings.reconcile_mode)
+
+    def store(self, change, plan: LearningPlan, now: datetime | None) -> Learned:
+        """Write a plan inside the caller's change (the lock held), and add it to `learned`."""
+        learned = apply(change, plan, now=now, max_entries=self.vault.settings.max_entries)
+        self.learned.merge(learned)
+        return learned
+
+    def message(self, text: str, conversation: str, *, now: datetime | None, turn: Memory | None = None,
+                episode_id: str | None = None, commit_empty: bool = True, mark: bool = False,
+                title: str | None = None) -> Learned:
+        """Learn from one message in one commit. An LLMError propagates: nothing was written.
+
+        turn: the user turn the message is (its id becomes `learned_from`); mark: record on it
+        `extracted: true` in the same commit (a turn that taught nothing is marked with the next
+        MARK_BATCH such turns, or by `flush`). commit_empty: make the change even when there is
+        nothing to learn (eviction runs in it), else only when the plan changes something."""
+        plan = self.plan(text, conversation, turn=turn, episode_id=episode_id)
+        if not plan.decisions and not commit_empty:
+            if mark and turn is not None:
+                self._quiet.append(turn)
+                if len(self._quiet) >= MARK_BATCH:
+                    self.flush()
+            return Learned(facts=list(plan.facts))
+        with self.vault.change(self.command) as change:
+            if title:
+                change.title = title
+            learned = self.store(change, plan, now)
+            if mark and turn is not None:
+                mark_extracted(change, [turn])
+        return learned
+
+    def flush(self) -> None:
+        """Mark the turns that taught nothing, in one commit."""
+        turns, self._quiet = self._quiet, []
+        if not turns:
+            return
+        with self.vault.change(self.command) as change:
+            change.title = f"{len(turns)} turn{'s' if len(turns) != 1 else ''} learned from, no new facts"
+            mark_extracted(change, turns)
+
+
+def mark_extracted(change, turns: list[Memory]) -> None:
+    """Record on each user turn, still as it was, that it has been learned from."""
+    for turn in turns:
+        current = files.still_live(change.root, turn.path, turn.id, turn.text)
+        if current is not None and current.extra.get(EXTRACTED) is not True:
+            current.extra[EXTRACTED] = True
+            change.rewrite(current)
