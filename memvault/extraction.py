@@ -66,8 +66,8 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     every statement and reaction alike; bench/learning_gate.py --gate model.) A fact must
     share a word with the statement part (see `_grounded`):
     small models echo the prompt's example or invent facts. Invalid model output (after
-    one retry) gives []. LLMError propagates: the caller decides whether a down endpoint
-    is fatal (add --extract) or not (chat upkeep).
+    one retry) raises LLMNoValidAnswer, as a down endpoint raises LLMError: the caller decides
+    whether that is fatal (add --extract) or a warning (chat upkeep); never "no facts found".
     """
     from memvault.statements import statement_part
 
@@ -75,8 +75,8 @@ def extract_facts(cfg: LLMConfig, user_text: str) -> list[str]:
     if not statement or is_small_talk(statement):
         return []
     answer = structured(cfg, prompts.extraction_messages(statement), ExtractedFacts)
-    if answer is None:
-        return []
+    if answer is None:  # garbage is a failure the user must see, never "no facts found"
+        raise _no_valid_answer(cfg)
     facts: list[str] = []
     seen: set[str] = set()
     for fact in answer.facts:
@@ -238,6 +238,7 @@ class Decision:
     text: str | None  # the fact text for ADD/UPDATE (the new text)
     target: str | None  # the existing memory's real id for UPDATE/DELETE/NONE; None for ADD
     by: str | None = None  # DELETE: the new fact that made the memory untrue
+    p_no: float | None = None  # pairs mode: the model's p("no") about this memory (bench/user_fact_pairs.py)
 
 
 def reconcile(
@@ -282,9 +283,10 @@ def reconcile(
 
 
 def _no_valid_answer(cfg: LLMConfig) -> LLMError:
+    from memvault.errors import LLMNoValidAnswer
     from memvault.llm import display_url
 
-    return LLMError(f"LLM {cfg.model} at {display_url(cfg.base_url)} gave no valid answer after a retry; "
+    return LLMNoValidAnswer(f"LLM {cfg.model} at {display_url(cfg.base_url)} gave no valid answer after a retry; "
                     "check llm_model (MEMVAULT_LLM_MODEL)")
 
 
@@ -327,14 +329,16 @@ def _reconcile_pairs(
             if answer is None and strict:
                 raise _no_valid_answer(cfg)
             old = texts[real_id]
-            if answer is not None and answer[1]["no"] >= MIN_UNTRUE:
+            p_no = answer[1]["no"] if answer is not None else None
+            if p_no is not None and p_no >= MIN_UNTRUE:
                 if fact not in updated and _carries(fact, old):
-                    decided[real_id] = Decision("UPDATE", fact, real_id)
+                    decided[real_id] = Decision("UPDATE", fact, real_id, p_no=p_no)
                     updated.add(fact)
                 else:
-                    decided[real_id] = Decision("DELETE", None, real_id, by=fact)
+                    decided[real_id] = Decision("DELETE", None, real_id, by=fact, p_no=p_no)
             else:
-                decided.setdefault(real_id, Decision("NONE", None, real_id))
+                kept = decided.setdefault(real_id, Decision("NONE", None, real_id))
+                kept.p_no = max(kept.p_no or 0.0, p_no or 0.0) if p_no is not None else kept.p_no
                 if answer is not None and _carries(old, fact):
                     stored.setdefault(fact, []).append(real_id)
     return _with_adds(list(decided.values()), pending, stored, updated, decided)

@@ -97,10 +97,11 @@ class Extraction:
     before: int = 0  # learned from by an earlier run
     error: str | None = None
     learned: Any = None  # learn.Learned: every change
+    no_answer: int = 0  # turns the model gave no valid answer for (left unmarked, for the next run)
 
     def to_json(self) -> dict[str, Any]:
         return {"turns": self.turns, "done": self.done, "before": self.before, "error": self.error,
-                "changes": self.learned.to_json() if self.learned else []}
+                "no_valid_answer": self.no_answer, "changes": self.learned.to_json() if self.learned else []}
 
 
 @dataclass
@@ -456,7 +457,7 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
     learn.MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
     after marking what was done."""
     from memvault import learn
-    from memvault.errors import LLMError
+    from memvault.errors import LLMError, LLMNoValidAnswer
     from memvault.llm import LLMConfig
 
     root = vault.root
@@ -487,6 +488,10 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
             try:
                 learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
                                 commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
+            except LLMNoValidAnswer as exc:  # this turn's answer was garbage: the next turns may still be read
+                extraction.no_answer += 1
+                say(f"memvault: warning: turn {turn.id[:8]} of {turn.conversation_id} not learned from: {exc}")
+                continue
             except LLMError as exc:
                 extraction.error = f"{exc}; facts were extracted from {extraction.done} of {len(pending)} turns, " \
                                    "run the same import again to go on"
@@ -496,6 +501,9 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
                 progress("learning", number, len(pending))
     finally:
         learner.flush()  # the turns that taught nothing are marked too
+    if extraction.no_answer and extraction.error is None:
+        extraction.error = (f"the model gave no valid answer for {extraction.no_answer} of {len(pending)} turns "
+                            "(left unmarked); run the same import again to retry them")
     return extraction
 
 
