@@ -247,8 +247,10 @@ class Memvault:
         if extract and not turns:
             raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
                              '"role": "user" or "assistant"')
-        added = self.add_memories(ingest.iter_jsonl(text, origin, defaults), allow_duplicate=allow_duplicate,
-                                  progress=progress, expected=count)
+        memories = ingest.iter_jsonl(text, origin, defaults)
+        if extract:  # learning is owed to each user turn until it is done (docs/design.md, "The write path")
+            memories = (_owed_learning(m) for m in memories)
+        added = self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress, expected=count)
         if extract:
             self._learn_from_batch([m for m in added if m.role in ingest.TURN_ROLES], added)
         return added
@@ -260,9 +262,12 @@ class Memvault:
         learned from per episode)."""
         learner = self._learner("add", summarize=False)
         if self.settings.extraction_mode == "message":
-            for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
-                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, commit_empty=False,
-                                title=f"facts from a turn of {turn.conversation_id}")
+            try:
+                for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
+                    learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
+                                    commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
+            finally:
+                learner.flush()
         added.learned = learner.learned
         for conversation in dict.fromkeys(t.conversation_id for t in turns):
             latest = max(t.created_at for t in turns if t.conversation_id == conversation)
@@ -720,6 +725,59 @@ class Memvault:
             self._say(f"memvault: warning: episode not closed, the turns wait for the next close: {exc}")
             return []
 
+    # -- looking over what was learned -------------------------------------------------------
+    def review(self, conversation: str | None = None, *, limit: int | None = None) -> list:
+        """The learned facts not reviewed yet, newest first (review.ReviewItem: the fact, its status
+        `pending` / `proposal` / `learned`, the words it came from, what it would replace or replaced);
+        of one conversation, or of every one (None)."""
+        from memvault import review
+
+        if conversation is not None:
+            files.check_conversation_id(conversation)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+        self._vault.require_existing()
+        self._fresh_index()
+        return review.waiting(self._vault, conversation, limit)
+
+    def review_keep(self, ids: str | Iterable[str], *, text: str | None = None, now: datetime | str | None = None):
+        """Keep learned facts, in one commit: a waiting one goes live, a proposal retires the facts
+        of yours it names; each is marked reviewed. text: keep one fact with these words instead.
+        Returns review.ReviewOutcome."""
+        from memvault import review
+
+        return review.keep(self._vault, [ids] if isinstance(ids, str) else list(ids), text=text,
+                           now=_time(now, "now"))
+
+    def review_reject(self, ids: str | Iterable[str], *, reason: str | None = None,
+                      now: datetime | str | None = None):
+        """Reject learned facts, in one commit: each is soft-deleted with reason `rejected` (reason: why,
+        in your words, kept as `deleted_note`), and the facts it retired come back. Returns
+        review.ReviewOutcome."""
+        from memvault import review
+
+        return review.reject(self._vault, [ids] if isinstance(ids, str) else list(ids), reason=reason,
+                             now=_time(now, "now"))
+
+    def learn(self, conversation: str | None = None, *, since: datetime | str | None = None,
+              before: datetime | str | None = None, dry_run: bool = False,
+              progress: Callable[[int, int], None] | None = None):
+        """Learn from the user turns that learning is still owed to (`extracted: false`: a server stopped
+        before its upkeep, a reply cut short, an LLM that was down), oldest first: of one conversation
+        (None: every one), created at or after `since` and before `before`. dry_run: list them, call no
+        model. Returns learn.CatchUp; an LLM that is down stops it (`error`), the rest waits."""
+        from memvault import learn
+
+        if conversation is not None:
+            files.check_conversation_id(conversation)
+        if not self.exists():
+            return learn.CatchUp(dry_run=dry_run)
+        self._fresh_index()
+        turns = learn.unlearned_turns(self._vault, conversation, _time(since, "since"), _time(before, "before"))
+        if dry_run or not turns:
+            return learn.CatchUp(turns=turns, dry_run=dry_run)
+        return learn.catch_up(self._learner("learn"), turns, progress)
+
     # -- upkeep ------------------------------------------------------------------------------
     def reconcile(self, conversation: str = DEFAULT_CONVERSATION, *, all_conversations: bool = False,
                   dry_run: bool = False) -> ReconcileOutcome:
@@ -997,6 +1055,13 @@ class _FolderWatch:
     def stop(self) -> None:
         self._observer.stop()
         self._observer.join(timeout=5)
+
+
+def _owed_learning(memory: Memory) -> Memory:
+    """A user turn stored to be learned from: `extracted: false` until it has been (else as it is)."""
+    if memory.role == "user" and files.EXTRACTED not in memory.extra:
+        memory.extra[files.EXTRACTED] = False
+    return memory
 
 
 def _time(value: datetime | str | None, name: str) -> datetime | None:

@@ -329,11 +329,13 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
         if closed.extraction == "message":  # one commit per message, as `add --extract` makes them
             for turn in [t for t in part.turns if t.role == "user"]:
                 learner.message(turn.text, conversation, now=turn.created_at, turn=turn, episode_id=episode.id,
-                                commit_empty=False, title=f"facts from a turn of {conversation}")
+                                commit_empty=False, mark=True, title=f"facts from a turn of {conversation}")
         with vault.change(command) as change:
             change.add(episode)
             for plan in plans:
                 learner.store(change, plan, part.ended_at)
+                learner.mark(change, [t for t in part.turns if t.role == "user"])
+            learner.flush(change)  # the turns that taught nothing are marked with the episode
             change.title = f"episode \"{title}\" ({conversation})"
         closed.learned = learner.learned if closed.extraction != "none" else None
         done.append(closed)
