@@ -204,9 +204,13 @@ def _retired_by(vault, memory: Memory) -> list[Memory]:
     """The tombstones of the facts `memory` retired: those it names, and any of its conversation
     whose `replaced_by` is it (facts learned before it named them)."""
     named = set(_ids(memory.extra.get(RETIRED)) + _ids(memory.extra.get("replaces")))
+    folder = vault.entries / files.conversation_slug(memory.conversation_id) / files.DELETED / \
+        files.ROLE_FOLDERS["memory"]
+    paths = sorted(p for p in folder.glob("*.md") if files.is_memory_file(p)) if folder.is_dir() else []
     found = {}
-    for tombstone in vault.iter_memories(memory.conversation_id, roles=("memory",), include_deleted=True):
-        if tombstone.is_deleted and (tombstone.id in named or tombstone.extra.get("replaced_by") == memory.id):
+    for path in paths:  # the fact tombstones of its conversation only
+        tombstone = files.read_optional(path, vault.root)
+        if tombstone is not None and (tombstone.id in named or tombstone.extra.get("replaced_by") == memory.id):
             found.setdefault(tombstone.id, tombstone)
     return list(found.values())
 
