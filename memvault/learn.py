@@ -94,16 +94,30 @@ def nearest_facts(index: Index, conversation: str, facts: list[str]
                   ) -> tuple[list[Memory], dict[str, list[str]]]:
     """The live facts of the conversation near the new facts, and for each new fact the ids of
     its up to NEIGHBOURS_PER_FACT neighbours with cosine >= SIMILARITY_FLOOR, nearest first."""
+    import json
+
+    from memvault.extraction import first_person
+
     if not facts or index.table() is None:
         return [], {}
-    vectors = index.embedder.embed(facts)
+    # Facts the user wrote are mostly in the first person ("I live in Lisbon"), far from a learned
+    # fact's third person in MiniLM's space: those are also looked for with the fact's first-person form.
+    vectors = index.embedder.embed([*facts, *map(first_person, facts)])
     neighbours: dict[str, list[str]] = {}
     rows_by_id: dict[str, dict] = {}
-    for fact, vector in zip(facts, vectors):
-        for row in index.nearest(vector, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=conversation):
-            if 1.0 - float(row["_distance"]) >= SIMILARITY_FLOOR:  # cosine distance = 1 - cosine
-                neighbours.setdefault(fact, []).append(row["id"])
-                rows_by_id.setdefault(row["id"], row)
+    for fact, vector, own_words in zip(facts, vectors[:len(facts)], vectors[len(facts):]):
+        found: dict[str, float] = {}
+        for query, users_only in ((vector, False), (own_words, True)):
+            for row in index.nearest(query, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=conversation):
+                cosine = 1.0 - float(row["_distance"])  # cosine distance = 1 - cosine
+                if users_only and json.loads(row.get("meta") or "{}").get(files.ORIGIN_KEY) == "learned":
+                    continue
+                if cosine >= SIMILARITY_FLOOR and cosine > found.get(row["id"], -1.0):
+                    found[row["id"]] = cosine
+                    rows_by_id.setdefault(row["id"], row)
+        nearest = sorted(found, key=lambda i: -found[i])[:NEIGHBOURS_PER_FACT]
+        if nearest:
+            neighbours[fact] = nearest
     memories = []
     for memory_id, row in rows_by_id.items():
         memory = files.still_live(index.root, index.root / row["path"], memory_id)

@@ -3,7 +3,8 @@ and never silently undoes the user's words; the summary follows the facts; no le
 
 Each test reproduces a case that was seen before the fix:
   a learned fact retired one the user added (5) .. test_a_learned_fact_never_retires_a_fact_the_user_added,
-                                                   test_a_true_update_of_a_user_fact_waits_for_review_then_applies
+                                                   test_a_true_update_of_a_user_fact_waits_for_review_then_applies,
+                                                   test_a_fact_the_user_wrote_in_the_first_person_is_asked_about
   garbage was "no facts found", exit 0 (7) ....... test_garbage_in_chat_is_a_warning_and_the_reply_stands,
                                                    test_garbage_in_import_extract_is_exit_1_and_the_turn_waits,
                                                    (add --extract: test_chat.py test_garbage_is_retried_then_nothing_is_invented)
@@ -118,6 +119,20 @@ def test_a_true_update_of_a_user_fact_waits_for_review_then_applies(vault_dir, l
     assert run_cli("add", "--extract", "I moved to Faro").exit_code == 0
     assert live(vault_dir) == ["The user moved to Faro", "The user moved to Porto"]
     assert run_cli("review", "--keep", item["id"]).exit_code == 2  # reviewed already: said, nothing done
+
+
+def test_a_fact_the_user_wrote_in_the_first_person_is_asked_about(vault_dir, llm_env, monkeypatch):
+    """MiniLM puts "I use Windows on my laptop" far from "The user switched their laptop to Linux" (0.32,
+    under the floor): before, the user's fact was never asked about, and stayed beside its update unseen."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    [windows] = seed("I use Windows on my laptop")
+    llm_env.push(facts("The user switched their laptop to Linux"), NO)
+    assert run_cli("add", "--extract", "I switched my laptop to Linux, no more Windows.").exit_code == 0
+    question = llm_env.requests[1]["messages"][-1]["content"]
+    assert "the user uses Windows on their laptop?" in question  # asked in the third person
+    [item] = json.loads(run_cli("review", "--json").stdout)
+    assert item["status"] == "proposal" and item["would_replace"][0]["id"] == windows.id
+    assert live(vault_dir) == ["I use Windows on my laptop", "The user switched their laptop to Linux"]
 
 
 # -- case 9: review -----------------------------------------------------------------------------------
