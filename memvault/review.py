@@ -103,6 +103,9 @@ def describe(vault, memory: Memory) -> ReviewItem:
 def keep(vault, ids: list[str], text: str | None = None, now: datetime | None = None) -> ReviewOutcome:
     """Keep learned facts (one commit): a pending one goes live, a proposal retires the facts it
     names (those still live), each is marked reviewed. text: keep one fact with these words instead."""
+    from memvault import summaries
+    from memvault.extraction import _carries
+
     now = now or files.utcnow()
     targets = _resolve(vault, ids)
     if text is not None:
@@ -136,13 +139,9 @@ def keep(vault, ids: list[str], text: str | None = None, now: datetime | None = 
                 old = _find(vault, old_id)
                 if old is None or old.is_deleted:
                     continue  # gone meanwhile (removed by the user): nothing to retire
-                from memvault.extraction import _carries
-
                 reason = "update" if _carries(current.text, old.text) else "contradiction"
                 change.soft_delete(old, reason, replaced_by=current, now=now)
                 retired.setdefault(current.conversation_id, []).append(old)
-        from memvault import summaries
-
         for conversation, gone in retired.items():
             summaries.set_aside(change, conversation, gone, now=now)
     outcome.events = _shown(change.events)
