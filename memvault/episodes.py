@@ -306,7 +306,7 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
     refresh: brings the index in step with the files (facts learned from one episode or message
     are candidates for the next); command: the command named in the commits; limit: at most this
     many, the oldest (the rest stay for the next close)."""
-    from memvault import learn
+    from memvault.learn import Learner
 
     settings = vault.settings
     segments = pending_segments(vault, conversation, now, end) if segments is None else segments
@@ -315,12 +315,10 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
         title, narrative, by_model = write_record(cfg, part.turns, warn)
         episode = new_episode(conversation, part, title, narrative, by_model, now)
         closed = Closed(episode, part)
+        learner = Learner(vault, cfg, command, warn=warn, refresh=refresh)
         plans = []
         if extract and settings.extraction_mode == "predict-calibrate":
-            refresh()
-            plan = learn.plan_episode(vault, cfg, [t for t in part.turns if t.role == "user"], conversation,
-                                      episode.id, summarize=settings.enable_summarization, warn=warn,
-                                      reconcile_mode=settings.reconcile_mode)
+            plan = learner.plan_episode([t for t in part.turns if t.role == "user"], conversation, episode.id)
             if plan is not None:
                 closed.extraction, closed.prediction, plans = "predict-calibrate", plan.prediction, [plan]
             else:
@@ -328,32 +326,20 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
                 if warn:
                     warn(f"memvault: predict-calibrate gave no valid answer for episode \"{title}\"; "
                          "learning from each message instead")
-        learned = learn.Learned()
         if closed.extraction == "message":  # one commit per message, as `add --extract` makes them
             for turn in [t for t in part.turns if t.role == "user"]:
-                refresh()
-                plan = learn.plan(vault, cfg, turn.text, conversation, summarize=settings.enable_summarization,
-                                  warn=warn, reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
-                plan.episode_id = episode.id
-                if plan.decisions:
-                    with vault.change(command) as change:
-                        change.title = f"facts from a turn of {conversation}"
-                        _add_learned(learned, learn.apply(change, plan, now=turn.created_at,
-                                                          max_entries=settings.max_entries))
+                learner.message(turn.text, conversation, now=turn.created_at, turn=turn, episode_id=episode.id,
+                                commit_empty=False, mark=True, title=f"facts from a turn of {conversation}")
         with vault.change(command) as change:
             change.add(episode)
             for plan in plans:
-                _add_learned(learned, learn.apply(change, plan, now=part.ended_at, max_entries=settings.max_entries))
+                learner.store(change, plan, part.ended_at)
+                learner.mark(change, [t for t in part.turns if t.role == "user"])
+            learner.flush(change)  # the turns that taught nothing are marked with the episode
             change.title = f"episode \"{title}\" ({conversation})"
-        closed.learned = learned if closed.extraction != "none" else None
+        closed.learned = learner.learned if closed.extraction != "none" else None
         done.append(closed)
     return done
-
-
-def _add_learned(total, learned) -> None:
-    total.facts += learned.facts
-    total.events += learned.events
-    total.summary_updated |= learned.summary_updated
 
 
 
