@@ -156,6 +156,62 @@ def test_a_model_that_is_down_still_gets_the_episode_written_in_message_mode(vau
     assert episode.text == "The user said: I am planning a trip to Japan in April"
 
 
+# -- grounded in the turns (issue 26, case 6) -------------------------------------------------------
+
+# What the 1.5B model answered for the conversation below: the example of the episode prompt it was
+# shown, copied word for word.
+COPIED_EXAMPLE = record("Planning a move to Lisbon", "The user said they will move to Lisbon in May. "
+                                                     "The assistant suggested three neighbourhoods.")
+SCHOOL = [("user", "My son Tom starts school in September."), ("assistant", "Exciting! Is it a local primary school?")]
+
+
+def test_an_imported_episode_the_model_invented_is_not_stored(vault_dir, tmp_path, llm_env, monkeypatch):
+    from export_fixtures import chatgpt_conversation, write_json
+
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    export = write_json(tmp_path / "conversations.json", [chatgpt_conversation("c-school", "School", SCHOOL)])
+    llm_env.push(facts("The user's son Tom starts school in September"), COPIED_EXAMPLE)
+    result = run_cli("import", "chatgpt", str(export), "--extract")
+    assert result.exit_code == 0, result.stderr
+    assert "not in its turns" in result.stderr  # said, not silently replaced
+    [episode] = live(vault_dir, "episode")
+    # The plain record, made from the turns themselves, and marked so.
+    assert episode.extra["title"] == "My son Tom starts school in September."
+    assert episode.text == "The user said: My son Tom starts school in September."
+    assert episode.extra["narrative_fallback"] is True
+    assert "Lisbon" not in episode.path.read_text()
+    found = json.loads(run_cli("search", "--json", "--kind", "episode", "move to Lisbon in May").stdout)
+    assert all("Lisbon" not in r["text"] and "Lisbon" not in (r["episode_title"] or "") for r in found)
+
+
+def test_episodes_close_keeps_a_narrative_the_turns_bear_out(vault_dir, llm_env, monkeypatch):
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    _turns(vault_dir, *((minutes, role, text) for minutes, (role, text) in enumerate(SCHOOL)))
+    told = "The user's son Tom starts school in September. The assistant asked whether it is a local primary school."
+    llm_env.push(record("Tom starting school", told))
+    result = run_cli("episodes", "--close", "--now", at(3))
+    assert result.exit_code == 0, result.stderr
+    assert "not in its turns" not in result.stderr
+    [episode] = live(vault_dir, "episode")
+    assert episode.text == told and episode.extra["title"] == "Tom starting school"
+    assert "narrative_fallback" not in episode.extra
+    # The same conversation closed with the copied example instead: the plain record.
+    _turns(vault_dir, (30, "user", "My son Tom starts school in September."), (31, "assistant", "Exciting!"))
+    llm_env.push(COPIED_EXAMPLE)
+    assert run_cli("episodes", "--close", "--now", at(32)).exit_code == 0
+    second = live(vault_dir, "episode")[-1]
+    assert second.text == "The user said: My son Tom starts school in September." and "Lisbon" not in second.extra["title"]
+
+
+def test_a_title_the_turns_do_not_bear_out_gives_way_to_the_plain_title():
+    turns = [files.new_memory(text, role, created_at=T0) for role, text in SCHOOL]
+    assert episodes.grounding("Moving to Porto next spring", turns).grounded is False
+    assert episodes.grounding("Tom's first school year", turns).grounded is True  # "first" and "year" paraphrase
+    assert episodes.grounding("The user talked.", turns).grounded is False  # nothing of the turns in it
+    copied = episodes.grounding("The user will move to Lisbon in May; three neighbourhoods.", turns)
+    assert copied.copied and not copied.grounded
+
+
 # -- predict-calibrate ------------------------------------------------------------------------------
 
 
