@@ -77,7 +77,7 @@ _REPLY_SHAPE = re.compile(
     r"|in\s+(?-i:[A-Z])[a-z]+\s*(?:please)?\s*[.!]*$"
     r"|(?:one|two|three|four|five|a\s+few|\d+)\s+(?:words?|sentences?|lines?|paragraphs?|bullet\s+points)\b"
     r"|short(?:er)?\s*(?:answer|reply|version|please)?\s*[.!]*$|brief(?:ly)?\b|concise(?:ly)?\b|quick(?:ly)?\s*[.!]*$"
-    r"|simply\s*[.!]*$|yes\s+or\s+no\b|step\s+by\s+step\b|in\s+detail\b|in\s+short\s*[.!]*$|eli5\b|tl;?dr\b"
+    r"|simply\s*[.!]*$|yes\s+or\s+no\b|step\s+by\s+step\b|in\s+detail\b|eli5\b|tl;?dr\b"
     r"|(?:less|fewer|no\s+more)\s+than\s+\w+\s+(?:words?|sentences?|lines?|characters?)\b|under\s+\w+\s+words\b"
     r"|(?:max(?:imum)?|at\s+most)\s+\w+\s+(?:words?|sentences?|lines?)\b"
     r"|(?:formal|informal|casual|friendly|polite|neutral|professional|funny)\s*(?:tone|style)?\s*(?:please)?\s*[.!]*$"
@@ -335,7 +335,7 @@ def _states(clause: str) -> bool:
 def _trailing_statements(request: str) -> list[str]:
     """The user's own clauses after a request: "Write me a training plan, I signed up for a half
     marathon" states the sign-up."""
-    clauses = re.split(r"\s*[,;\u2014\u2013]\s+|\s+-{1,2}\s+", request)[1:]
+    clauses = re.split(r"\s*[,;:\u2014\u2013]\s+|\s+-{1,2}\s+", request)[1:]
     return [_close(c) for c in clauses if re.match(r"(?:i|i'm|i've|we|we're|we've|my|our)\b", c, re.IGNORECASE)
             and _states(c) and _plain(c) and not _is_question_start(c) and not c.rstrip().endswith("?")]
 

@@ -198,6 +198,8 @@ def test_a_statement_keeps_the_name_it_points_back_to(text, statement):
     ("Mara swims every morning.", "Mara swims every morning."),
     ("When I retire I want to move to the Algarve.", "When I retire I want to move to the Algarve."),
     ("I read that book twice.", "I read that book twice."),
+    ("In short, I'm moving to Lisbon.", "In short, I'm moving to Lisbon."),
+    ("Briefly: I moved to Lisbon.", "I moved to Lisbon."),
 ])
 def test_statements_near_the_new_rules_are_still_kept(text, statement):
     assert statement_part(text) == statement
