@@ -133,7 +133,7 @@ def main() -> int:
             row = {"name": name, "source": source, "title": title, "narrative": narrative, "record": True,
                    **{f"{part}_share": round(g.share, 2) for part, g in checks.items()},
                    **{f"{part}_copied": g.copied for part, g in checks.items()},
-                   **{f"{part}_kept": g.grounded for part, g in checks.items()}}
+                   "narrative_kept": checks["narrative"].grounded, "title_kept": checks["title"].touches}
             rows.append(row)
             verdict = "kept" if row["narrative_kept"] else ("COPIED" if row["narrative_copied"] else "REJECTED")
             print(f"  {name:<14} {seconds[-1]:5.1f}s narrative {row['narrative_share']:.2f} {verdict:<8} "

@@ -226,7 +226,7 @@ def write_record(cfg, turns: list[Memory], warn: Callable[[str], None] | None = 
     """(title, narrative, made by the model) for an episode's turns. A model that fails, answers
     garbage or writes what the turns do not say (`grounding`: the prompt's example copied, or a
     story of its own) leaves the plain record (`plain_record`): the episode is written all the
-    same. A title alone that the turns do not bear out gives way to the plain title."""
+    same. A title with no word of the turns in it gives way to the plain title."""
     from memvault.errors import LLMError
 
     try:
@@ -244,7 +244,7 @@ def write_record(cfg, turns: list[Memory], warn: Callable[[str], None] | None = 
             warn(f"memvault: warning: the model's episode narrative is not in its turns ({narrative[:80]!r}); "
                  "the plain record stands")
         return plain_title, plain_narrative, False
-    if not grounding(title, turns).grounded:
+    if not grounding(title, turns).touches:
         title = plain_title
     return title, narrative, True
 
@@ -253,9 +253,10 @@ def write_record(cfg, turns: list[Memory], warn: Callable[[str], None] | None = 
 # The 1.5B model, given "My son Tom starts school in September." / "Exciting! Is it a local primary
 # school?", answered the prompt's own example ("Planning a move to Lisbon: The user said they will
 # move to Lisbon in May. ..."). So the content words of a title or narrative are looked up in the
-# turns (a crude stem: "moving" finds "move"); one that is mostly absent is not stored. Words every
-# record uses ("the user asked", "the assistant suggested") are no content. Measured on LoCoMo
-# sessions and short conversations (bench/episode_grounding.py, bench/README.md).
+# turns (a crude stem: "moving" finds "move"); a narrative whose words are mostly absent is not
+# stored, nor a title without one word of the turns. Words every record uses ("the user asked",
+# "the assistant suggested") are no content. Measured on LoCoMo sessions and short conversations
+# (bench/episode_grounding.py, bench/README.md).
 MIN_GROUNDED = 0.5
 # Every example an episode prompt has shown: a record that repeats one the turns do not is copied,
 # whatever its share.
@@ -291,7 +292,14 @@ class Grounding:
 
     @property
     def grounded(self) -> bool:
+        """A narrative: at least MIN_GROUNDED of its content words in the turns."""
         return not self.copied and self.words > 0 and self.share >= MIN_GROUNDED
+
+    @property
+    def touches(self) -> bool:
+        """A title, which names the topic in words of its own ("Knee pain advice" for "My knee hurts
+        after running"): at least one of its content words in the turns."""
+        return not self.copied and self.found > 0
 
 
 def _stem(word: str) -> str:

@@ -195,6 +195,12 @@ def test_episodes_close_keeps_a_narrative_the_turns_bear_out(vault_dir, llm_env,
     [episode] = live(vault_dir, "episode")
     assert episode.text == told and episode.extra["title"] == "Tom starting school"
     assert "narrative_fallback" not in episode.extra
+    # A title with no word of the turns in it, over a true narrative: the plain title, the narrative kept.
+    _turns(vault_dir, (10, "user", "My knee hurts after running."), (11, "assistant", "Rest it and ice it."))
+    llm_env.push(record("A weekend in Porto", "The user's knee hurts after running; the assistant said to rest and ice it."))
+    assert run_cli("episodes", "--close", "--now", at(12)).exit_code == 0
+    knee = live(vault_dir, "episode")[-1]
+    assert knee.extra["title"] == "My knee hurts after running." and knee.text.startswith("The user's knee hurts")
     # The same conversation closed with the copied example instead: the plain record.
     _turns(vault_dir, (30, "user", "My son Tom starts school in September."), (31, "assistant", "Exciting!"))
     llm_env.push(COPIED_EXAMPLE)
@@ -203,10 +209,11 @@ def test_episodes_close_keeps_a_narrative_the_turns_bear_out(vault_dir, llm_env,
     assert second.text == "The user said: My son Tom starts school in September." and "Lisbon" not in second.extra["title"]
 
 
-def test_a_title_the_turns_do_not_bear_out_gives_way_to_the_plain_title():
+def test_what_the_grounding_check_accepts_and_rejects():
     turns = [files.new_memory(text, role, created_at=T0) for role, text in SCHOOL]
-    assert episodes.grounding("Moving to Porto next spring", turns).grounded is False
-    assert episodes.grounding("Tom's first school year", turns).grounded is True  # "first" and "year" paraphrase
+    assert episodes.grounding("Moving to Porto next spring", turns).touches is False  # a title of another story
+    assert episodes.grounding("Tom's first year", turns).touches is True  # a title in words of its own
+    assert episodes.grounding("The user said Tom moves to Porto next spring.", turns).grounded is False
     assert episodes.grounding("The user talked.", turns).grounded is False  # nothing of the turns in it
     copied = episodes.grounding("The user will move to Lisbon in May; three neighbourhoods.", turns)
     assert copied.copied and not copied.grounded
