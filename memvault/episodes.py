@@ -316,12 +316,21 @@ def _content(text: str) -> set[str]:
             if w.lower() not in _RECORD_WORDS and (len(w) > 2 or w.isdigit())}
 
 
+def _names(text: str) -> set[str]:
+    """Capitalised words not opening a sentence: "Lisbon", "May"."""
+    return {m.group(1).lower() for m in re.finditer(r"(?<![.!?:]\s)(?<!^)\b([A-Z][a-z]+)", text)}
+
+
 def grounding(text: str, turns: list[Memory]) -> Grounding:
-    """Whether `text` (a title or narrative) is about what the turns say."""
-    said = set().union(*(_content(t.text) for t in turns)) if turns else set()
+    """Whether `text` (a title or narrative) is about what the turns say. Copied: it repeats three
+    content words of a prompt example, or one of its names ("Lisbon"), that the turns do not say."""
+    said_text = " ".join(t.text for t in turns)
+    said = _content(said_text)
     words = _content(text)
-    copied = any(len((words & (example := _content(e))) - said) >= min(3, len(example)) for e in PROMPT_EXAMPLES)
-    return Grounding(len(words), len(words & said), copied)
+    copied = any(len((words & (example := _content(e))) - said) >= min(3, len(example))
+                 or (_names(text) & _names(e)) - {w.lower() for w in re.findall(r"\w+", said_text)}
+                 for e in PROMPT_EXAMPLES)
+    return Grounding(len(words), len(words & said), bool(copied))
 
 
 def new_episode(conversation: str, segment: Segment, title: str, narrative: str, by_model: bool,
