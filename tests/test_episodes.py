@@ -218,9 +218,12 @@ def test_what_the_grounding_check_accepts_and_rejects():
     copied = episodes.grounding("The user will move to Lisbon in May; three neighbourhoods.", turns)
     assert copied.copied and not copied.grounded
     # Half true, half the old example: what the 1.5B model wrote for a driving test (bench/episode_grounding.py).
-    test = [files.new_memory(text, "user", created_at=T0) for text in ("I finally passed my driving test!", "Third, actually.")]
-    partly = episodes.grounding("The user passed their driving test on the third attempt. The assistant suggested "
-                                "they consider their options for moving to Lisbon in May.", test)
+    test = [files.new_memory(text, "user", created_at=T0) for text in (
+        "I finally passed my driving test!", "Well done! Was it your first attempt?", "Third, actually.",
+        "Persistence pays off.")]
+    partly = episodes.grounding("The user reported passing their driving test, which was their third attempt. The "
+                                "assistant acknowledged their persistence and suggested they consider their options "
+                                "for moving to Lisbon in May.", test)  # word for word
     assert partly.share >= episodes.MIN_GROUNDED and partly.copied and not partly.grounded
     moving = [files.new_memory("We are moving to Lisbon in May.", "user", created_at=T0)]
     assert episodes.grounding("The user is moving to Lisbon in May.", moving).grounded  # their own Lisbon
