@@ -13,11 +13,12 @@ and the verdict. Rejected records are printed in full to be labelled by hand: a 
 that tells the conversation truly is a false rejection.
 
 --prompt old runs the prompt as it was before issue 26 (a concrete example about a move to
-Lisbon), new the shipped one.
+Lisbon), new the shipped one. --rescore FILE checks the records a run saved (--json) again with
+the current rules, without asking the model.
 
 Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
-usage: bench/episode_grounding.py [--prompt old|new] [--locomo N] [--json OUT]
+usage: bench/episode_grounding.py [--prompt old|new] [--locomo N] [--json OUT] [--rescore FILE]
 """
 
 from __future__ import annotations
@@ -105,24 +106,31 @@ def main() -> int:
     ap.add_argument("--prompt", choices=("old", "new"), default="new")
     ap.add_argument("--locomo", type=int, default=20, help="LoCoMo sessions (two per conversation at most)")
     ap.add_argument("--json", help="write every record here")
+    ap.add_argument("--rescore", help="a --json file of an earlier run: check its records again, no model")
     args = ap.parse_args()
-    if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
+    saved = {r["name"]: r for r in json.loads(Path(args.rescore).read_text())} if args.rescore else None
+    if saved is None and not os.environ.get("MEMVAULT_LLM_BASE_URL"):
         print('set the LLM first: eval "$(../shared/llm/local-llm.sh env)"', file=sys.stderr)
         return 2
     if args.prompt == "old":
         prompts.EPISODE = OLD_PROMPT
     from memvault.config import load_settings
 
-    cfg = LLMConfig.from_settings(load_settings(None))
+    cfg = LLMConfig.from_settings(load_settings(None)) if saved is None else None
     rows, seconds = [], []
     for source, conversations in (("short", short_conversations()), ("locomo", locomo_sessions(args.locomo))):
         for name, turns in conversations:
             started = time.perf_counter()
-            try:
-                record = episodes.model_record(cfg, turns)
-            except LLMError as exc:
-                print(f"  {name}: LLM error {exc}", file=sys.stderr)
-                continue
+            if saved is not None:
+                if name not in saved:
+                    continue
+                record = (saved[name]["title"], saved[name]["narrative"]) if saved[name]["record"] else None
+            else:
+                try:
+                    record = episodes.model_record(cfg, turns)
+                except LLMError as exc:
+                    print(f"  {name}: LLM error {exc}", file=sys.stderr)
+                    continue
             seconds.append(time.perf_counter() - started)
             if record is None:
                 rows.append({"name": name, "source": source, "record": None})
@@ -140,7 +148,7 @@ def main() -> int:
                   f"title {row['title_share']:.2f}{'' if row['title_kept'] else ' (plain title)'} "
                   f"{title!r}: {narrative!r}", file=sys.stderr)
 
-    print(f"episode grounding: --prompt {args.prompt}, model {os.environ.get('MEMVAULT_LLM_MODEL', '?')}, "
+    print(f"episode grounding: --prompt {args.prompt}{' --rescore ' + args.rescore if saved else ''}, model {os.environ.get('MEMVAULT_LLM_MODEL', '?')}, "
           f"commit {git_commit()}, load {os.getloadavg()[0]:.1f}, MIN_GROUNDED {episodes.MIN_GROUNDED}")
     print(f"{'set':<8} {'records':>7} {'no answer':>9} {'copied':>6} {'rejected':>8} {'kept':>5} "
           f"{'titles replaced':>15} {'share median (min)':>18}")
