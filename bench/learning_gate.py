@@ -23,6 +23,9 @@ statement_in_request, referent: something to learn):
 born there."): `resolve` (the name in place of "there": what ships), `context` (the sentence that
 names it kept before the statement), `none`.
 
+--extract-only stops after extraction (one call per message that reaches the model): created and
+learned are measured, replaced is not (a cheaper baseline when the shared model is slow).
+
 --gate picks what runs before extraction: `product` (the rules of memvault/statements.py; what
 ships), `model` (the rules, then the model's own yes/no "does this tell anything lasting?" with
 its token probabilities, stopping at p(no) >= 0.5: measured, not shipped), `none` (extraction on
@@ -31,7 +34,7 @@ the whole message, as before issue #11: the baseline).
 Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
 usage: bench/learning_gate.py [--gate product|model|none] [--set tuning|heldout|exact]
-                              [--referents resolve|context|none] [--json OUT]
+                              [--referents resolve|context|none] [--extract-only] [--json OUT]
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ def main() -> int:
     ap.add_argument("--set", choices=SETS, default="tuning", help="which set of messages (default: tuning)")
     ap.add_argument("--referents", choices=("resolve", "context", "none"), default="resolve",
                     help="how a statement keeps what it points back to (default: resolve, what ships)")
+    ap.add_argument("--extract-only", action="store_true", help="no reconciliation: replaced is not measured")
     ap.add_argument("--messages", help="a JSON-lines file of messages (default: the tuning or held-out set)")
     ap.add_argument("--json", help="write every message's outcome here")
     args = ap.parse_args()
@@ -127,6 +131,8 @@ def main() -> int:
     rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
 
     statements.REFERENTS = args.referents
+    if args.extract_only:
+        extraction.reconcile = lambda *a, **k: []  # learn.plan looks it up at each call
     if args.gate == "none":
         extraction.extract_facts = extract_without_gate  # learn.plan looks it up at each call
     elif args.gate == "model":
@@ -179,7 +185,8 @@ def main() -> int:
         print(f"  {row['kind']:<22} {seconds[-1]:4.1f}s {calls[0]} calls {flag:<9} {row['text'][:60]!r} -> {plan.facts}",
               file=sys.stderr)
 
-    print(f"learning gate: --gate {args.gate} --referents {args.referents}, {source.name} ({len(rows)} messages), model "
+    print(f"learning gate: --gate {args.gate} --referents {args.referents}"
+          f"{' --extract-only (replaced not measured)' if args.extract_only else ''}, {source.name} ({len(rows)} messages), model "
           f"{os.environ.get('MEMVAULT_LLM_MODEL', '?')}, commit {git_commit()}, load {os.getloadavg()[0]:.1f}")
     print(f"{'kind':<22} {'msgs':>4} {'created (facts)':>15} {'replaced':>8} {'learned':>8} {'calls/msg':>9}")
     total = defaultdict(int)
