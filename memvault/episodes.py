@@ -305,6 +305,8 @@ class Grounding:
 def _stem(word: str) -> str:
     """A crude stem, enough to find "planned" in "plan" and "families" in "family"."""
     word = re.sub(r"'s$|'$", "", word.lower().replace("\u2019", "'"))
+    if re.fullmatch(r"\d+(?:st|nd|rd|th)", word):  # "90th" is "90"
+        return word.rstrip("stndrh")
     if len(word) > 3:
         word = re.sub(r"(?:ing|ed|es|s|e|ly)$", "", re.sub(r"ie[sd]$", "y", word))
         word = re.sub(r"([b-df-hj-np-tv-z])\1$", r"\1", word)  # "plann" -> "plan"
