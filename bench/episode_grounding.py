@@ -10,7 +10,8 @@ prompts.EPISODE on the transcript); the record is then checked against the turns
            cut as the product cuts a long transcript
 Per record: its content words found in the turns (share), `copied` (a prompt example repeated),
 and the verdict. Rejected records are printed in full to be labelled by hand: a rejected record
-that tells the conversation truly is a false rejection.
+that tells the conversation truly is a false rejection. The control: each record checked against
+the turns of another conversation of its set (an invented story, by construction), per threshold.
 
 --prompt old runs the prompt as it was before issue 26 (a concrete example about a move to
 Lisbon), new the shipped one. --rescore FILE checks the records a run saved (--json) again with
@@ -117,9 +118,10 @@ def main() -> int:
     from memvault.config import load_settings
 
     cfg = LLMConfig.from_settings(load_settings(None)) if saved is None else None
-    rows, seconds = [], []
+    rows, seconds, turns_of = [], [], {}
     for source, conversations in (("short", short_conversations()), ("locomo", locomo_sessions(args.locomo))):
         for name, turns in conversations:
+            turns_of[name] = turns
             started = time.perf_counter()
             if saved is not None:
                 if name not in saved:
@@ -162,6 +164,19 @@ def main() -> int:
               f"{sum(r['narrative_kept'] and not r['title_kept'] for r in answered):>15} "
               f"{(f'{statistics.median(shares):.2f} ({min(shares):.2f})' if shares else '-'):>18}")
     print(f"seconds per record: median {statistics.median(seconds):.1f}" if seconds else "")
+    # The control, without the model: each record against the turns of the next conversation of its
+    # set, a story those turns never told. Accepted there = what the check would let an invention through.
+    print(f"{'threshold':>9} {'good kept (short, locomo)':>26} {'control accepted (short, locomo)':>33}")
+    answered = [r for r in rows if r["record"]]
+    for threshold in (0.25, 0.33, 0.4, 0.5, 0.6):
+        kept, accepted = [], []
+        for source in ("short", "locomo"):
+            mine = [r for r in answered if r["source"] == source]
+            kept.append(f"{sum(r['narrative_share'] >= threshold and not r['narrative_copied'] for r in mine)}/{len(mine)}")
+            control = [episodes.grounding(r["narrative"], turns_of[mine[(i + 1) % len(mine)]["name"]])
+                       for i, r in enumerate(mine)] if len(mine) > 1 else []
+            accepted.append(f"{sum(g.share >= threshold and not g.copied for g in control)}/{len(control)}")
+        print(f"{threshold:>9} {', '.join(kept):>26} {', '.join(accepted):>33}")
     rejected = [r for r in rows if r["record"] and not r["narrative_kept"]]
     if rejected:
         print("rejected (label by hand: a true account of its conversation is a false rejection):")
