@@ -324,12 +324,13 @@ def _names(text: str) -> set[str]:
 
 
 def grounding(text: str, turns: list[Memory]) -> Grounding:
-    """Whether `text` (a title or narrative) is about what the turns say. Copied: it repeats three
-    content words of a prompt example, or one of its names ("Lisbon"), that the turns do not say."""
+    """Whether `text` (a title or narrative) is about what the turns say. Copied: it repeats two
+    content words of a prompt example ("three neighbourhoods"), or one of its names ("Lisbon"),
+    that the turns do not say."""
     said_text = " ".join(t.text for t in turns)
     said = _content(said_text)
     words = _content(text)
-    copied = any(len((words & (example := _content(e))) - said) >= min(3, len(example))
+    copied = any(len((words & (example := _content(e))) - said) >= min(2, len(example))
                  or (_names(text) & _names(e)) - {w.lower() for w in re.findall(r"\w+", said_text)}
                  for e in PROMPT_EXAMPLES)
     return Grounding(len(words), len(words & said), bool(copied))

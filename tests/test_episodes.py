@@ -225,6 +225,10 @@ def test_what_the_grounding_check_accepts_and_rejects():
                                 "assistant acknowledged their persistence and suggested they consider their options "
                                 "for moving to Lisbon in May.", test)  # word for word
     assert partly.share >= episodes.MIN_GROUNDED and partly.copied and not partly.grounded
+    forum = [files.new_memory("I joined a fantasy literature forum and had a great talk about my fave books.", "user",
+                              created_at=T0)]
+    assert episodes.grounding("The user joined a fantasy literature forum and talked about their fave books. The "
+                              "assistant suggested three neighbourhoods for the user to explore.", forum).copied
     moving = [files.new_memory("We are moving to Lisbon in May.", "user", created_at=T0)]
     assert episodes.grounding("The user is moving to Lisbon in May.", moving).grounded  # their own Lisbon
 
