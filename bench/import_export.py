@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from checkout import REPO, git_commit, with_this_checkout
+from processes import stop_process
 
 OUT = REPO / "bench" / "out"
 START = 1_600_000_000.0  # 2020-09-13
@@ -127,7 +128,11 @@ def run(argv: list[str], env: dict[str, str], stdout_path: Path | None = None) -
     with tempfile.TemporaryFile() as err, (open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()) as out:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl-C of the benchmark: its child goes too
+            stop_process(proc)
+            raise
         wall = time.perf_counter() - start
         rc = os.waitstatus_to_exitcode(status)
         err.seek(0)

@@ -48,6 +48,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(H
 import synth  # noqa: E402
 from checkout import git_commit  # noqa: E402
 from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]  # perf put it first again
 
@@ -118,18 +119,12 @@ class Pipe:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()
+            self.proc.stdin.close()  # the client leaves: the server exits by itself
             self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             pass
         finally:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+            stop_process(self.proc, timeout=5)
 
 
 def start_up(mv, env, vault: Path, idle: float) -> dict:

@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 from checkout import git_commit, with_this_checkout  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 
 TARGETS = {
@@ -103,7 +104,11 @@ def run(argv: list[str], env: dict[str, str], check: bool = True, stdin: str | N
             inp.seek(0)
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=inp, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl-C of the benchmark: its child goes too
+            stop_process(proc)
+            raise
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)

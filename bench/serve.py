@@ -39,7 +39,6 @@ import os
 import queue
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,7 @@ sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 from checkout import REPO, git_commit  # noqa: E402
 from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 PHASES = ("search", "cold", "overhead", "concurrency", "rss")
 GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "rss_growth": 0.10}
@@ -97,11 +97,12 @@ class Upstream:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()
+            self.proc.stdin.close()  # it serves until its stdin ends
             self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+            pass
+        finally:
+            stop_process(self.proc)
 
 
 class Server:
@@ -129,8 +130,7 @@ class Server:
                 if found:
                     break
         except BaseException:
-            self.proc.kill()
-            self.proc.wait()
+            stop_process(self.proc)
             raise
         self.start_s = time.perf_counter() - started
         self.url = found.group(1)
@@ -160,14 +160,10 @@ class Server:
             time.sleep(0.02)
 
     def stop(self) -> dict:
+        """Stopped with stop_process (SIGTERM; SIGKILL after 30 s): its exit code and how long it took."""
         self.client.close()
         started = time.perf_counter()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
+        code = stop_process(self.proc, timeout=30)
         return {"exit_code": code, "stop_s": round(time.perf_counter() - started, 2)}
 
 

@@ -46,6 +46,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 KILL_AT = REPO / "tests" / "kill_at.py"
 sys.path.insert(0, str(REPO / "tests"))  # fake_llm.py: the scripted LLM server the tests use
+sys.path.insert(0, str(HERE))
+from processes import stop_process  # noqa: E402
 
 
 # -- plumbing ----------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ class Run:
         self.say(f"writers round {round_no}: {n} adds racing reindex --watch and 2 searches")
         self.add(vault, "memory: the vault exists before the race")
         watcher = spawn(vault, "reindex", "--watch")
+        procs: list[subprocess.Popen] = []
         try:
             deadline = time.time() + 300
             while "watching" not in (line := watcher.stderr.readline()):
@@ -220,7 +223,7 @@ class Run:
                     self.fail("reindex --watch did not start")
                     return
             texts = [f"memory {round_no}.{i}: parallel writer {i} of round {round_no}" for i in range(n)]
-            procs = [spawn(vault, "add", "-c", f"c{i % 3}", text) for i, text in enumerate(texts)]
+            procs += [spawn(vault, "add", "-c", f"c{i % 3}", text) for i, text in enumerate(texts)]
             procs += [spawn(vault, "search", "--json", "--no-rerank", "-a", "parallel writer") for _ in range(2)]
             note = vault / "entries/global/notes/by-hand.md"
             note.parent.mkdir(parents=True, exist_ok=True)
@@ -241,8 +244,10 @@ class Run:
                     break
                 time.sleep(0.5)
         finally:
-            watcher.send_signal(signal.SIGINT)
-            _, err = watcher.communicate(timeout=120)
+            for proc in procs:
+                stop_process(proc)
+            stop_process(watcher, timeout=120)  # SIGTERM: it stops cleanly (never SIGINT, see processes.py)
+        _, err = watcher.communicate(timeout=120)
         if watcher.returncode != 0 or "Traceback" in err:
             self.fail(f"reindex --watch exited {watcher.returncode}: {err.strip()[-300:]}")
         log = git(vault, "log", "--format=%b")
@@ -334,7 +339,10 @@ class Run:
                 else:
                     where = f"{mark} +{delay:.2f}s"
                     proc = spawn(target, *args, env={**env, "KILL_AT": f"{mark};1;{delay:.3f}"})
-                out, err = proc.communicate(timeout=600)
+                try:
+                    out, err = proc.communicate(timeout=600)
+                finally:
+                    stop_process(proc)
                 landed = proc.returncode == -signal.SIGKILL
                 self.fig.kill_trials += 1
                 self.fig.kills_landed += landed

@@ -18,7 +18,8 @@ from typing import Any
 from memvault import files
 
 # Folder under entries/<c>/ -> kind (the user's word); summaries/ is not a kind of memory.
-KIND_FOLDERS = {"facts": "fact", "notes": "note", "decisions": "decision", "turns": "turn", "episodes": "episode"}
+KIND_FOLDERS = {"facts": "fact", "notes": "note", "decisions": "decision", "turns": "turn", "episodes": "episode",
+                "pending": "pending"}
 
 
 @dataclass
@@ -78,6 +79,15 @@ def conversations(vault) -> list[ConversationInfo]:
     return found
 
 
+def close_ones(vault, conversation: str) -> str:
+    """What to say after "no conversation X": the conversations whose names are close to X (a typo),
+    else where to find them."""
+    import difflib
+
+    close = difflib.get_close_matches(conversation, [info.id for info in conversations(vault)], n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else "; `memvault conversations` lists them"
+
+
 def _memory_files(folder: str):
     """Memory files under a folder, recursively (turns/user, turns/assistant), as paths."""
     for entry in os.scandir(folder):
@@ -116,15 +126,29 @@ def stats(vault) -> dict[str, Any]:
     the disk the vault takes."""
     from memvault import gitrepo
 
+    from memvault.sync import check
+
     listing = conversations(vault)
-    by_kind: dict[str, int] = {}
-    for info in listing:
-        for kind, count in info.counts.items():
-            by_kind[kind] = by_kind.get(kind, 0) + count
     index = vault.index
     state = index.state_summary()
     table = index.table()
     rows = table.count_rows() if table is not None else 0
+    report = check(vault)  # the same answer as `reindex --check`
+    # A file the index leaves out (unreadable, or a copy claiming another file's id) is no memory.
+    left_out = 0
+    by_folder = {info.folder: info for info in listing}
+    for problem in report.skipped:
+        parts = Path(problem.path).relative_to(vault.root).parts if Path(problem.path).is_absolute() else ()
+        info = by_folder.get(parts[1]) if len(parts) >= 4 else None
+        kind = KIND_FOLDERS.get(parts[2]) if info is not None else None
+        if kind is not None and info.counts.get(kind):
+            info.counts[kind] -= 1
+            left_out += 1
+    by_kind: dict[str, int] = {}
+    for info in listing:
+        for kind, count in info.counts.items():
+            if count:
+                by_kind[kind] = by_kind.get(kind, 0) + count
     last = None
     if vault.settings.enable_git_versioning and gitrepo.is_repo(vault.root) and gitrepo.head_sha(vault.root):
         sha, date, subject = gitrepo.git_output(vault.root, "log", "-1", "--format=%H%x1f%aI%x1f%s").strip().split("\x1f")
@@ -135,12 +159,17 @@ def stats(vault) -> dict[str, Any]:
         "memories": sum(by_kind.values()),
         "by_kind": dict(sorted(by_kind.items())),
         "deleted": sum(info.deleted for info in listing),
+        "skipped": left_out,
         "conversations": {info.id: info.total for info in listing},
         "index": {"rows": rows, "files_in_state": state["files"] if state else 0,
                   "model": (state or {}).get("model", {}) and state["model"].get("name"),
-                  "in_step": bool(state) and rows == state["files"]},
+                  "in_step": report.in_step, "out_of_step": report.out_of_step(),
+                  "drift": {"added": len(report.added), "changed": len(report.changed),
+                            "removed": len(report.removed), "skipped": len(report.skipped),
+                            "rebuild": report.rebuilt}},
         "models": {"embedding_model": settings.embedding_model, "reranker_model": settings.reranker_model,
                    "llm_model": settings.llm_model},
+        "review": index.review_counts(),  # what waits for `memvault review`
         "last_commit": last,
         "disk": {"entries": folder_size(vault.entries), "index": folder_size(vault.sidecar),
                  "git": folder_size(vault.root / ".git")},

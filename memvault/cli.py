@@ -327,22 +327,10 @@ def episode_line(closed) -> str:
             f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
 
 
-def change_lines(rows: list[dict]) -> list[str]:
-    """Each change as one line: the action, the id, the text, and what it replaced or was replaced by."""
-    lines = []
-    for row in rows:
-        text = " ".join(row["text"].split())
-        if row["event"] == "UPDATE":
-            text += f"  (replaces {row['replaces'][:8]}: {' '.join(row['old_text'].split())})"
-        elif row["event"] == "REPLACE":
-            text += f"  (replaced by {row['replaced_by'][:8]})"
-        elif row.get("reason") and row["event"] == "DELETE":
-            text += f"  ({row['reason']})"
-        lines.append(f"{row['event']:<7} {row['id']}  {text}")
-    return lines
+change_lines = term.change_lines  # each change as one line (also what serve logs)
 
 
-_ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x",
+_ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x", "resolved": "=",
                  "removed": "!", "restored": "^", "purged": "!"}
 
 
@@ -434,8 +422,11 @@ def _print_memory(vault, memory) -> None:
 
 def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
     """The front matter as (key, value) rows for display, then the file's path."""
+    from memvault.files import json_safe as files_json_safe
+
     rows = []
     for key, value in memory.front_matter().items():
+        value = files_json_safe(value)  # a date as JSON shows it: ISO 8601
         if isinstance(value, (list, tuple)):
             shown = ", ".join(str(v) for v in value)
         elif isinstance(value, dict):
@@ -463,8 +454,14 @@ def edit(
     and the rejected text is kept in .memvault/rejected/ (never committed).
     """
     state = _state(ctx)
-    vault = state.open()
     interactive = term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr)
+    chosen = (os.environ.get("VISUAL") or "").strip() or (os.environ.get("EDITOR") or "").strip()
+    if not chosen and not (term.is_terminal(sys.stdin) and (term.is_terminal(sys.stdout) or interactive)):
+        # vi, the editor of last resort, needs one: refused before anything is opened
+        raise UsageError(f"memvault edit needs a terminal for vi (neither $VISUAL nor $EDITOR is set); run it in one, "
+                         f"or name an editor that opens its own window: `EDITOR='code -w' memvault edit "
+                         f"{memory_id.strip()[:8]}`")
+    vault = state.open()
     result = vault.edit(memory_id, retry=_ask_edit_again if interactive else None)
     if json_output or state.json:
         emit_json({**result.memory.to_json(vault.root), "changed": result.changed})
@@ -565,13 +562,24 @@ def stats(
     kinds = ", ".join(f"{n} {kind}" for kind, n in data["by_kind"].items())
     typer.echo(f"vault          {data['vault']}")
     typer.echo(f"memories       {data['memories']} ({kinds or 'none'}), {data['deleted']} deleted, "
-               f"{len(data['conversations'])} conversation(s)")
+               f"{len(data['conversations'])} conversation(s)"
+               + (f", {data['skipped']} file(s) left out" if data["skipped"] else ""))
     index = data["index"]
-    typer.echo(f"index          {index['rows']} rows, {'in step' if index['in_step'] else 'out of step'}"
+    typer.echo(f"index          {index['rows']} rows, " + ("in step" if index["in_step"] else
+                                                               f"out of step: {index['out_of_step']}")
                + (f", built with {index['model']}" if index["model"] else ""))
+    if not index["in_step"]:
+        drift = index["drift"]
+        if drift["added"] or drift["changed"] or drift["removed"] or drift["rebuild"]:
+            typer.echo("               `memvault reindex` brings it in step")
+        if drift["skipped"]:
+            typer.echo("               `memvault reindex --check` names the files left out and why")
     models = data["models"]
     typer.echo(f"models         {models['embedding_model']}; reranker {models['reranker_model']}; "
                f"llm {models['llm_model']}")
+    waiting = data["review"]
+    typer.echo(f"review         {waiting['pending']} waiting, {waiting['proposal']} proposal(s) to retire a fact "
+               f"you added, {waiting['learned']} learned fact(s) not reviewed (`memvault review`)")
     last = data["last_commit"]
     if last:
         typer.echo(f"last commit    {last['commit'][:8]} {last['date']}  {last['subject']}")
@@ -749,12 +757,15 @@ def reindex(
     ctx: typer.Context,
     full: bool = typer.Option(False, "--full", help="Rebuild the index from scratch."),
     check: bool = typer.Option(False, "--check", help="Write nothing; list drift; exit 1 if out of date."),
-    watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C (or SIGTERM, SIGHUP)."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
     _exclusive(ctx, "check", "full", "watch")
     state = _state(ctx)
+    if watch:
+        _watch(ctx, state)
+        return
     as_json = json_output or state.json
     vault = state.open()
     if check:
@@ -769,23 +780,7 @@ def reindex(
                     typer.echo(f"{label:<8} {path}")
             if report.rebuilt:
                 typer.echo(f"rebuild  {report.rebuilt}")
-        raise typer.Exit(1 if report.drift or report.skipped else 0)
-    if watch:
-        told: dict[str, tuple] = {}  # a skipped file is reported once, until it changes
-
-        def on_report(report) -> None:
-            now_skipped = {str(problem.path): (problem.reason, _mtime(problem.path)) for problem in report.skipped}
-            for path, seen in now_skipped.items():
-                if told.get(path) != seen:
-                    info(ctx, f"memvault: skipped {path}: {seen[0]}")
-            told.clear()
-            told.update(now_skipped)
-            if report.drift and not state.quiet:
-                print(report.summary(), flush=True)
-
-        vault.watch(on_report, on_start=lambda: info(ctx, f"memvault: watching {vault.root / 'entries'} "
-                                                          "(Ctrl-C to stop)"))
-        return
+        raise typer.Exit(0 if report.in_step else 1)  # the answer stats gives
     with term.progress_bar(not state.quiet) as bar:
         report = vault.reindex(full=full, progress=bar)
     for problem in report.skipped:
@@ -798,6 +793,32 @@ def reindex(
         typer.echo(report.summary())
     if report.skipped:
         raise typer.Exit(1)
+
+
+def _watch(ctx: typer.Context, state: State) -> None:
+    """`reindex --watch`: until a stop signal (docs/design.md, "Stopping a long-running command")."""
+    from memvault import signals
+
+    signals.stop_on_signals()  # first: a signal while it starts is not lost either
+    try:
+        vault = state.open()
+        told: dict[str, tuple] = {}  # a skipped file is reported once, until it changes
+
+        def on_report(report) -> None:
+            now_skipped = {str(problem.path): (problem.reason, _mtime(problem.path)) for problem in report.skipped}
+            for path, seen in now_skipped.items():
+                if told.get(path) != seen:
+                    info(ctx, f"memvault: skipped {path}: {seen[0]}")
+            told.clear()
+            told.update(now_skipped)
+            if report.drift and not state.quiet:
+                print(report.summary(), flush=True)
+
+        # A stop ends the watch between two syncs (a sync under way finishes), or a wait for the lock.
+        vault.watch(on_report, stop=signals.requested,
+                    on_start=lambda: info(ctx, f"memvault: watching {vault.root / 'entries'} (Ctrl-C to stop)"))
+    except signals.Stopped:
+        pass  # it was waiting for the vault lock: nothing to finish
 
 
 @app.command()
@@ -1094,6 +1115,155 @@ def reconcile(
 
 
 @app.command()
+def review(
+    ctx: typer.Context,
+    memory_ids: Optional[list[str]] = typer.Argument(None, metavar="ID", help="With --keep or --reject: the "
+                                                     "learned facts (id or unique prefix).",
+                                                     autocompletion=complete_live_memory_id),
+    keep: bool = typer.Option(False, "--keep", help="Keep these learned facts: a waiting one goes live, a proposal "
+                                                   "retires the facts of yours it names."),
+    reject: bool = typer.Option(False, "--reject", help="Reject these learned facts: soft-deleted (reason rejected); "
+                                                       "what they retired comes back."),
+    text: Optional[str] = typer.Option(None, "--text", help="With --keep and one ID: keep it with these words."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="With --reject: why, kept with the rejected fact."),
+    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
+                                               help="Only this conversation (default: every one)."),
+    max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="List at most N."),
+    json_output: bool = typer.Option(False, "--json", help="Print the list, or what was done, as JSON."),
+) -> None:
+    """Look over what memvault learned: learned facts and proposals not yet reviewed, newest first.
+
+    Each shows the message it came from and what it would replace. On a terminal, one at a time: keep, edit, reject, skip or quit (like `git add -p`); else a list. A learned fact never retires a fact you added by itself: it proposes it, and your fact stays until you keep the proposal. With learned_review = true every learned fact waits here, unused, until kept.
+    """
+    _exclusive(ctx, "keep", "reject")
+    state = _state(ctx)
+    as_json = json_output or state.json
+    if (keep or reject) != bool(memory_ids):
+        raise UsageError("--keep and --reject take the IDs of learned facts; IDs go with one of them"
+                         if memory_ids else "give the IDs to --keep or --reject")
+    if text is not None and not keep:
+        raise UsageError("--text goes with --keep")
+    if reason is not None and not reject:
+        raise UsageError("--reason goes with --reject")
+    vault = state.open()
+    if keep or reject:
+        outcome = vault.review_keep(memory_ids, text=text) if keep else vault.review_reject(memory_ids, reason=reason)
+        if as_json:
+            emit_json(outcome.to_json())
+        else:
+            for line in change_lines([e.to_json() for e in outcome.events]):
+                typer.echo(line)
+        return
+    items = vault.review(conversation, limit=max_count)
+    if as_json:
+        emit_json([item.to_json(vault.root) for item in items])
+        return
+    if not items:
+        info(ctx, "memvault: nothing to review")
+        return
+    if term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr):
+        _review_one_at_a_time(ctx, vault, items)
+        return
+    for item in items:
+        typer.echo("\n".join(review_lines(item)))
+
+
+def review_lines(item) -> list[str]:
+    """One learned fact to review, as a few lines: status, id, text, where from, what it replaces."""
+    memory = item.memory
+    lines = [f"{item.status:<9} {memory.id[:8]}  {' '.join(memory.text.split())}  "
+             f"({memory.conversation_id}, {memory.created_at:%Y-%m-%d %H:%M})"]
+    if item.said:
+        said = " ".join(item.said.split())
+        lines.append(f"          from: \"{said[:200]}{'…' if len(said) > 200 else ''}\"")
+    for other in item.would_replace:
+        lines.append(f"          would replace {other.id[:8]}  {' '.join(other.text.split())}")
+    for other in item.replaced:
+        lines.append(f"          replaced {other.id[:8]}  {' '.join(other.text.split())}")
+    return lines
+
+
+REVIEW_KEYS = {"k": "keep it", "e": "edit its words, then keep it", "r": "reject it (what it replaced comes back)",
+               "s": "skip it (it stays in review)", "q": "quit (what was done stays done)", "?": "this help"}
+
+
+def _review_one_at_a_time(ctx, vault, items) -> None:
+    """The terminal review, like `git add -p`: each fact, then one key and Enter."""
+    done = {"kept": 0, "rejected": 0, "skipped": 0}
+    for number, item in enumerate(items, 1):
+        sys.stderr.write(f"\n[{number}/{len(items)}] " + "\n".join(review_lines(item)) + "\n")
+        while True:
+            sys.stderr.write("Keep this fact [k,e,r,s,q,?]? ")
+            sys.stderr.flush()
+            answer = sys.stdin.readline()
+            if not answer:
+                answer = "q"
+            key = answer.strip().lower()[:1]
+            if key == "?" or key not in REVIEW_KEYS:
+                for letter, what in REVIEW_KEYS.items():
+                    sys.stderr.write(f"  {letter} - {what}\n")
+                continue
+            break
+        if key == "q":
+            break
+        if key == "s":
+            done["skipped"] += 1
+            continue
+        try:
+            if key == "r":
+                outcome = vault.review_reject([item.memory.id])
+                done["rejected"] += 1
+            else:
+                text = None
+                if key == "e":
+                    sys.stderr.write("New words (empty: as they are): ")
+                    sys.stderr.flush()
+                    text = sys.stdin.readline().strip() or None
+                outcome = vault.review_keep([item.memory.id], text=text)
+                done["kept"] += 1
+        except MemvaultError as exc:
+            _error(str(exc))
+            continue
+        for line in change_lines([e.to_json() for e in outcome.events]):
+            info(ctx, f"memvault: {line}")
+    info(ctx, f"memvault: kept {done['kept']}, rejected {done['rejected']}, skipped {done['skipped']}")
+
+
+@app.command()
+def learn(
+    ctx: typer.Context,
+    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
+                                               help="Only this conversation (default: every one)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only turns said at or after this."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the turns that would be learned from; no model."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was found and done as JSON."),
+) -> None:
+    """Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down.
+
+    Each chat turn records whether it has been learned from; `serve` and `mcp` catch up at every start too. Each change is shown, as after a chat. An LLM that is down stops it (exit 1); what is left waits for the next run.
+    """
+    state = _state(ctx)
+    as_json = json_output or state.json
+    vault = state.open()
+    with term.progress_bar(not state.quiet and not dry_run, label="learning", minimum=2) as bar:
+        outcome = vault.learn(conversation, since=since, dry_run=dry_run, progress=bar)
+    if as_json:
+        emit_json(outcome.to_json())
+    elif dry_run:
+        for turn in outcome.turns:
+            typer.echo(f"{turn.id[:8]}  {turn.created_at:%Y-%m-%d %H:%M}  {turn.conversation_id:<12} "
+                       f"{' '.join(turn.text.split())[:100]}")
+        info(ctx, f"memvault: would learn from {len(outcome.turns)} turn(s)")
+    else:
+        for line in change_lines(outcome.learned.to_json()):
+            typer.echo(line)
+        info(ctx, f"memvault: learned from {outcome.done} of {len(outcome.turns)} turn(s) still owed learning")
+    if outcome.error:
+        _error(outcome.error)
+        raise typer.Exit(1)
+
+
+@app.command()
 def episodes(
     ctx: typer.Context,
     conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation whose episodes to list.",
@@ -1228,11 +1398,21 @@ def _print_import(ctx, result) -> None:
             typer.echo(f"+{row.added:<5} {row.conversation_id}  {row.title}{there}")
     left = f", {len(result.problems)} left out" if result.problems else ""
     older = f", {result.older} older than --since" if result.older else ""
+    for path, source in result.kept:
+        info(ctx, f"memvault: kept {path}: {source} changed since it was imported, here too; the vault's "
+                  "version stays")
+    if result.updated:
+        count = result.updated
+        commit = f" (commit {result.commit[:8]})" if result.commit and not result.added else ""
+        typer.echo(f"{'would update' if result.dry_run else 'updated'} {count} note{'s' if count != 1 else ''} "
+                   f"changed at {'its' if count == 1 else 'their'} source{commit}")
     if result.added:
         conversations = sum(1 for row in result.conversations if row.added)
         commit = f" (commit {result.commit[:8]})" if result.commit else ""
         typer.echo(f"{would} {result.added} memories in {conversations} conversation"
                    f"{'' if conversations == 1 else 's'}{commit}; {result.already} there already{older}{left}")
+    elif result.updated:
+        pass
     elif result.already or result.older:
         typer.echo(f"nothing new: {result.already} memories there already{older}{left}")
     else:
@@ -1270,6 +1450,7 @@ def export(
     json_output: bool = typer.Option(False, "--json", help="With --output: print what was written as JSON."),
 ) -> None:
     """Take memories out: JSON lines for another vault or tool, or a markdown digest to read."""
+    _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     as_json = json_output or state.json
     if as_json and output is None and output_format == ExportFormat.markdown:
@@ -1294,19 +1475,24 @@ def export(
 def mcp(ctx: typer.Context) -> None:
     """Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary.
 
-    Speaks the Model Context Protocol on stdin and stdout until the client closes stdin; notices go
-    to stderr. Register it with an agent, e.g. `claude mcp add memvault -- memvault mcp`.
+    Speaks the Model Context Protocol on stdin and stdout until the client closes stdin (or SIGTERM,
+    SIGHUP, Ctrl-C); notices go to stderr. Register it with an agent, e.g.
+    `claude mcp add memvault -- memvault mcp`.
     """
-    state = _state(ctx)
-    vault = state.open(watch=True)
-    try:
-        from memvault.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
+    from memvault import signals
 
-        run_stdio(vault)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C in a terminal: stop quietly
-    finally:
-        vault.close()
+    signals.stop_on_signals()  # first: a signal while it starts is not lost (run_stdio takes over later)
+    state = _state(ctx)
+    try:
+        vault = state.open(watch=True)
+        try:
+            from memvault.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
+
+            run_stdio(vault)
+        finally:
+            vault.close()
+    except signals.Stopped:
+        pass  # before it served: nothing under way
     # The client has left and every call has finished (the server waits for them). A client kills a
     # server that is not gone 2 s after it closed stdin, and the native libraries' teardown (ONNX
     # Runtime, LanceDB) alone can take that long on a busy machine: leave at once.
@@ -1329,19 +1515,27 @@ def serve(
     Point any OpenAI client's base URL at http://HOST:PORT/v1: each chat request gets the memories
     that fit its last message, is answered by the configured LLM (llm_model, llm_base_url), and is
     stored; facts are learned after the response. Also /v1/models, /health and /v1/memories (add,
-    search, get, delete). Stops cleanly on SIGTERM or Ctrl-C.
+    search, get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
+    from memvault import signals
     from memvault.files import check_conversation_id
 
-    from memvault.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
+    signals.stop_on_signals()  # first: a signal while it starts is not lost (run() takes over later)
+    try:
+        from memvault.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
 
-    state = _state(ctx)
-    check_conversation_id(conversation)
-    api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
-    check_bind(host, api_key)
-    vault = state.open(watch=True)
-    run(vault, ServeOptions(host=host, port=port, conversation=conversation, max_body=int(max_body_mb * 1024 * 1024),
-                            api_key=api_key, access_log=state.verbose), state.notice)
+        state = _state(ctx)
+        check_conversation_id(conversation)
+        api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
+        check_bind(host, api_key)
+        vault = state.open(watch=True)
+        run(vault, ServeOptions(host=host, port=port, conversation=conversation,
+                                max_body=int(max_body_mb * 1024 * 1024), api_key=api_key,
+                                access_log=state.verbose), state.notice)
+    except signals.Stopped:
+        state.notice("memvault serve: stopped before it served anything")
+        sys.stderr.flush()
+        os._exit(0)  # as run() leaves: the native libraries' teardown is not waited for
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ class Settings:
     max_session_tokens: int = 8000
     reconcile_mode: str = "pairs"
     extraction_mode: str = "message"
+    learned_review: bool = False
     lock_timeout: float = 600.0
     serve_api_key: str | None = field(default=None, repr=False)
 

@@ -86,7 +86,9 @@ def _folders(vault, conversations: list[str] | None) -> list[Path]:
     for conversation in conversations:
         folder = vault.entries / files.conversation_slug(conversation)
         if not folder.is_dir():
-            raise NotFound(f"no conversation {conversation!r} in {vault.root}")
+            from memvault.browse import close_ones
+
+            raise NotFound(f"no conversation {conversation!r} in {vault.root}{close_ones(vault, conversation)}")
         folders.append(folder)
     return folders
 
@@ -98,7 +100,11 @@ def _write(vault, stream: TextIO, folders: list[Path], include_deleted: bool, si
         if result.format == "jsonl":
             count = 0
             for memory in memories:
-                stream.write(json.dumps(memory.to_json(vault.root), ensure_ascii=False, default=str) + "\n")
+                line = memory.to_json(vault.root)
+                dates = memory.date_paths()
+                if dates:  # JSON has no dates: where they were, for `import jsonl`
+                    line["dates"] = dates
+                stream.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
                 count += 1
         else:
             count = _digest(stream, list(memories), _title(vault, folder), first=result.conversations == 0)

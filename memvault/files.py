@@ -15,7 +15,7 @@ import re
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,7 +35,9 @@ ROLE_FOLDERS = {
     "assistant": "turns/assistant",
     "summary": "summaries",
     "episode": "episodes",  # what happened in a stretch of a conversation (docs/design.md, "Episodes")
+    "pending": "pending",  # a learned fact waiting for review (setting learned_review): never searched
 }
+PENDING_ROLE = "pending"
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 # What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
@@ -56,7 +58,7 @@ def roles_for_kinds(kinds) -> tuple[str, ...] | None:
             raise UsageError(f"unknown kind {kind!r} (one of {', '.join(SEARCH_KINDS)})")
         roles += [r for r in SEARCH_KINDS[kind] if r not in roles]
     return tuple(roles) or None
-DELETE_REASONS = ("update", "contradiction", "evicted", "user")
+DELETE_REASONS = ("update", "contradiction", "evicted", "user", "rejected")  # rejected: in `memvault review`
 # Front-matter key of a tombstone: why the user removed it, in their own words (`deleted_reason`
 # stays one of DELETE_REASONS, which code reads; this is for people).
 DELETED_NOTE = "deleted_note"
@@ -168,7 +170,7 @@ class Memory:
         }
         for key, value in self.extra.items():
             if key not in meta:
-                meta[key] = format_time(value) if isinstance(value, datetime) else value
+                meta[key] = value  # a YAML date or timestamp stays one (memvault's own times are strings)
         return meta
 
     @property
@@ -186,9 +188,27 @@ class Memory:
             "conversation_id": self.conversation_id,
             "created_at": format_time(self.created_at),
             "text": self.text,
-            "meta": {k: (format_time(v) if isinstance(v, datetime) else v) for k, v in self.extra.items()},
+            "meta": json_safe(self.extra),
             "deleted": self.is_deleted,
         }
+
+    def date_paths(self) -> list[list[Any]]:
+        """Where the front matter holds YAML dates or timestamps (key paths into `extra`): `export` lists
+        them, so that `import jsonl` writes them back as dates, not as the strings JSON carried."""
+        found: list[list[Any]] = []
+
+        def walk(value: Any, where: list[Any]) -> None:
+            if isinstance(value, (datetime, date)):
+                found.append(where)
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, [*where, key])
+            elif isinstance(value, list):
+                for number, item in enumerate(value):
+                    walk(item, [*where, number])
+
+        walk(self.extra, [])
+        return found
 
     def first_line(self, width: int = 80) -> str:
         line = next((ln.strip() for ln in self.text.splitlines() if ln.strip()), "")
@@ -244,6 +264,16 @@ def check_text(text: str, what: str = "memory text") -> None:
 # words: "chat" (a turn of `memvault chat` or `serve`), "learned" (a fact extraction found),
 # "import" (an imported history). No origin: the user added it (`add`, `edit`, a file).
 ORIGIN_KEY = "origin"
+# On a user turn: true once it has been learned from, false while learning is still owed to it (a
+# chat whose upkeep did not run); no key: nothing was asked of it (docs/design.md, "The write path").
+EXTRACTED = "extracted"
+# On a learned fact the user looked over in `memvault review`: kept or edited.
+REVIEWED = "reviewed"
+
+
+def is_learned(memory: Memory) -> bool:
+    """A fact memvault learned (origin learned), live or waiting for review, kept in review or not."""
+    return memory.role in ("memory", PENDING_ROLE) and memory.extra.get(ORIGIN_KEY) == "learned"
 
 
 def is_evictable(memory: Memory) -> bool:
@@ -252,7 +282,8 @@ def is_evictable(memory: Memory) -> bool:
     origin = memory.extra.get(ORIGIN_KEY)
     if memory.role in ("user", "assistant"):
         return origin in (None, "chat")
-    return memory.role == "memory" and origin == "learned"
+    # A learned fact the user kept in review is theirs now.
+    return memory.role == "memory" and origin == "learned" and not memory.extra.get(REVIEWED)
 
 
 def render(memory: Memory) -> str:
@@ -517,6 +548,56 @@ def parse_memory(text: str, path: Path, mtime: float | None = None, root: Path |
     return _adopt(path, root, mtime, text.strip(), {}), True
 
 
+def json_safe(value: Any) -> Any:
+    """Front-matter values as JSON gives them: YAML dates and timestamps as ISO 8601 strings, at any
+    depth; the rest as it is."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
+
+
+def restore_dates(meta: dict[str, Any], paths: list) -> dict[str, Any]:
+    """The ISO strings at these key paths (Memory.date_paths, in an export) as the dates they were."""
+    for where in paths if isinstance(paths, list) else []:
+        if not isinstance(where, list) or not where:
+            continue
+        holder: Any = meta
+        for step in where[:-1]:
+            try:
+                holder = holder[step]
+            except (KeyError, IndexError, TypeError):
+                holder = None
+                break
+        last = where[-1]
+        try:
+            text = holder[last] if holder is not None else None
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(text, str):
+            try:
+                holder[last] = date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text)
+            except ValueError:
+                pass
+    return meta
+
+
+def json_value(value: Any) -> Any:
+    """A front-matter value JSON cannot hold, as JSON gives it (`json.dumps(default=json_value)`): a
+    YAML date or timestamp as an ISO 8601 string (2024-03-01, 2024-03-01T10:30:00+00:00)."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
+
+
+def adopted_id(relative: str) -> str:
+    """The id a file without one gets (from its vault-relative path: the same in every process)."""
+    return str(uuid.uuid5(ADOPT_NAMESPACE, relative))
+
+
 def _adopt(path: Path, root: Path | None, mtime: float | None, body: str, meta: dict[str, Any]) -> Memory:
     """A file memvault did not write, as a memory: an id from its path (the same in every process),
     a note unless its front matter names a known role, created when it was last written unless
@@ -530,7 +611,7 @@ def _adopt(path: Path, root: Path | None, mtime: float | None, body: str, meta: 
     if created is None:
         created = datetime.fromtimestamp(mtime, timezone.utc) if mtime is not None else utcnow()
     return Memory(
-        id=str(uuid.uuid5(ADOPT_NAMESPACE, rel)),
+        id=adopted_id(rel),
         role=role if role in ROLE_FOLDERS and role != "summary" else "note",
         conversation_id=str(meta.get("conversation_id") or _conversation_from_path(path, root)),
         created_at=created,

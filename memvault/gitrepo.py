@@ -476,13 +476,15 @@ def _known_paths(root: Path, rels: list[str]) -> list[str]:
     return [p for p in rels if p in in_head or (root / p).exists()]
 
 
-# Where each of git's multi-step operations leaves its mark in the repository folder.
+# Where each of git's multi-step operations leaves its mark in the repository folder, and the git
+# command that finishes it (`<command> --continue` or `--abort`).
 _IN_PROGRESS = (
-    ("MERGE_HEAD", "a merge", "git merge --continue` or `git merge --abort"),
-    ("rebase-merge", "a rebase", "git rebase --continue` or `git rebase --abort"),
-    ("rebase-apply", "a rebase or `git am`", "git rebase --continue` or `git rebase --abort"),
-    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue` or `git cherry-pick --abort"),
-    ("REVERT_HEAD", "a revert", "git revert --continue` or `git revert --abort"),
+    ("MERGE_HEAD", "a merge", "merge"),
+    ("rebase-merge", "a rebase", "rebase"),
+    ("rebase-apply/applying", "a git am", "am"),
+    ("rebase-apply", "a rebase", "rebase"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "cherry-pick"),
+    ("REVERT_HEAD", "a revert", "revert"),
 )
 
 
@@ -498,10 +500,11 @@ def check_writable(root: Path) -> None:
     if not is_repo(root):
         return
     git_dir = _git_dir(root)
-    for marker, what, fix in _IN_PROGRESS:
+    for marker, what, command in _IN_PROGRESS:
         if (git_dir / marker).exists():
-            raise VaultStateError(f"the vault {root} has {what} in progress; finish it with `git -C {root} "
-                                  f"{fix}`, then run memvault again; nothing was written")
+            raise VaultStateError(f"the vault {root} has {what} in progress; finish it with `git -C {root} {command} "
+                                  f"--continue` or `git -C {root} {command} --abort`, then run memvault again; "
+                                  "nothing was written")
     try:
         head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
     except OSError:
@@ -593,6 +596,15 @@ def read_head(root: Path) -> str | None:
     except OSError:
         pass
     return head_sha(root)
+
+
+def edited_since_head(root: Path, paths: list[str]) -> list[str]:
+    """Those of these tracked files whose content differs from HEAD's (by content, not stat data)."""
+    if not paths:
+        return []
+    status, out, _ = _run(root, "-c", "core.quotePath=false", "diff", "--name-only", "-z", "--no-renames", "HEAD",
+                          "--", *(f":(literal){p}" for p in paths))
+    return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p) if status == 0 else []
 
 
 def refresh_index(root: Path) -> None:

@@ -9,10 +9,18 @@ A few git processes, whatever the length of the history (`git log --raw`, one `c
 2,000 for a log of 1,000 changes (bench/README.md, "One vault on several machines"). Only what
 is shown is read: 20 changes of a commit unless asked for all, and for one memory only the
 files that held it (docs/design.md, "Commits").
+
+A commit memvault made says in its trailers what it did to which memory (gitrepo.CommitRecord), and
+`log` follows them where the files alone are ambiguous (a restore git does not see as a rename).
+A sync's merge is shown by what it made itself (git's combined diff: the tombstones of the versions
+that lost a conflict) and by its `Memvault-Resolved` trailers (each memory it settled, as
+`resolved`); `log ID` walks every side of a merge (`--full-history`), so the deletion on one
+machine and the resolution that brought the memory back on the other are both in its story.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -21,6 +29,12 @@ from memvault import files
 from memvault.errors import MemvaultError, NotFound, UsageError
 
 RS, US = "\x1e", "\x1f"
+# A commit's trailers (gitrepo.CommitRecord) as the action `log` shows for each memory they name.
+TRAILER_ACTIONS = {"Memvault-Added": "added", "Memvault-Deleted": "deleted", "Memvault-Edited": "edited",
+                   "Memvault-Evicted": "evicted", "Memvault-Restored": "restored", "Memvault-Removed": "removed"}
+# The rest of a `Memvault-Resolved: <id or path>: <case>: <rest>` trailer (merge.Resolution.trailer).
+_RESOLVED = re.compile(r"^kept (?P<whose>.+?)(?: \((?P<path>.+?)(?: as of (?P<sha>[0-9a-f]{7,64}))?\))?"
+                       r"(?:; the other is the tombstone (?P<sibling>.+))?$")
 
 
 @dataclass
@@ -38,6 +52,7 @@ class MemoryChange:
     before: str | None = None  # an edit: the text before it
     cause: str | None = None  # a replacement, deletion or eviction: the message or command behind it
     learned_from: str | None = field(default=None, repr=False)  # the chat turn a learned fact came from
+    conflict: str | None = field(default=None, repr=False)  # a sync's tombstone: why it exists (sync_conflict)
 
 
 @dataclass
@@ -73,13 +88,6 @@ def _git(root: Path, *args: str) -> str:
         raise MemvaultError(f"git {args[0]} in {root} failed: {exc.cause}") from None
 
 
-def _read_blobs(root: Path, blobs) -> dict[str, str | None]:
-    """The contents of these blob ids (empty and all-zero ids left out), through one cat-file."""
-    from memvault.gitrepo import read_blobs
-
-    return read_blobs(root, sorted(b for b in blobs if b and b.strip("0")))
-
-
 def _command_of(subject: str) -> str:
     if subject.startswith("memvault ") and ":" in subject:
         return subject[len("memvault ") : subject.index(":")].strip()
@@ -88,14 +96,25 @@ def _command_of(subject: str) -> str:
 
 def _parse_status(block: str) -> list[tuple[str, str, str | None, str, str | None]]:
     """(status letter, path, old path for renames, blob, blob before) for each changed file of
-    `git log --raw` lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`).
-    The blob is the file after the commit, or before it when the commit removed it; the blob
-    before is given for a file changed in place (an edit, to show what it said before)."""
+    `git log --raw` lines (`:old-mode new-mode old-blob new-blob status<TAB>path[<TAB>new path]`, and
+    for a merge `-c`'s combined lines, `::` and a mode and blob per parent). The blob is the file
+    after the commit, or before it when the commit removed it; the blob before is given for a file
+    changed in place (an edit, to show what it said before)."""
     rows = []
     for line in block.split("\n"):  # an import's commit has 100,000 of these lines: kept lean
         if line[:1] != ":":
             continue
         head, _, paths = line.partition("\t")
+        if line[:2] == "::":  # a merge: what it made that none of its parents had
+            parents = len(head) - len(head.lstrip(":"))
+            meta = head[parents:].split(" ")
+            if not paths or len(meta) < 2 * parents + 3:
+                continue
+            before, after = meta[parents + 1:2 * parents + 1], meta[2 * parents + 1]
+            letter = "A" if not any(b.strip("0") for b in before) else "M" if after.strip("0") else "D"
+            rows.append((letter, paths, None, before[0] if letter == "D" else after,
+                         before[0] if letter == "M" else None))
+            continue
         meta = head.split(" ")
         if not paths or len(meta) < 5:
             continue
@@ -113,6 +132,67 @@ def _parse_status(block: str) -> list[tuple[str, str, str | None, str, str | Non
 def _in_deleted(path: str) -> bool:
     parts = PurePosixPath(path).parts
     return len(parts) >= 3 and parts[2] == files.DELETED
+
+
+@dataclass
+class _Resolved:
+    """One `Memvault-Resolved` trailer of a sync's merge: the memory it settled and how."""
+
+    id: str
+    case: str
+    whose: str
+    path: str | None  # where the memory is in the merge (None: a trailer of an older memvault, without it)
+    kept_commit: str | None
+    sibling: str | None  # the tombstone the other version became
+
+
+@dataclass
+class _Commit:
+    sha: str
+    date: datetime
+    subject: str
+    body: str
+    merge: bool
+    rows: list = field(default_factory=list)
+
+    def events(self) -> dict[str, str]:
+        """{memory id: action} as the commit's trailers name them (memvault's commits only)."""
+        found: dict[str, str] = {}
+        if not self.subject.startswith("memvault "):
+            return found
+        for line in self.body.split("\n"):
+            if not line.startswith("Memvault-"):
+                continue
+            key, _, value = line.partition(": ")
+            if key == "Memvault-Replaced":
+                old, _, new = value.partition(" -> ")
+                found[old.strip()] = "replaced"
+                found.setdefault(new.strip(), "added")
+            elif key in TRAILER_ACTIONS:
+                found[value.strip()] = TRAILER_ACTIONS[key]
+        return found
+
+    def resolved(self) -> list[_Resolved]:
+        """The memories a sync's merge settled, from its trailers."""
+        found = []
+        if not (self.merge and self.subject.startswith("memvault ")):
+            return found
+        for line in self.body.split("\n"):
+            if not line.startswith("Memvault-Resolved: "):
+                continue
+            what, case, rest = (line[len("Memvault-Resolved: "):].split(": ", 2) + ["", ""])[:3]
+            parsed = _RESOLVED.match(rest)
+            if parsed is None or what.startswith(files.ENTRIES + "/") or "/" in what:
+                continue  # a file that is not a memory (memvault.toml), or words this memvault does not know
+            sibling = parsed["sibling"]
+            path = parsed["path"]
+            if path is None and sibling and "__" in sibling:  # an older trailer: the memory's usual name
+                parts = sibling.split("/")
+                if len(parts) >= 4 and parts[2] == files.DELETED:
+                    stamp = parts[-1].split("__")[0]
+                    path = "/".join(parts[:2] + parts[3:-1] + [f"{stamp}__{what}.md"])
+            found.append(_Resolved(what, case, parsed["whose"], path, parsed["sha"], sibling))
+        return found
 
 
 def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None,
@@ -136,46 +216,63 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         entries = [e for e in entries if since_time is None or e.date >= since_time]
         return entries[:limit] if limit else entries
     commits = [c for c in _entries_log(root, since_args, limit if since_time is None else None)
-               if since_time is None or c[1] >= since_time]
+               if since_time is None or c.date >= since_time]
     if limit:
         commits = commits[:limit]
-    shown = {sha: _memory_rows(rows)[:max_changes] if max_changes is not None else _memory_rows(rows)
-             for sha, _, _, rows in commits}
+    shown = {c.sha: _memory_rows(c.rows)[:max_changes] if max_changes is not None else _memory_rows(c.rows)
+             for c in commits}
     # Read each shown file as it was after the commit (or before it, when removed; and before an
-    # edit, to show what it said), by blob id.
-    blobs = _read_blobs(root, {blob for rows in shown.values() for row in rows for blob in row[3:5]})
+    # edit, to show what it said), by blob id; a memory a merge settled, by its path in the merge.
+    resolved = {c.sha: c.resolved() for c in commits}
+    blobs = _read_blobs(root, {blob for rows in shown.values() for row in rows for blob in row[3:5]},
+                        {f"{sha}:{r.path}" for sha, found in resolved.items() for r in found if r.path})
     entries = []
-    for sha, date, subject, rows in commits:
-        entry = LogEntry(sha, date, subject, _command_of(subject))
-        entry.changes = _changes(shown[sha], blobs, root)
+    for commit in commits:
+        entry = LogEntry(commit.sha, commit.date, commit.subject, _command_of(commit.subject))
+        entry.changes = _changes(shown[commit.sha], blobs, root, commit.events())
+        entry.changes += _resolutions(commit, resolved[commit.sha], blobs, root, {c.id for c in entry.changes})
         _name_causes(entry, root)
-        every = _memory_rows(rows)
-        entry.changes_total = len(entry.changes) if len(shown[sha]) == len(every) else _count_memories(every)
+        every = _memory_rows(commit.rows)
+        entry.changes_total = len(entry.changes) if len(shown[commit.sha]) == len(every) else \
+            _count_memories(every) + len(resolved[commit.sha])
+        if max_changes is not None:
+            entry.changes = entry.changes[:max_changes]
         entries.append(entry)
     return entries
 
 
-def _raw_log(root: Path, *args: str) -> list[tuple[str, datetime, str, list[tuple[str, str, str | None, str]]]]:
-    """(sha, date, subject, changed files) per commit of `git log --raw` with these arguments.
+def _read_blobs(root: Path, blobs, names=()) -> dict[str, str | None]:
+    """The contents of these blob ids (empty and all-zero ids left out) and `<commit>:<path>` names,
+    through one cat-file."""
+    from memvault.gitrepo import read_blobs
+
+    return read_blobs(root, sorted(b for b in blobs if b and b.strip("0")) + sorted(names))
+
+
+def _raw_log(root: Path, *args: str) -> list[_Commit]:
+    """The commits of `git log --raw` with these arguments, each with its changed files; a merge with
+    what it made itself (`-c`: the files that differ from every parent).
 
     --raw names each file's blob, which cat-file reads directly; `<commit>:<path>` names made it
     walk the commit's trees for every file, which took minutes for an import of 10,000 memories."""
     try:
-        raw = _git(root, "-c", "core.quotePath=false", "log", "-M", "--raw", "--no-abbrev",
-                   f"--format={RS}%H{US}%aI{US}%s{US}", *args)
+        raw = _git(root, "-c", "core.quotePath=false", "log", "-M", "-c", "--raw", "--no-abbrev",
+                   f"--format={RS}%H{US}%P{US}%aI{US}%s{US}%b{US}", *args)
     except MemvaultError as exc:
         if "does not have any commits" in str(exc):
             return []
         raise
     commits = []
     for chunk in raw.split(RS)[1:]:
-        sha, date, subject, status = chunk.split(US, 3)
-        commits.append((sha, datetime.fromisoformat(date), subject, _parse_status(status)))
+        sha, parents, date, subject, body, status = chunk.split(US, 5)
+        commits.append(_Commit(sha, datetime.fromisoformat(date), subject, body, len(parents.split()) > 1,
+                               _parse_status(status)))
     return commits
 
 
 def _entries_log(root: Path, since_args: list[str], limit: int | None):
-    """The newest `limit` commits that changed something under entries/, with those changes.
+    """The newest `limit` commits that changed something under entries/ (or are a sync's merge),
+    with those changes.
 
     Asked without `-- entries`: with it, git diffs every commit's trees twice (to decide whether
     the commit touched entries/, then for --raw), and with every memory of a kind in one folder
@@ -194,10 +291,11 @@ def _entries_log(root: Path, since_args: list[str], limit: int | None):
         page *= 2
 
 
-def _entry_rows(commit) -> bool:
-    """Keep only the changes under entries/; whether any is left."""
-    commit[3][:] = [row for row in commit[3] if row[1].startswith(files.ENTRIES + "/")]
-    return bool(commit[3])
+def _entry_rows(commit: _Commit) -> bool:
+    """Keep only the changes under entries/; whether the commit is one `log` shows: it changed
+    something there, or it is a merge a sync made (its resolutions are in its trailers)."""
+    commit.rows[:] = [row for row in commit.rows if row[1].startswith(files.ENTRIES + "/")]
+    return bool(commit.rows) or (commit.merge and commit.subject.startswith("memvault "))
 
 
 def _memory_rows(rows):
@@ -211,18 +309,54 @@ def _count_memories(rows) -> int:
     return len({name for name in names if "__" in name}) + sum(1 for name in names if "__" not in name)
 
 
-def _changes(rows, blobs: dict[str, str | None], root: Path) -> list[MemoryChange]:
-    by_id: dict[str, MemoryChange] = {}
-    for letter, path, old, blob, before in rows:
+# Which row of one commit speaks for a memory when several do (a move git did not see as a rename
+# is a delete plus an add; `log ID` asks git about a memory's path and about its tombstone folder
+# apart): a rename, then an edit, then an addition, then a deletion.
+_ROW_RANK = {"R": 0, "C": 0, "M": 1, "A": 2, "D": 3}
+
+
+def _changes(rows, blobs: dict[str, str | None], root: Path, events: dict[str, str] | None = None
+             ) -> list[MemoryChange]:
+    """One change per memory of these rows, with the action the commit's trailers name where the
+    files alone are ambiguous (a memory restored: git may see its tombstone removed and the memory
+    added, or an undone edit)."""
+    by_id: dict[str, tuple[int, MemoryChange]] = {}
+    for letter, path, old, blob, before in sorted(rows, key=lambda row: (_ROW_RANK.get(row[0], 4), row[1])):
         change = _describe(letter, path, old, blobs.get(blob), root)
-        if change is None:
+        if change is None or change.id in by_id:
             continue
         if change.action == "edited" and before:
             change.before = _first_line(blobs.get(before), root, path)
-        # A move seen as delete + add (no rename detected) is one soft delete, not a removal.
-        if change.id not in by_id or by_id[change.id].action == "removed":
-            by_id[change.id] = change
-    return list(by_id.values())
+        by_id[change.id] = (len(by_id), change)
+    changes = [change for _, change in sorted(by_id.values(), key=lambda item: item[0])]
+    for change in changes:
+        if (events or {}).get(change.id) == "restored":
+            change.action = "restored"
+    return changes
+
+
+def _resolutions(commit: _Commit, resolved: list[_Resolved], blobs: dict[str, str | None], root: Path,
+                 shown: set[str]) -> list[MemoryChange]:
+    """A sync merge's `Memvault-Resolved` trailers as `resolved` changes: the memory that stands, as the
+    merge left it, and why."""
+    changes = []
+    for r in resolved:
+        if r.id in shown:
+            continue
+        content = blobs.get(f"{commit.sha}:{r.path}") if r.path else None
+        change = _describe("M", r.path, None, content, root) if r.path and content is not None else None
+        if change is None:
+            change = MemoryChange(r.id, "resolved", "", r.path or "")
+        change.id, change.action, change.before = r.id, "resolved", None
+        kept = f"kept the version of {r.kept_commit[:8]}" if r.kept_commit else f"kept {r.whose}"
+        other = f"; the other is the tombstone {_id_in_name(r.sibling)[:8]}" if r.sibling else ""
+        change.cause = f"{_command_of(commit.subject)}: {r.case}: {kept}{other}"
+        changes.append(change)
+    return changes
+
+
+def _id_in_name(path: str) -> str:
+    return PurePosixPath(path).stem.split("__")[-1]
 
 
 def _glob_escape(text: str) -> str:
@@ -250,17 +384,22 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
     longer in the folder is looked for by name (memvault names every file <ts>__<id>.md, and a
     tombstone keeps the name), which makes git look at every file of every commit. Replacements
     are followed through the linked ids, and through the tombstones written by the same commits
-    (a replaced fact names its successor only in its tombstone)."""
+    (a replaced fact names its successor only in its tombstone). Every side of a merge is walked
+    (`--full-history`: git would otherwise follow only the side whose file the merge kept, and
+    leave out what the other machine did), and a sync's merge tells what it resolved in its
+    trailers."""
     needle = wanted.strip().lower()
     if len(needle) < 4:
         raise UsageError(f"id prefix {wanted!r} is too short (at least 4 characters)")
-    commits: dict[str, tuple[datetime, str, set]] = {}
+    commits: dict[str, _Commit] = {}
     parsed: dict[tuple, MemoryChange | None] = {}
 
     def collect(*pathspecs: str, walk: tuple[str, ...] = ()) -> None:
         if pathspecs:
-            for sha, date, subject, rows in _raw_log(root, *since_args, *walk, "--", *pathspecs):
-                commits.setdefault(sha, (date, subject, set()))[2].update(_memory_rows(rows))
+            for commit in _raw_log(root, "--full-history", *since_args, *walk, "--", *pathspecs):
+                held = commits.setdefault(commit.sha, _Commit(commit.sha, commit.date, commit.subject, commit.body,
+                                                              commit.merge, []))
+                held.rows = sorted(set(held.rows) | set(_memory_rows(commit.rows)))
 
     def look_for(needles: set[str]) -> None:
         """The history of the files that hold these ids (or prefixes) now, else of their names."""
@@ -275,17 +414,21 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
                 *(f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(by_name)))
 
     def changes() -> dict[str, list[MemoryChange]]:
-        blobs = _read_blobs(root, {blob for _, _, rows in commits.values() for row in rows if row not in parsed
-                                   for blob in row[3:5]})
+        settled = {sha: commit.resolved() for sha, commit in commits.items()}
+        blobs = _read_blobs(root, {blob for commit in commits.values() for row in commit.rows if row not in parsed
+                                   for blob in row[3:5]},
+                            {f"{sha}:{r.path}" for sha, found in settled.items() for r in found if r.path})
         out: dict[str, list[MemoryChange]] = {}
-        for sha, (_, _, rows) in commits.items():
-            for row in sorted(rows):
+        for sha, commit in commits.items():
+            for row in commit.rows:
                 if row not in parsed:
                     parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
                     if parsed[row] is not None and parsed[row].action == "edited" and row[4]:
                         parsed[row].before = _first_line(blobs.get(row[4]), root, row[1])
-                if parsed[row] is not None:
-                    out.setdefault(sha, []).append(parsed[row])
+            found = _pick_rows(commit.rows, parsed, commit.events())
+            found += _resolutions(commit, settled[sha], blobs, root, {c.id for c in found})
+            if found:
+                out[sha] = found
         return out
 
     held_now = resolve(needle)
@@ -314,7 +457,7 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
         shown_commits |= touching
         if touching:  # the tombstones those commits wrote, in the conversations they touched
             folders = sorted({"/".join(c.path.split("/")[:2]) for sha in touching for c in by_commit[sha]
-                              if c.id in ids})
+                              if c.id in ids and c.path})
             collect(*(f"{folder}/{files.DELETED}" for folder in folders),
                     walk=("--no-walk=unsorted", *sorted(touching)))
         fresh = new_ids - searched
@@ -325,21 +468,30 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
     order = {sha: n for n, sha in enumerate(_git(root, "rev-list", "HEAD").split())}
     entries = []
     for sha in sorted(commits, key=lambda s: (order.get(s, len(order)), s)):
-        date, subject, _ = commits[sha]
-        mine = [c for c in by_commit.get(sha, []) if c.id in ids]
-        if not mine:
+        commit = commits[sha]
+        found = by_commit.get(sha, [])
+        if not any(c.id in ids for c in found):
             continue
-        entry = LogEntry(sha, date, subject, _command_of(subject))
-        by_id: dict[str, MemoryChange] = {}
-        for c in by_commit.get(sha, []):  # all that was read of the commit: causes are named from it
-            if c.id not in by_id or by_id[c.id].action == "removed":
-                by_id[c.id] = c
-        entry.changes = list(by_id.values())
+        entry = LogEntry(sha, commit.date, commit.subject, _command_of(commit.subject))
+        entry.changes = list(found)  # all that was read of the commit: causes are named from it
         _name_causes(entry, root)
         entry.changes = [c for c in entry.changes if c.id in ids]
         entry.changes_total = len(entry.changes)
         entries.append(entry)
     return entries
+
+
+def _pick_rows(rows, parsed: dict, events: dict[str, str]) -> list[MemoryChange]:
+    """_changes for rows described already (`log ID` reads them once, whatever pass found them)."""
+    by_id: dict[str, MemoryChange] = {}
+    for row in sorted(rows, key=lambda row: (_ROW_RANK.get(row[0], 4), row[1])):
+        change = parsed.get(row)
+        if change is not None and change.id not in by_id:
+            by_id[change.id] = change
+    for change in by_id.values():
+        if events.get(change.id) == "restored":
+            change.action = "restored"
+    return list(by_id.values())
 
 
 def _describe(letter: str, path: str, old: str | None, content: str | None, root: Path) -> MemoryChange | None:
@@ -365,10 +517,11 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
     else:
         action = "edited"
     note = meta.get(files.DELETED_NOTE) if action == "deleted" else None
+    conflict = meta.get("sync_conflict") if _in_deleted(path) else None
     return MemoryChange(memory_id, action, text, path, reason=reason, replaced_by=replaced_by,
                         replaces=meta.get("replaces"), note=str(note) if note else None,
                         role=role, kind=files.kind_of_role(role) if role else None,
-                        learned_from=meta.get("learned_from"))
+                        learned_from=meta.get("learned_from"), conflict=str(conflict) if conflict else None)
 
 
 def _first_line(content: str | None, root: Path, path: str) -> str | None:
@@ -382,7 +535,8 @@ def _first_line(content: str | None, root: Path, path: str) -> str | None:
 
 def _name_causes(entry: LogEntry, root: Path) -> None:
     """Say what retired each memory the commit replaced, deleted or evicted: the user's message
-    a learned fact came from (its chat turn), else the command (and the user's reason)."""
+    a learned fact came from (its chat turn), else the command (and the user's reason; for the
+    tombstone a sync made of a version that lost a conflict, why)."""
     by_id = {c.id: c for c in entry.changes}
     for change in entry.changes:
         if change.action not in ("replaced", "deleted", "evicted"):
@@ -394,6 +548,8 @@ def _name_causes(entry: LogEntry, root: Path) -> None:
             change.cause = f'{entry.command}: "{message}"'
         elif change.action == "evicted":
             change.cause = f"{entry.command}: past max_entries"
+        elif change.conflict:
+            change.cause = f"{entry.command}: {change.conflict}"
         else:
             change.cause = entry.command + (f": {change.note}" if change.note else "")
 

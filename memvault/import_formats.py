@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -281,9 +282,9 @@ def _conversations(path: Path, product: str, progress: Progress | None) -> Itera
 def _wrong_format(path: Path, item: Any, product: str, key: str) -> Problem:
     hint = ""
     if isinstance(item, dict) and "chat_messages" in item:
-        hint = " (it looks like a Claude export: `memvault import claude`)"
+        hint = f" (it looks like a Claude export: `memvault import claude {shlex.quote(str(path))}`)"
     elif isinstance(item, dict) and "mapping" in item:
-        hint = " (it looks like a ChatGPT export: `memvault import chatgpt`)"
+        hint = f" (it looks like a ChatGPT export: `memvault import chatgpt {shlex.quote(str(path))}`)"
     return Problem(path.name, f"is not a {product} export: its first conversation has no '{key}'{hint}", fatal=True)
 
 

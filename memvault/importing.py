@@ -21,7 +21,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
@@ -37,15 +37,18 @@ IMPORT_NAMESPACE = uuid.UUID("5d7f1f6e-3a0b-4c52-9d7e-2b8f0e6a4c11")
 IMPORTED_FROM = "imported_from"
 ORIGINAL_CONVERSATION = "original_conversation_id"
 ORIGINAL_MESSAGE = "original_message_id"
-EXTRACTED = "extracted"  # on a user turn: --extract has learned from it
+EXTRACTED = files.EXTRACTED  # on a user turn: it has been learned from
+# On a note: the hash of what the import wrote (text and the note's own keys), so that the next
+# import of the folder tells a note changed at its source from one changed in the vault.
+IMPORTED_SHA = "imported_sha256"
+# Keys of an imported note that are memvault's, not the note's (left out of that hash).
+_OWN_NOTE_KEYS = {files.ORIGIN_KEY, IMPORTED_FROM, "source", IMPORTED_SHA, "updated_at", "restored_at", EXTRACTED}
 # Keys of a note's own front matter that mean something else to memvault: kept as original_<key>.
 _RESERVED = set(files.CORE_KEYS) | {files.ORIGIN_KEY, "source", "tags", "deleted_at", "deleted_reason", "replaces",
                                     "replaced_by", "learned_from", "unanswered", "partial", "summary_kind",
                                     "summary_level", "restored_at", IMPORTED_FROM, EXTRACTED, "links"}
 _ID_IN_NAME = re.compile(r"__([0-9a-fA-F-]{36})\.md$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Turns that taught nothing are marked in one commit per this many (a kill re-asks at most these).
-MARK_BATCH = 20
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -84,10 +87,11 @@ class ImportedConversation:
     original_id: str | None
     added: int = 0
     already: int = 0  # there from an earlier run
+    updated: int = 0  # notes changed at their source since an earlier run
 
     def to_json(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "title": self.title, "original_id": self.original_id,
-                "added": self.added, "already": self.already}
+                "added": self.added, "already": self.already, "updated": self.updated}
 
 
 @dataclass
@@ -99,10 +103,11 @@ class Extraction:
     before: int = 0  # learned from by an earlier run
     error: str | None = None
     learned: Any = None  # learn.Learned: every change
+    no_answer: int = 0  # turns the model gave no valid answer for (left unmarked, for the next run)
 
     def to_json(self) -> dict[str, Any]:
         return {"turns": self.turns, "done": self.done, "before": self.before, "error": self.error,
-                "changes": self.learned.to_json() if self.learned else []}
+                "no_valid_answer": self.no_answer, "changes": self.learned.to_json() if self.learned else []}
 
 
 @dataclass
@@ -115,10 +120,15 @@ class ImportResult:
     older: int = 0  # left out by --since
     commit: str | None = None
     extraction: Extraction | None = None
+    kept: list[tuple[str, str]] = field(default_factory=list)  # (vault path, source): changed on both sides
 
     @property
     def added(self) -> int:
         return sum(c.added for c in self.conversations)
+
+    @property
+    def updated(self) -> int:
+        return sum(c.updated for c in self.conversations)
 
     @property
     def already(self) -> int:
@@ -131,7 +141,8 @@ class ImportResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "dry_run": self.dry_run, "commit": self.commit,
-                "added": self.added, "already": self.already, "older_than_since": self.older,
+                "added": self.added, "already": self.already, "updated": self.updated, "older_than_since": self.older,
+                "kept": [{"path": path, "source": source} for path, source in self.kept],
                 "conversations": [c.to_json() for c in self.conversations],
                 "skipped": [p.to_json() for p in self.problems],
                 "extract": self.extraction.to_json() if self.extraction else None}
@@ -209,6 +220,7 @@ class Importer:
         self._seen_conversations: set[str] = set()
         self._rows: dict[str, ImportedConversation] = {}  # notes and JSON lines: by conversation
         self._progress = progress
+        self.updates: list[Memory] = []  # notes changed at their source: rewritten in the import's commit
 
     def write(self) -> ImportResult:
         """Read the source and write what is new in one commit (with dry_run, only count it)."""
@@ -223,12 +235,19 @@ class Importer:
                 pass
         else:
             first = next(memories, None)  # nothing to write (a file of another format): no vault is made
-            if first is not None:
-                change = ingest.store(self.vault, chain([first], memories), "import", by_conversation=True,
-                                      progress=self._indexing)
+            if first is not None or self.updates:
+                change = ingest.store(self.vault, chain([first] if first is not None else [], memories), "import",
+                                      by_conversation=True, progress=self._indexing, then=self._update_notes)
                 result.commit = change.commit_sha
-        result.conversations = [row for row in result.conversations if row.added or row.already]
+        result.conversations = [row for row in result.conversations if row.added or row.already or row.updated]
         return result
+
+    def _update_notes(self, change) -> None:
+        """The notes changed at their source, rewritten in the import's change (skipped when changed
+        meanwhile)."""
+        for memory in self.updates:
+            if files.still_live(self.vault.root, memory.path, memory.id) is not None:
+                change.rewrite(memory)
 
     def _indexing(self, done: int, total: int) -> None:
         if self._progress is not None:
@@ -346,11 +365,43 @@ class Importer:
         if note.links:
             extra["links"] = note.links
         extra.update({"source": note.relative_path, files.ORIGIN_KEY: "import", IMPORTED_FROM: "markdown"})
+        extra = _plain_values(extra)
+        extra[IMPORTED_SHA] = _note_hash(note.text, extra)
         memory_id = import_id("markdown", folder, note.relative_path)
-        memory = self._make(memory_id, note.text, "note", conversation, note.created_at, _plain_values(extra), row,
+        if self._changed_note(memory_id, note.text, extra, row, f"{folder}/{note.relative_path}"):
+            return
+        memory = self._make(memory_id, note.text, "note", conversation, note.created_at, extra, row,
                             f"{folder}/{note.relative_path}", "note")
         if memory is not None:
             yield memory
+
+    def _changed_note(self, memory_id: str, text: str, extra: dict[str, Any], row: ImportedConversation,
+                      where: str) -> bool:
+        """A note imported before whose source changed since: queued to be updated (the vault's copy
+        unchanged since that import), or kept as the vault has it and said (changed there too).
+        False when it is not such a note (new, deleted in the vault, unchanged)."""
+        existing = self.known.get(memory_id)
+        if existing is None or self.known.uncommitted(existing) or files.is_deleted_path(PurePosixPath(existing)):
+            return False
+        try:
+            there = files.read_memory(self.vault.root / existing, self.vault.root)[0]
+        except MemvaultError:
+            return False
+        imported = there.extra.get(IMPORTED_SHA)
+        here = _note_hash(there.text, there.extra)
+        if extra[IMPORTED_SHA] == (imported or here):
+            return False  # the source is as it was imported
+        row.already += 1
+        if (here != imported) if imported else "updated_at" in there.extra:
+            self.result.kept.append((existing, where))
+            return True
+        row.already -= 1
+        row.updated += 1
+        kept = {k: v for k, v in there.extra.items() if k in ("restored_at",)}
+        updated = Memory(there.id, there.role, there.conversation_id, there.created_at, text,
+                         {**extra, **kept, "updated_at": files.format_time(files.utcnow())}, there.path)
+        self.updates.append(updated)
+        return True
 
     def _row(self, conversation: str, title: str, original_id: str | None) -> ImportedConversation:
         row = self._rows.get(conversation)
@@ -415,7 +466,7 @@ def exported_memory(item: dict[str, Any]) -> tuple[Memory, str]:
         raise ValueError(f"text is {size / 1048576:.1f} MiB; the limit is {files.MAX_MEMORY_BYTES // 1048576} MiB")
     created = files.parse_time(item["created_at"], "created_at")
     memory = Memory(item["id"].strip(), item["role"], item["conversation_id"], created, item["text"].strip(),
-                    dict(meta))
+                    files.restore_dates(dict(meta), item.get("dates") or []))
     relative = item.get("path")
     if relative is None:
         relative = files.relative_path_for(memory).as_posix()
@@ -434,18 +485,29 @@ def exported_memory(item: dict[str, Any]) -> tuple[Memory, str]:
     return memory, relative
 
 
+def _note_hash(text: str, extra: dict[str, Any]) -> str:
+    """The hash of a note as an import writes it: its text and its own keys (not memvault's)."""
+    import json
+
+    own = {k: v for k, v in extra.items() if k not in _OWN_NOTE_KEYS}
+    data = json.dumps([text, own], sort_keys=True, ensure_ascii=False, default=files.json_value)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _plain(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:24] or "notes"
 
 
 def _plain_values(value: Any) -> Any:
-    """YAML values a note's front matter may hold that memvault's front matter keeps as text (dates)."""
+    """A note's front matter as memvault keeps it: keys as text; dates and timestamps stay the YAML
+    dates the note wrote (JSON shows them as ISO 8601 strings: files.json_safe); any other value YAML
+    may make (a time of day) as its ISO text."""
     if isinstance(value, dict):
         return {str(k): _plain_values(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain_values(v) for v in value]
-    if isinstance(value, datetime):
-        return files.format_time(value)
+    if isinstance(value, (datetime, date)):
+        return value
     if hasattr(value, "isoformat") and not isinstance(value, (str, int, float, bool)):
         return value.isoformat()
     return value
@@ -455,10 +517,10 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
                      say: Callable[[str], None], dry_run: bool = False) -> Extraction:
     """Fact extraction and reconciliation over the user turns, oldest first, one commit per turn that
     taught something (the turn marked `extracted: true` in it); turns that taught nothing are marked
-    MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
+    learn.MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
     after marking what was done."""
     from memvault import learn
-    from memvault.errors import LLMError
+    from memvault.errors import LLMError, LLMNoValidAnswer
     from memvault.llm import LLMConfig
 
     root = vault.root
@@ -482,51 +544,30 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
     extraction.turns += len(pending) + extraction.before
     if dry_run:
         return extraction
-    cfg = LLMConfig.from_settings(settings)
-    extraction.learned = learn.Learned()
-    quiet: list[Memory] = []  # learned from, taught nothing: to be marked
+    learner = learn.Learner(vault, LLMConfig.from_settings(settings), "import", warn=say, summarize=False)
+    extraction.learned = learner.learned
     try:
         for number, turn in enumerate(pending, 1):
             try:
-                plan = learn.plan(vault, cfg, turn.text, turn.conversation_id, summarize=False, warn=say,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
+                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
+                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
+            except LLMNoValidAnswer as exc:  # this turn's answer was garbage: the next turns may still be read
+                extraction.no_answer += 1
+                say(f"memvault: warning: turn {turn.id[:8]} of {turn.conversation_id} not learned from: {exc}")
+                continue
             except LLMError as exc:
                 extraction.error = f"{exc}; facts were extracted from {extraction.done} of {len(pending)} turns, " \
                                    "run the same import again to go on"
                 break
-            if plan.decisions:
-                with vault.change("import") as change:
-                    change.title = f"facts from a turn of {turn.conversation_id}"
-                    learned = learn.apply(change, plan, now=turn.created_at, max_entries=settings.max_entries)
-                    _mark(change, [turn])
-                extraction.learned.facts += learned.facts
-                extraction.learned.events += learned.events
-            else:
-                quiet.append(turn)
-                if len(quiet) >= MARK_BATCH:
-                    _mark_quiet(vault, quiet)
-                    quiet = []
             extraction.done += 1
             if progress is not None:
                 progress("learning", number, len(pending))
     finally:
-        if quiet:
-            _mark_quiet(vault, quiet)
+        learner.flush()  # the turns that taught nothing are marked too
+    if extraction.no_answer and extraction.error is None:
+        extraction.error = (f"the model gave no valid answer for {extraction.no_answer} of {len(pending)} turns "
+                            "(left unmarked); run the same import again to retry them")
     return extraction
-
-
-def _mark_quiet(vault, turns: list[Memory]) -> None:
-    with vault.change("import") as change:
-        change.title = f"{len(turns)} turn{'s' if len(turns) != 1 else ''} learned from, no new facts"
-        _mark(change, turns)
-
-
-def _mark(change, turns: list[Memory]) -> None:
-    for turn in turns:
-        current = files.still_live(change.root, turn.path, turn.id, turn.text)
-        if current is not None and not current.extra.get(EXTRACTED):
-            current.extra[EXTRACTED] = True
-            change.rewrite(current)
 
 
 def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode: str,
@@ -562,8 +603,6 @@ def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode:
             change.title = f"turns of {conversation} learned from, by episode"
             for episode in closed:
                 users = [t for t in episode.segment.turns if t.role == "user"]
-                _mark(change, users)
+                learn.mark_extracted(change, users)
                 extraction.done += len(users)
-                if episode.learned:
-                    extraction.learned.facts += episode.learned.facts
-                    extraction.learned.events += episode.learned.events
+                extraction.learned.merge(episode.learned)

@@ -121,14 +121,34 @@ class SyncReport:
     # Synced by git: the files whose indexed content is not HEAD's, with their blob at HEAD ("" for
     # none): what reindex commits as hand edits. None when git was not asked.
     unlike_head: dict[str, str] | None = None
+    committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
+    commit: str | None = None  # ... and the commit it made of them
 
     @property
     def drift(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.rebuilt)
 
+    @property
+    def in_step(self) -> bool:
+        """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
+        `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
+        due, and no file left out (unreadable, or claiming an id another file has)."""
+        return not (self.drift or self.skipped)
+
+    def out_of_step(self) -> str:
+        """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
+        parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
+                                                                ("removed", self.removed), ("skipped", self.skipped))
+                 if paths]
+        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
+
     def summary(self) -> str:
         line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        if self.committed:
+            count = len(self.committed)
+            line += f"; committed {count} hand edit{'s' if count != 1 else ''}" + \
+                (f" ({self.commit[:8]})" if self.commit else "")
         return line
 
     def to_json(self) -> dict[str, Any]:
@@ -136,6 +156,7 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
+            "committed": self.committed, "commit": self.commit,
         }
 
 
@@ -213,6 +234,13 @@ class Index:
         if header is None:
             return None
         return {"files": self.state.count(), "model": header["model"]}
+
+    def owner_of(self, memory_id: str) -> str | None:
+        """The vault-relative path of the live file the record gives this id (None: none, or no record)."""
+        from memvault.state import owner_lookup
+
+        with owner_lookup(self.state_path) as owner_of:
+            return owner_of(memory_id)
 
     def remember_notice(self, key: str, message: str) -> bool:
         """Whether `message` is news for this vault (not what was said last time under `key`); news
@@ -463,6 +491,39 @@ class Index:
         if table is None:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
+
+    def unreviewed_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of learned facts (waiting ones too) that `memvault review` has not seen, newest
+        first: origin learned and no `reviewed` key in the front matter kept as JSON (see `_row`)."""
+        where = (where_clause(("memory", files.PENDING_ROLE), conversation)
+                 + " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED))
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"], reverse=True)
+
+    def review_counts(self) -> dict[str, int]:
+        """What `memvault review` would list, counted: waiting (pending: setting learned_review),
+        proposals (live, would retire a fact the user added), learned (live, not reviewed)."""
+        counts = {"pending": 0, "proposal": 0, "learned": 0}
+        table = self.table()
+        if table is None:
+            return counts
+        unreviewed = " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED)
+        counts["pending"] = table.count_rows(where_clause((files.PENDING_ROLE,)) + unreviewed)
+        live = table.count_rows(where_clause(("memory",)) + unreviewed)
+        counts["proposal"] = table.count_rows(where_clause(("memory",)) + unreviewed + " AND "
+                                              + meta_clause("would_replace"))
+        counts["learned"] = live - counts["proposal"]
+        return counts
+
+    def unlearned_turn_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of user turns still owed learning (`extracted: false`), oldest first."""
+        where = where_clause(("user",), conversation) + " AND " + meta_clause(files.EXTRACTED, False)
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"])
+
+    def _rows_where(self, where: str) -> list[dict[str, Any]]:
+        table = self.table()
+        if table is None:
+            return []
+        return table.search().where(where).select(["id", "path", "created_us"]).limit(None).to_list()
 
     def _mismatch(self, table) -> tuple[list[str], set[str]]:
         """Compare the rows with the record. Returns the records whose row is missing, doubled or
@@ -772,13 +833,16 @@ class _Sync:
                 stat = os.lstat(path)
             except OSError:
                 continue
-            if entry and entry["oid"] and _same_stat(entry, stat):
+            tombstone = _in_deleted(rel)
+            adopt = self.how.adopt and self.how.write and not tombstone
+            # A file read without front matter (by a search, which does not write) keeps the id it was
+            # given: reindex reads it again, to give it the front matter the notice promised.
+            unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
+            if entry and entry["oid"] and _same_stat(entry, stat) and not unadopted:
                 self.examined_unchanged += entry["live"]
                 continue
-            tombstone = _in_deleted(rel)
             try:
-                read = self.index._read(Path(path), entry, self.how.adopt and self.how.write and not tombstone,
-                                        tombstone, report)
+                read = self.index._read(Path(path), None if unadopted else entry, adopt, tombstone, report)
             except MemoryFileError as exc:
                 self.watch.add(rel)
                 if not tombstone:
@@ -815,7 +879,7 @@ class _Sync:
         for rel, memory, digest, stat, oid, entry in fresh_reads:
             owner = ids_in_use.get(memory.id)
             if owner is not None and owner != rel:
-                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), f"id {memory.id} is already used by {owner}"))
+                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), id_taken(memory.id, owner)))
                 self.watch.add(rel)
                 if entry is not None:
                     if entry["live"]:
@@ -884,6 +948,12 @@ class _Sync:
         return entry["oid"] if entry else ""
 
 
+def id_taken(memory_id: str, owner: str) -> str:
+    """Why a file claiming an id another file has is left out (the index, `ls`), and what to do."""
+    return (f"id {memory_id} is already used by {owner}; to keep it as a memory of its own, delete its `id:` "
+            "line and run `memvault reindex`")
+
+
 def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
     created = memory.created_at
     return {
@@ -898,7 +968,7 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
         "index_text": memory.text if index_text is None else index_text,
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
-                           default=str, ensure_ascii=False),
+                           default=files.json_value, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
 
@@ -1061,6 +1131,13 @@ def where_clause(roles: Iterable[str] | None = None, conversation: str | None = 
     if until is not None:
         clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
     return " AND ".join(clauses) or "true"
+
+
+def meta_clause(key: str, value: Any = None) -> str:
+    """A filter on one front-matter key of the `meta` column (the JSON `_row` writes): the key has
+    this value (a string, true or false), or, without one, the key is there."""
+    pattern = '"' + key + '": ' + (json.dumps(value) if value is not None else "")
+    return f"meta LIKE {_sql_str('%' + _like_escape(pattern) + '%')} ESCAPE '\\'"
 
 
 def _like_escape(value: str) -> str:

@@ -135,14 +135,16 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
 
 
 def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_conversation: bool = False,
-          progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> Change:
+          progress: Callable[[int, int], None] | None = None, expected: int | None = None,
+          then: Callable[[Change], None] | None = None) -> Change:
     """Write memories, index them and commit, all under the vault lock.
 
     memories: a list, or an iterator that makes them while they are written (an import). A memory
     that carries a path (an exported one, imported back) is written there. by_conversation: the
     commit message counts the memories per conversation instead of naming every id. progress:
     (done, total) while they are indexed; expected: how many there will be (an iterator's), for it.
-    They are indexed in batches while they are written (Change.index_pending)."""
+    They are indexed in batches while they are written (Change.index_pending). then(change): more
+    of the same change once they are written (an import's updated notes), in the same commit."""
     if isinstance(memories, (list, tuple)) and not memories:
         raise UsageError("nothing to add: the input is empty")
     if vault.auto_index:
@@ -156,4 +158,6 @@ def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_con
         change.expected = expected
         for memory in memories:
             change.add(memory, memory.path)
+        if then is not None:
+            then(change)
     return change

@@ -26,11 +26,13 @@ LISTED_ROLES = tuple(_FOLDER_ROLES.values())
 def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
            roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
            tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
-           deleted: bool = False) -> list[Memory]:
+           deleted: bool = False, owner_of: Callable[[str], str | None] | None = None) -> list[Memory]:
     """At most `limit` live memories, newest first: of one conversation (None: all), of these
     roles (None: every role but summary), with all these tags, created within since..until; or,
     with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
-    and are passed over. The time in a name prunes before any file is read; tags are read."""
+    and are passed over, and so is a file claiming an id that owner_of(id) (the index's record)
+    gives another file that is there: the index leaves such a copy out too. The time in a name
+    prunes before any file is read; tags are read."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
     wanted = set(roles or LISTED_ROLES) - {"summary"}
@@ -69,6 +71,13 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
     for _stamp, path in stamped:
         memory = read.get(path) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
+            continue
+        owner = owner_of(memory.id) if owner_of is not None and not deleted else None
+        if owner is not None and (entries.parent / owner) != path and (entries.parent / owner).is_file():
+            from memvault.index import id_taken
+
+            if on_error is not None:
+                on_error(MemoryFileError(path, id_taken(memory.id, owner)))
             continue
         found.append(memory)
         if len(found) == limit:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from memvault import signals
 from memvault.errors import LockTimeout
 
 
@@ -28,6 +29,9 @@ def vault_lock(path: Path, timeout: float = 120.0, shared: bool = False, holder:
     An exclusive holder writes "pid N: <holder>" into the lock file while it holds it, so
     that a command left waiting (a cron `add` behind a long `chat`) can say who it waits for:
     through `on_wait` after WAIT_NOTICE_SECONDS, and in the LockTimeout message.
+
+    A long-running command stops while it waits (signals.pause raises signals.Stopped): the wait
+    holds nothing, and the holder may keep the lock for long.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -54,7 +58,7 @@ def vault_lock(path: Path, timeout: float = 120.0, shared: bool = False, holder:
                 if on_wait is not None and not told and now - started >= WAIT_NOTICE_SECONDS:
                     on_wait(f"memvault: waiting for {_holder(fd)} to finish with the vault")
                     told = True
-                time.sleep(delay)
+                signals.pause(delay)
                 delay = min(delay * 2, 0.1)
         if not shared:
             _record(fd, f"pid {os.getpid()}: memvault {holder}")

@@ -56,12 +56,19 @@ class Resolution:
     kept: str  # "ours" or "theirs": whose version is now at `path` (or whose deletion)
     id: str | None = None  # the memory's id, when the file is a memory
     sibling: str | None = None  # where the other version went (a tombstone), if it was kept
+    commit: str | None = None  # the newest commit of the side kept that changed the file
 
     def to_json(self) -> dict:
-        return {"path": self.path, "case": self.case, "kept": self.kept, "id": self.id, "sibling": self.sibling}
+        return {"path": self.path, "case": self.case, "kept": self.kept, "id": self.id, "sibling": self.sibling,
+                "commit": self.commit}
 
     def trailer(self) -> str:
+        """`Memvault-Resolved: <id>: <case>: kept <whose> (<path> as of <commit>)[; the other is the
+        tombstone <path>]`: `log` reads the memory's path and the commit whose version stands from it
+        (history._RESOLVED), the same words on every machine."""
         what = {"ours": "kept the version made here", "theirs": "kept the remote's version"}[self.kept]
+        if self.id:
+            what += f" ({self.path}" + (f" as of {self.commit[:12]})" if self.commit else ")")
         other = f"; the other is the tombstone {self.sibling}" if self.sibling else ""
         return f"Memvault-Resolved: {self.id or self.path}: {self.case}: {what}{other}"
 
@@ -145,6 +152,9 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict, their
                for side, blob in (("ours", ours), ("theirs", theirs))}
         return "ours" if key["ours"] > key["theirs"] else "theirs"
 
+    def kept_commit(side: str) -> str | None:
+        return times.get((side, path), (0, None))[1] or None
+
     if kind == "other":
         return _settle_other(repo, index, root, path, stages, theirs_name)
     if kind in ("generated", "tombstone"):
@@ -153,16 +163,19 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict, their
         side = later()
         _put(index, path, ours if side == "ours" else theirs)
         case = "generated file" if kind == "generated" else "deleted on both sides"
-        return Resolution(path, case, side, _id_of(ours or theirs, root, path))
+        return Resolution(path, case, side, _id_of(ours or theirs, root, path), commit=kept_commit(side))
     if ours is not None and theirs is not None:
         side = later()
         winner, loser = (ours, theirs) if side == "ours" else (theirs, ours)
         _put(index, path, winner)
+        if _same_edit(ours, theirs, root, path):  # nothing was lost: no tombstone of the other
+            return Resolution(path, "the same edit on both sides", side, _id_of(winner, root, path),
+                              commit=kept_commit(side))
         stamp, sha = times.get((side, path), (0, ""))
         note = (f"edited on two machines before a sync; this version lost to the later edit"
                 f"{f' (commit {sha[:12]})' if sha else ''}")
         sibling = _keep_as_tombstone(repo, index, root, path, loser, note, stamp)
-        return Resolution(path, "edited on both sides", side, _id_of(winner, root, path), sibling)
+        return Resolution(path, "edited on both sides", side, _id_of(winner, root, path), sibling, kept_commit(side))
     # Deleted on one side, edited on the other: the edit stands; the deletion's tombstone, if the
     # deleting side left one, is kept under a new id, replaced by the edited memory.
     side = "ours" if ours is not None else "theirs"
@@ -179,7 +192,8 @@ def _settle(repo, index, root: Path, path: str, stages: dict, times: dict, their
         blob = repo.odb.stream(entry.binsha).read()
         sibling = _keep_as_tombstone(repo, index, root, tombstone_path, _Raw(entry.binsha, entry.mode, blob), note,
                                      stamp)
-    return Resolution(path, "deleted on one side, edited on the other", side, _id_of(kept, root, path), sibling)
+    return Resolution(path, "deleted on one side, edited on the other", side, _id_of(kept, root, path), sibling,
+                      kept_commit(side))
 
 
 def _settle_other(repo, index, root: Path, path: str, stages: dict, theirs_name: str) -> Resolution:
@@ -210,6 +224,18 @@ def _line_merge(repo, root: Path, base, ours, theirs) -> bytes | None:
             names.append(name)
         status, out, _ = gitrepo._run(root, "merge-file", "-p", *names)
     return out if status == 0 else None
+
+
+def _same_edit(ours, theirs, root: Path, path: str) -> bool:
+    """Both sides made the same edit: the same text and front matter but for when it was made."""
+    memories = []
+    for blob in (ours, theirs):
+        try:
+            memory = files.parse_memory(_data(blob).decode("utf-8"), root / path, root=root)[0]
+        except (MemoryFileError, UnicodeDecodeError):
+            return False
+        memories.append((memory.text, {k: v for k, v in memory.front_matter().items() if k != "updated_at"}))
+    return memories[0] == memories[1]
 
 
 class _Raw:
@@ -291,8 +317,8 @@ def checkout(root: Path, sidecar: Path, ref: str, old: str, new: str) -> list[tu
         if current not in (old_blob, new_blob):
             raise SyncConflict(
                 f"{path} has changes that are not committed, and the remote changed it too; nothing was "
-                f"changed here: commit it (`git -C {root} commit {path}`) or put it back, then run memvault "
-                "sync again")
+                f"changed here: commit it (`git -C {root} commit -m 'changed by hand' {path}`) or put it back, "
+                "then run memvault sync again")
     journal = sidecar / JOURNAL
     files.atomic_write(journal, json.dumps({"ref": ref, "from": old, "to": new}))
     _write(root, changes)

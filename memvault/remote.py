@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memvault import gitrepo
+from memvault import files, gitrepo
 from memvault.errors import MemvaultError, RemoteError, SyncConflict, UsageError
 
 # Lines of git's (or ssh's, or curl's) stderr that tell what kind of failure it was.
@@ -315,6 +315,7 @@ def clone(url: str, path: Path, open_vault: Callable[[Path], Any], progress: Pro
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{path} exists and is not an empty folder; clone into a new folder (or, in a vault that "
                          "has this remote, run memvault sync)")
+    existed = path.exists()
     watcher = _Progress(progress)
     try:
         cloned = git.Repo.clone_from(url, str(path), progress=watcher)
@@ -324,6 +325,11 @@ def clone(url: str, path: Path, open_vault: Callable[[Path], Any], progress: Pro
         branch = None if cloned.head.is_detached else cloned.active_branch.name
     finally:
         cloned.close()
+    if not _looks_like_a_vault(path):
+        _take_back_clone(path, existed)
+        raise UsageError(f"{_redact(url)} is not a memvault vault (no entries/ folder, memvault.toml or "
+                         ".memvault/ in its .gitignore); nothing was written. To bring its markdown notes in, "
+                         f"`git clone {_redact(url)} FOLDER` then `memvault import markdown FOLDER`")
     vault = open_vault(path)
     inner = vault.vault
     inner.create()  # the sidecar, .gitignore when the remote has none; a first commit if it was empty
@@ -335,6 +341,33 @@ def clone(url: str, path: Path, open_vault: Callable[[Path], Any], progress: Pro
     for problem in report.skipped:
         inner.say(f"memvault: skipped {problem}")
     return CloneResult(vault, _redact(url), branch, gitrepo.head_sha(path), report, time.perf_counter() - started)
+
+
+def _looks_like_a_vault(path: Path) -> bool:
+    """A clone memvault may write to: an empty repository (a vault yet to be pushed to), or one with
+    the marks a vault has (entries/, memvault.toml, .memvault/ ignored): a clone of another project
+    would otherwise get memvault's commits."""
+    if gitrepo.head_sha(path) is None or (path / files.ENTRIES).is_dir() or (path / "memvault.toml").is_file():
+        return True
+    try:
+        ignored = (path / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    return any(line.strip().strip("/") == ".memvault" for line in ignored)
+
+
+def _take_back_clone(path: Path, existed: bool) -> None:
+    """Remove what a refused clone wrote: the folder it made, or what it put in the empty one given."""
+    import shutil
+
+    if not existed:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 # -- progress and failures ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ Every number is kept per result so that `search --explain` can show it.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
@@ -106,6 +107,9 @@ class SearchOutcome:
     left_out: int = 0  # candidates below the relevance floor or the threshold
     floor: float = 0.0  # the relevance floor that applied (none with a reranker)
     llm_reranked: bool = False  # the LLM put the results in its order (llm_rerank.py)
+    below_floor: int = 0  # of left_out: the candidates whose match was below the floor
+    threshold: float | None = None  # the threshold that applied
+    best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
 
     @property
     def reordered(self) -> bool:
@@ -123,10 +127,17 @@ class SearchOutcome:
             notes.append("listed by score, except that near-duplicates were moved down (MMR; "
                          "--mmr-lambda 1 keeps score order)")
         if not self.results and self.left_out:
-            why = f"relevance_floor {self.floor:g}" if self.floor and not self.reranked else "--threshold"
-            notes.append(f"no memory matches well enough ({self.left_out} candidates below {why}; "
-                         "--relevance-floor 0 shows them)" if "floor" in why else
-                         f"no memory matches well enough ({self.left_out} candidates below {why})")
+            # Each filter with what it left out: the threshold, with the best it dropped (so a user
+            # knows what threshold keeps it), and the floor.
+            why, above = [], self.left_out - self.below_floor
+            if above:
+                measure = "probability" if self.reranked else "relevance"
+                best = math.floor(self.best_below_threshold * 1000) / 1000  # never above it: --threshold best keeps it
+                why.append(f"{above} candidate{'s' if above != 1 else ''} below --threshold {self.threshold:g}: the "
+                           f"best has {measure} {best:.3f}")
+            if self.below_floor:
+                why.append(f"{self.below_floor} below relevance_floor {self.floor:g}: --relevance-floor 0 shows them")
+            notes.append(f"no memory matches well enough ({'; '.join(why)})")
         return notes
 
     def to_json(self) -> list[dict[str, Any]]:
@@ -294,12 +305,23 @@ def diversity_similarity(pool: list[Result], session_of: dict[int, int] | None =
     return np.where(similarity >= bound, similarity, 0.0).tolist()
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0) -> tuple[list[Result], bool, int]:
+@dataclass
+class LeftOut:
+    """What the floor and the threshold left out of a search's candidates."""
+
+    count: int = 0
+    below_floor: int = 0  # the match was below relevance_floor (the others: below the threshold)
+    best_below_threshold: float | None = None  # the best relevance (or probability) the threshold dropped
+
+
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0
+         ) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session, floor and
     threshold, recency, MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked,
-    left out)."""
+    what was left out)."""
+    left = LeftOut()
     if not pool:
-        return [], False, 0
+        return [], False, left
     reranked = False
     before = len(pool)
     if reranker is not None and query.rerank:
@@ -308,6 +330,8 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             result.scores["logit"] = float(logit)
             result.scores["probability"] = ranking.sigmoid(float(logit))
         if query.threshold is not None:
+            dropped = [r.scores["probability"] for r in pool if r.scores["probability"] < query.threshold]
+            left.best_below_threshold = max(dropped, default=None)
             pool = [r for r in pool if r.scores["probability"] >= query.threshold]
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
@@ -320,16 +344,21 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
                 result.scores["session"] = after - before_lift
         relevance = lifted
     if not reranked:
-        keep = [i for i, r in enumerate(pool) if r.scores["match"] >= query.relevance_floor
-                and (query.threshold is None or relevance[i] >= query.threshold)]
+        floor = [r.scores["match"] >= query.relevance_floor for r in pool]
+        left.below_floor = floor.count(False)
+        if query.threshold is not None:
+            left.best_below_threshold = max((rel for rel, above in zip(relevance, floor)
+                                             if above and rel < query.threshold), default=None)
+        keep = [i for i, r in enumerate(pool) if floor[i] and (query.threshold is None or relevance[i] >= query.threshold)]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
     for result, rel in zip(pool, relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
         result.scores["score"] = ranking.blend(rel, result.scores["recency"], query.recency_weight)
+    left.count = before - len(pool)
     if not pool:
-        return [], reranked, before
+        return [], reranked, left
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
     picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
@@ -338,7 +367,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
         picked.append(pool[index])
-    return picked, reranked, before - len(pool)
+    return picked, reranked, left
 
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
@@ -362,11 +391,12 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     pool = list(candidates(table, query, vector).values())
     lap("candidates")
     now = query.now or files.utcnow()
-    picked, reranked, left_out = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
-    return SearchOutcome(picked, reranked, note, timings, left_out=left_out,
-                         floor=0.0 if reranked else query.relevance_floor)
+    return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
+                         floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
+                         threshold=query.threshold, best_below_threshold=left.best_below_threshold)
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):

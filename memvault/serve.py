@@ -15,7 +15,8 @@ the result, in OpenAI's shapes or in those of the CLI's `--json`.
   (`ChatTurn.on_reply`). The memory upkeep of a turn (extraction, reconciliation, summary) runs
   after that, one turn at a time on one worker thread, so a client never waits for it.
 - A client that hangs up mid-reply: what arrived is stored, marked partial (`ChatTurn.close`).
-- SIGTERM and SIGINT (also when the process started with SIGINT ignored) stop it cleanly: in-flight
+- SIGTERM, SIGHUP and SIGINT (also when the process started with SIGINT ignored: the rule of every
+  long-running command, memvault/signals.py) stop it cleanly: in-flight
   requests get a few seconds, then the upkeep a few more; replies still waiting for the model are
   stored as they are (`ChatTurn.abandon`); the process takes the vault lock, so that none of its
   threads is half way through a write, and leaves with exit code 0.
@@ -30,7 +31,6 @@ import ipaddress
 import json
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memvault import __version__, files
+from memvault import __version__, files, signals, term
 from memvault.errors import (LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound, UsageError,
                              VaultStateError, validation_problem)
 
@@ -320,6 +320,16 @@ class SearchBody(BaseModel):
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
 
 
+class ReviewBody(BaseModel):
+    """POST /v1/memories/review: what `memvault review --keep` / `--reject` take."""
+
+    model_config = ConfigDict(extra="forbid")
+    keep: list[str] = []
+    reject: list[str] = []
+    text: str | None = None
+    reason: str | None = None
+
+
 def checked(model: type[BaseModel], body: dict) -> Any:
     try:
         return model.model_validate(body)
@@ -409,16 +419,36 @@ class Upkeep:
             self.pending += 1
         self._pool.submit(self._run, turn)
 
-    def _run(self, turn) -> None:
+    def catch_up(self, vault, before) -> None:
+        """Queue the learning owed to turns from before this server started (`Memvault.learn`: a
+        server stopped before its upkeep, a reply cut short, an LLM that was down), each change logged."""
+        with self._lock:
+            self.pending += 1
+        self._pool.submit(self._run, None, lambda: self._catch_up(vault, before))
+
+    def _catch_up(self, vault, before) -> None:
+        outcome = vault.learn(before=before)
+        for line in term.change_lines(outcome.learned.to_json()):
+            self._notice(f"memvault: {line}")
+        if outcome.turns:
+            self._notice(f"memvault serve: caught up learning from {outcome.done} of {len(outcome.turns)} turn(s) "
+                         "never learned from")
+        if outcome.error:
+            self._notice(f"memvault: warning: {outcome.error}")
+
+    def _run(self, turn, call: Callable[[], Any] | None = None) -> None:
         try:
             if self.stopping:
                 with self._lock:
-                    self.skipped += 1
+                    self.skipped += turn is not None
                 return
             try:
-                result = turn.finish()
-                if result.upkeep_error:
-                    self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
+                if call is not None:
+                    call()
+                else:
+                    result = turn.finish()
+                    if result.upkeep_error:
+                        self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
             except Exception as exc:  # the turns are stored; say why learning failed and go on
                 self._notice(f"memvault: warning: memory upkeep failed: {as_api_error(exc).message}")
             if self._when_idle is not None and self.pending == 1 and not self.stopping:
@@ -731,7 +761,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def _http_error(request, exc: StarletteHTTPException):
         if exc.status_code == 404:
             return _refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
-                                          "/v1/chat/completions, /v1/models, /v1/memories, /health)",
+                                          "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
                                      kind="not_found_error", code="unknown_route"))
         return _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
 
@@ -751,6 +781,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def health():
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
                       "upkeep_pending": proxy.upkeep.pending})
+
+    @app.get("/v1/stats")
+    async def stats():
+        return _json(await blocking(vault.stats))  # what `memvault stats --json` prints
 
     @app.get("/v1/models")
     async def models():
@@ -793,6 +827,26 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             all_conversations=body.all_conversations, kinds=body.kinds or None, tags=body.tags, since=body.since,
             until=body.until, now=body.now, rerank=body.rerank, recency_weight=body.recency_weight,
             mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever)
+        return _json(outcome.to_json())
+
+    @app.get("/v1/memories/review")
+    async def review_list(conversation_id: str | None = None, limit: int | None = None):
+        items = await blocking(vault.review, conversation_id, limit=limit)
+        return _json([item.to_json(vault.root) for item in items])
+
+    @app.post("/v1/memories/review")
+    async def review(request: Request):
+        body: ReviewBody = checked(ReviewBody, await json_object(request))
+        if bool(body.keep) == bool(body.reject):
+            raise ApiError(400, "give the ids of learned facts to keep or to reject (one of the two)", "keep")
+        if body.text is not None and not body.keep:
+            raise ApiError(400, "text goes with keep", "text")
+        if body.reason is not None and not body.reject:
+            raise ApiError(400, "reason goes with reject", "reason")
+        if body.keep:
+            outcome = await blocking(vault.review_keep, body.keep, text=body.text)
+        else:
+            outcome = await blocking(vault.review_reject, body.reject, reason=body.reason)
         return _json(outcome.to_json())
 
     @app.get("/v1/memories/{memory_id}")
@@ -843,10 +897,10 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, with memvault's signal handling: SIGTERM and SIGINT both stop it, SIGINT even
-    when the process started with it ignored (`nohup`, `cmd &` in a script, a service manager); and
-    after the stop the process leaves with exit code 0 (uvicorn raises the signal again, which with
-    SIGTERM's default action would end it with -15)."""
+    """uvicorn's server, with memvault's signal handling: the stop signals (signals.py: SIGTERM, SIGHUP,
+    SIGINT even when the process started with it ignored, as `cmd &` in a script does) all stop it;
+    and after the stop the process leaves with exit code 0 (uvicorn raises the signal again, which
+    with SIGTERM's default action would end it with -15)."""
 
     def __init__(self, config: uvicorn.Config, proxy: Proxy):
         super().__init__(config)
@@ -854,9 +908,7 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self.handle_exit)
-        yield
+        yield  # run() installed handle_exit already (uvicorn's own would restore and re-raise)
 
     def handle_exit(self, sig, frame) -> None:
         if self.should_exit:
@@ -880,33 +932,40 @@ def log_config(access_log: bool) -> dict:
 
 
 def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
-    """Serve until SIGTERM or SIGINT, then stop cleanly and leave the process with exit code 0."""
+    """Serve until a stop signal (signals.py), then stop cleanly and leave the process with exit code 0.
+    The caller installs signals.stop_on_signals() first: a signal during the warm-up then raises
+    signals.Stopped once the step under way is done (at once in a wait for the vault lock), and no
+    request is served."""
     from memvault import llm
 
     check_bind(options.host, options.api_key)
+    started = files.utcnow()  # turns from before this moment that were never learned from are caught up
     # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during the warm-up: stop once it is done
-        signal.signal(sig, lambda *_: stop.set())
     sock = listen(options.host, options.port)
-    try:
-        vault.warm()  # the models, the index and its caches: before the first request, not during it
-    except Exception as exc:  # the requests that need them will say what is wrong, one line each
-        notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
-    llm._lib()  # litellm takes seconds to import: now, and not in two request threads at once
+    for warm_up in (vault.warm, llm._lib):  # a stop signal meanwhile: the step under way ends, then Stopped
+        if signals.requested.is_set():
+            raise signals.Stopped()
+        try:
+            # The models, the index and its caches; litellm, which takes seconds to import: now, not
+            # during the first request, nor in two request threads at once.
+            warm_up()
+        except Exception as exc:  # the requests that need them will say what is wrong, one line each
+            notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
     app, proxy = build_app(vault, options, notice)
+    proxy.upkeep.catch_up(vault, started)  # what earlier runs left unlearned, before any new turn's upkeep
     config = uvicorn.Config(app, log_config=log_config(options.access_log), access_log=options.access_log,
                             lifespan="off", timeout_graceful_shutdown=GRACE_REQUESTS, timeout_keep_alive=5,
                             server_header=False)
     server = _Server(config, proxy)
+    signals.stop_on_signals(server.handle_exit)  # uvicorn's way from here; a signal that came before: no serving
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     settings = vault.settings
-    notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; model {settings.llm_model} "
-           f"at {llm.display_url(settings.llm_base_url)})")
-    if not stop.is_set():
+    if not signals.requested.is_set():
+        notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
+               f"model {settings.llm_model} at {llm.display_url(settings.llm_base_url)})")
         server.run(sockets=[sock])
     said = proxy.stop()
     vault.close()

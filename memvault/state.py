@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -186,6 +187,26 @@ class State:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+
+@contextmanager
+def owner_lookup(path: Path):
+    """owner_of(id): the vault-relative path of the live file the record at `path` gives that id (None:
+    none, or no readable record); one connection for the lookups of a block."""
+    state = State(path)
+
+    def owner_of(memory_id: str) -> str | None:
+        if not path.exists():
+            return None
+        try:
+            return state.owners([memory_id]).get(memory_id)
+        except Unreadable:
+            return None
+
+    try:
+        yield owner_of
+    finally:
+        state.close()
 
 
 def import_json(path: Path, legacy: Path, notice) -> None:

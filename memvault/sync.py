@@ -38,8 +38,10 @@ def check(vault: Vault) -> SyncReport:
 
 
 def reindex(vault: Vault, full: bool = False, progress: Callable[[int, int], None] | None = None) -> SyncReport:
-    """Sync under the vault lock and commit the hand edits it accepted."""
-    return commit_hand_edits(vault, "reindex", full=full, progress=progress).report
+    """Sync under the vault lock and commit the hand edits it accepted (the report says which)."""
+    edits = commit_hand_edits(vault, "reindex", full=full, progress=progress)
+    edits.report.committed, edits.report.commit = edits.paths, edits.commit
+    return edits.report
 
 
 @dataclass
@@ -78,12 +80,14 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
     if not gitrepo.is_repo(vault.root):
         return
     rejected = {vault.relative(problem.path) for problem in report.skipped}
+    at_head: dict[str, bool] = {}  # path -> whether HEAD has the file
     if report.unlike_head is not None:
         # The sync asked git already: what it indexed that HEAD does not have, but for files git
         # ignores (never committed by hand-edit commits, as `git status` would not name them).
         untracked = [path for path, blob in report.unlike_head.items() if not blob and (vault.root / path).exists()]
         ignored = set(gitrepo.ignored(vault.root, untracked)) if untracked else set()
         dirty = sorted(path for path in report.unlike_head if path not in ignored and path not in rejected)
+        at_head = {path: bool(report.unlike_head[path]) for path in dirty}
     else:
         status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
                                     "--", files.ENTRIES)
@@ -96,9 +100,10 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
             path = field[3:]
             if path.endswith(".md") and not path.rsplit("/", 1)[-1].startswith(".") and path not in rejected:
                 dirty.append(path)
+                at_head[path] = field[:2] not in ("??", "A ", "AM")
     if not dirty:
         return
-    ids = []
+    ids, actions = [], []
     for rel in dirty:
         memory_id = report.ids.get(rel)
         if memory_id is None and (vault.root / rel).is_file():
@@ -107,14 +112,28 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
             except Exception:
                 memory_id = None
         ids.append(memory_id or rel.rsplit("__", 1)[-1].removesuffix(".md"))
-    change.accept([vault.root / rel for rel in dirty], ids)
+        actions.append(_hand_edit_action(vault, rel, at_head.get(rel, True)))
+    change.accept([vault.root / rel for rel in dirty], ids, actions)
     change.title = f"{len(dirty)} hand edit{'s' if len(dirty) != 1 else ''}"
+
+
+def _hand_edit_action(vault: Vault, rel: str, in_head: bool) -> str:
+    """What a hand edit did, as the event its commit names (and `log` shows): a file removed by hand,
+    a file new to git (a tombstone made by hand is a deletion), or an edit."""
+    from memvault.vault import ADD, DELETE, EDIT, REMOVE
+
+    if not (vault.root / rel).exists():
+        return REMOVE
+    if not in_head:
+        return DELETE if files.is_deleted_path(Path(rel)) else ADD
+    return EDIT
 
 
 def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float = 0.5,
           stop: threading.Event | None = None, on_start: Callable[[], None] | None = None) -> None:
-    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set); each
-    sync's report goes to `on_report`, and `on_start` is called once the watch is on.
+    """Reindex whenever files under entries/ change, until Ctrl-C (or `stop` is set: between two
+    syncs, a sync under way finishes); each sync's report goes to `on_report`, and `on_start` is
+    called once the watch is on.
 
     Editors that save through a temp file and a rename produce a burst of events;
     waiting for `debounce` seconds of quiet turns each burst into one sync.
@@ -139,7 +158,7 @@ def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float
     observer = Observer()
     observer.schedule(Handler(), str(vault.entries), recursive=True)
     observer.start()
-    if on_start is not None:
+    if on_start is not None and not stop.is_set():
         on_start()
     try:
         while not stop.is_set():

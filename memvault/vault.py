@@ -124,11 +124,30 @@ class Vault:
         except OSError as exc:
             raise MemvaultError(f"vault {self.root} is not writable: {exc.strerror or exc}") from None
 
+    def history_missing(self) -> str | None:
+        """Why the vault cannot be written with git as it is, when it holds memory files but has no git
+        repository (its .git deleted, or files put there by hand), with what to run; else None. A new
+        repository made silently would leave every memory out of git until a reindex."""
+        from memvault import gitrepo
+
+        if not self.settings.enable_git_versioning or gitrepo.is_repo(self.root) or not self.entries.is_dir():
+            return None
+        if next(iter(files.walk_entries(self.root, include_deleted=True)), None) is None:
+            return None
+        return (f"the vault {self.root} has memory files but no git repository (.git is missing): to start a new "
+                f"history with the files as they are, run `git -C {self.root} init` then `memvault --vault "
+                f"{self.root} reindex`; if it has a copy on a git remote, `memvault clone` that into a new folder "
+                "instead")
+
     def _init_repository(self) -> None:
         # Under the lock: two first writers must not both run git init.
         if self.settings.enable_git_versioning:
             from memvault import gitrepo
+            from memvault.errors import VaultStateError
 
+            missing = self.history_missing()
+            if missing:
+                raise VaultStateError(f"{missing}; nothing was written")
             gitrepo.init_repo(self.root)
         elif not (self.root / ".gitignore").exists():
             from memvault.gitrepo import GITIGNORE
@@ -231,6 +250,9 @@ class Vault:
         if len(ids) > 1:
             shown = ", ".join(sorted(i[:12] for i in ids)[:5])
             raise UsageError(f"id prefix {id_or_prefix!r} is ambiguous: {shown}")
+        if len(pool) > 1:  # a copy claiming the id too: the file the index holds is the memory
+            owner = self.index.owner_of(pool[0].id)
+            return next((m for m in pool if owner and self.relative(m.path) == owner), pool[0])
         return pool[0]
 
 
@@ -270,6 +292,8 @@ class Event:
             data["reason"] = self.reason
         if self.memory.extra.get(files.DELETED_NOTE) and self.action == DELETE:
             data["note"] = self.memory.extra[files.DELETED_NOTE]
+        if self.action == ADD and self.memory.extra.get("would_replace"):  # a proposal: `memvault review`
+            data["would_replace"] = list(self.memory.extra["would_replace"])
         if self.action == UPDATE and self.other is not None:
             data.update(replaces=self.other.id, old_text=self.other.text)
         elif self.action == REPLACE and self.other is not None:
@@ -298,6 +322,7 @@ class Change:
     index: bool = True  # False: write only; a later change of the same command indexes the files
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
+    _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
 
     def index_pending(self, last: bool = False) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
@@ -351,8 +376,39 @@ class Change:
             self.index_pending()
         return memory
 
+    def commit_hand_edits_first(self, paths: Iterable[Path]) -> None:
+        """Commit on their own, before this change touches them, the edits made by hand to these files
+        and not committed yet: else this change's commit would carry them, and its `undo` would take
+        them back with it, unsaid (`rm` of a file edited by hand, then `undo`, brought back the text
+        from before the edit). Files git does not track are left alone: they are this command's own
+        (a chat turn written before the model answered) or new, and are committed with it."""
+        fresh = [p for p in paths if p is not None and p not in self._settled and p not in self.written_paths]
+        self._settled.update(fresh)
+        if not fresh or not self.vault.settings.enable_git_versioning:
+            return
+        from memvault import gitrepo
+
+        if not gitrepo.is_repo(self.root) or gitrepo.head_sha(self.root) is None:
+            return
+        edited = gitrepo.edited_since_head(self.root, [self.vault.relative(p) for p in fresh if p.exists()])
+        if not edited:
+            return
+        ids = []
+        for rel in edited:
+            try:
+                ids.append(files.read_memory(self.root / rel, self.root)[0].id)
+            except MemoryFileError:
+                ids.append(rel.rsplit("__", 1)[-1].removesuffix(".md"))
+        count = len(edited)
+        record = gitrepo.CommitRecord(subject=f"memvault {self.command}: {count} hand edit{'s' if count != 1 else ''}"
+                                              f", committed before the {self.command}", edited=ids)
+        gitrepo.commit_paths(self.root, record, edited)
+        self.vault.say(f"memvault: committed the hand edit of {', '.join(edited)} first, on its own "
+                       f"(`memvault undo` of this {self.command} leaves it)")
+
     def rewrite(self, memory: Memory) -> Memory:
         """Rewrite a live memory in place (summaries, `edit`); unknown keys are kept."""
+        self.commit_hand_edits_first([memory.path])
         self._write(memory, memory.path)
         self.events.append(Event(EDIT, memory))
         return memory
@@ -376,6 +432,7 @@ class Change:
         if memory.path is None or memory.is_deleted:
             raise UsageError(f"memory {memory.id} is not a live file")
         old_path = memory.path
+        self.commit_hand_edits_first([old_path])
         memory.extra["deleted_at"] = files.format_time(now or files.utcnow())
         memory.extra["deleted_reason"] = reason
         if note:
@@ -403,6 +460,23 @@ class Change:
         self.events.append(Event(UPDATE, new, old, reason))
         return new
 
+    def move(self, memory: Memory, role: str) -> Memory:
+        """A live memory becomes one of another role, with its id and its file name, in that role's
+        folder (a learned fact kept in review leaves pending/ for facts/): recorded as an ADD there."""
+        old_path = memory.path
+        memory.role = role
+        target = self.root / files.relative_path_for(memory)
+        if old_path is not None:
+            target = target.with_name(old_path.name)
+        self._write(memory, target)
+        if old_path is not None and old_path != target:
+            old_path.unlink(missing_ok=True)
+            self.written_paths.discard(old_path)
+            self.removed_paths.add(old_path)
+            self._pending.add(old_path)
+        self.events.append(Event(ADD, memory))
+        return memory
+
     def evict(self, conversation: str, max_entries: int, now: datetime | None = None) -> list[Memory]:
         """Past max_entries turns and learned facts (what memvault wrote itself) in the conversation,
         soft-delete the oldest with reason 'evicted', at most EVICT_BATCH per command. What the user
@@ -413,6 +487,7 @@ class Change:
         if excess <= 0:
             return []
         pool.sort(key=lambda m: (m.created_at, m.id))
+        self.commit_hand_edits_first([m.path for m in pool[:excess]])  # one git process for the batch
         return [self.soft_delete(m, "evicted", now=now) for m in pool[:excess]]
 
     def restore_file(self, memory: Memory, path: Path, content: str) -> Memory:
@@ -424,6 +499,7 @@ class Change:
             raise MemvaultError(f"cannot write {path}: {exc.strerror or exc}") from None
         memory.path = path
         self.written_paths.add(path)
+        self._pending.add(path)  # indexed by this change, like every file it writes
         if not memory.is_deleted:
             self.events.append(Event(RESTORE, memory))
         return memory
@@ -440,6 +516,7 @@ class Change:
     def move_back(self, tombstone: Memory, live_path: Path, reason: str | None = None) -> Event:
         """A deleted memory live again (`restore`): written at its live path, its tombstone gone."""
         old = tombstone.path
+        self.commit_hand_edits_first([old])
         self._write(tombstone, live_path)
         old.unlink(missing_ok=True)
         self.removed_paths.add(old)
@@ -448,11 +525,14 @@ class Change:
         self.events.append(event)
         return event
 
-    def accept(self, paths: Iterable[Path], ids: Iterable[str]) -> None:
-        """Hand edits under entries/ that reindex accepted: committed as this change's edits."""
-        for path, memory_id in zip(paths, ids):
+    def accept(self, paths: Iterable[Path], ids: Iterable[str], actions: Iterable[str] | None = None) -> None:
+        """Hand edits under entries/ that reindex accepted: committed as this change's, each as what it
+        did (actions: ADD, EDIT, DELETE for a tombstone made by hand, REMOVE for a file removed; EDIT
+        by default), so that the commit's trailers say what `log` shows."""
+        paths, ids = list(paths), list(ids)
+        for path, memory_id, action in zip(paths, ids, actions if actions is not None else [EDIT] * len(paths)):
             self.accepted_paths.add(Path(path))
-            self.events.append(Event(EDIT, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
+            self.events.append(Event(action, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
 
     def commit_paths(self) -> list[str]:
         return [self.vault.relative(p) for p in self.written_paths | self.removed_paths | self.accepted_paths]

@@ -2,16 +2,22 @@
 
 import subprocess
 
-from conftest import git
+from conftest import git, stop_process
 from memvault import files
 
 
 def test_twenty_parallel_adds_all_land(vault_dir):
     import shutil
     exe = shutil.which("memvault")
-    procs = [subprocess.Popen([exe, "add", "-c", f"c{i % 3}", f"parallel memory {i}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(20)]
-    results = [(p.wait(timeout=600), p.stderr.read().decode()) for p in procs]
+    procs = []
+    try:
+        for i in range(20):
+            procs.append(subprocess.Popen([exe, "add", "-c", f"c{i % 3}", f"parallel memory {i}"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        results = [(p.wait(timeout=600), p.stderr.read().decode()) for p in procs]
+    finally:
+        for proc in procs:
+            stop_process(proc)
     failed = [stderr for code, stderr in results if code != 0]
     assert not failed, failed
     texts = sorted(files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir))
@@ -38,13 +44,18 @@ def test_a_writer_behind_a_long_chat_says_whom_it_waits_for_then_lands(vault_dir
 
     vault = Vault.open(vault_dir)
     vault.create()
-    with vault.change("chat"):  # the lock a chat holds while its reply streams
-        proc = _memvault_in_background("add", "written while a chat was answering")
-        line = proc.stderr.readline()  # blocks until the waiting notice (or the end of stderr)
-        assert line.strip() == (f"memvault: waiting for another memvault process (pid {os.getpid()}: "
-                                "memvault chat) to finish with the vault")
-        assert proc.poll() is None  # still waiting, not failed
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    proc = None
+    try:
+        with vault.change("chat"):  # the lock a chat holds while its reply streams
+            proc = _memvault_in_background("add", "written while a chat was answering")
+            line = proc.stderr.readline()  # blocks until the waiting notice (or the end of stderr)
+            assert line.strip() == (f"memvault: waiting for another memvault process (pid {os.getpid()}: "
+                                    "memvault chat) to finish with the vault")
+            assert proc.poll() is None  # still waiting, not failed
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    finally:
+        if proc is not None:
+            stop_process(proc)
     texts = [files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir)]
     assert texts == ["written while a chat was answering"]
     assert git(vault_dir, "status", "--porcelain") == ""
@@ -59,7 +70,10 @@ def test_a_writer_gives_up_after_lock_timeout_naming_the_holder(vault_dir):
     vault.create()
     with vault.change("chat"):
         proc = _memvault_in_background("-q", "add", "not written", env={"MEMVAULT_LOCK_TIMEOUT": "2"})
-        assert proc.wait(timeout=300) == 1
+        try:
+            assert proc.wait(timeout=300) == 1
+        finally:
+            stop_process(proc)
         err = proc.stderr.read()
     assert err.strip() == (f"memvault: error: another memvault process (pid {os.getpid()}: memvault chat) "
                            f"has held {vault_dir / '.memvault' / 'lock'} for over 2s (setting lock_timeout); "
@@ -77,6 +91,7 @@ def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
     llm_env.push({"chunks": ["Let", " me", " think."], "hold": still_streaming})
     llm_env.default = '{"facts": []}'  # the upkeep's extraction, if it runs
     chat = _memvault_in_background("chat", "Tell me about my week")
+    add = None
     try:
         deadline = time.time() + 120
         while not llm_env.requests:  # the reply has started streaming
@@ -91,9 +106,9 @@ def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
         assert chat.wait(timeout=300) == 0, chat.stderr.read()
     finally:
         still_streaming.set()
-        if chat.poll() is None:
-            chat.terminate()
-            chat.wait(timeout=30)
+        stop_process(chat, timeout=30)
+        if add is not None:
+            stop_process(add)
     assert chat.stdout.read() == "Let me think.\n"
     texts = {files.read_memory(p, vault_dir)[0].text for p in files.walk_entries(vault_dir)}
     assert {"written while the reply streamed", "Tell me about my week", "Let me think."} <= texts

@@ -115,7 +115,7 @@ def _wait_for(condition, proc, deadline) -> None:
     deadline = max(deadline, time.time() + 60)  # each sync gets its own minute on a loaded machine
     while not condition():
         if not (proc.poll() is None and time.time() < deadline):
-            proc.terminate()
+            stop_process(proc, timeout=30)
             raise AssertionError(f"the watcher did not sync: {proc.communicate(timeout=30)}")
         time.sleep(0.2)
 
@@ -229,9 +229,7 @@ def _chat_on_a_terminal(env: dict, script: str) -> str:
             elif proc.poll() is not None:
                 break
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=30)
+        stop_process(proc, timeout=30)
         os.close(master)
     return b"".join(chunks).decode("utf-8", "replace")
 

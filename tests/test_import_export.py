@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -140,7 +142,7 @@ def test_an_import_is_taken_back_by_undo_and_comes_back_when_run_again(vault_dir
 @pytest.mark.parametrize("content, message", [
     (json.dumps([claude_conversation("u-1", "Trip", TRIP)]),
      "conversations.json is not a ChatGPT export: its first conversation has no 'mapping' (it looks like a Claude "
-     "export: `memvault import claude`)"),
+     "export: `memvault import claude "),
     ('{"conversations": []}', "conversations.json is a JSON object, not an array: not a ChatGPT export"),
     ("# my notes\n", "conversations.json is not JSON (it does not start with '[')"),
     ("", "conversations.json is empty"),
@@ -232,7 +234,10 @@ def test_claude_export_given_as_chatgpt_and_back_says_which(vault_dir, tmp_path)
     export = write_json(tmp_path / "conversations.json", [chatgpt_conversation("c-1", "Trip", TRIP)])
     done = run_cli("import", "claude", str(export))
     assert done.exit_code == 1 and "not a Claude export: its first conversation has no 'chat_messages' (it looks " \
-                                   "like a ChatGPT export: `memvault import chatgpt`)" in done.stderr
+                                   f"like a ChatGPT export: `memvault import chatgpt {export}`)" in done.stderr
+    hinted = re.search(r"`memvault (import chatgpt [^`]+)`", done.stderr).group(1)
+    assert run_cli(*shlex.split(hinted)).exit_code == 0  # the command it names, as written
+    assert len(turns_of(vault_dir)) == len(TRIP)
 
 
 # -- markdown notes ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import anyio
 import pytest
 
 import memvault
-from conftest import REPO, git, run_cli, run_memvault
+from conftest import REPO, git, run_cli, run_memvault, stop_process
 from fake_llm import refused_url
 from memvault import files
 
@@ -30,7 +31,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from memvault.mcp_server import build_server  # noqa: E402
 
 TOOLS = ["search_memory", "add_memory", "get_memory", "delete_memory", "recent_memories", "memory_history",
-         "conversation_summary"]
+         "vault_stats", "conversation_summary", "review_memories"]
 NO = '{"answer": "no"}'
 
 
@@ -491,13 +492,7 @@ def test_stdout_carries_only_protocol_messages(vault_dir):
         gone = time.monotonic() - left
         err = proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=5)
     while (line := lines.get(timeout=10)) is not None:
         stdout.append(line)
     out = b"".join(stdout)
@@ -542,10 +537,75 @@ def test_a_client_that_leaves_mid_write_leaves_the_vault_whole(vault_dir):
         proc.stdin.close()
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
     assert proc.returncode == 0, proc.stderr.read().decode()
+    assert git(vault_dir, "status", "--porcelain") == ""
+    stored = [m.text for m in memvault.open_vault(vault_dir).recent()]
+    committed = git(vault_dir, "log", "--format=%s")
+    assert ("The user keeps hens" in stored) == (committed.count("memvault add") == 2)
+
+
+def test_vault_stats_says_what_reindex_check_says(vault_dir):
+    """One answer to "is the index in step" (issue 27): the vault_stats tool, `memvault stats` and
+    `reindex --check` agree, also while the server has not read a hand edit yet."""
+    [bees] = memvault.open_vault(vault_dir).add("The user keeps bees")
+
+    async def body(client):
+        first = await call(client, "vault_stats")
+        assert first["memories"] == 1 and first["index"]["in_step"] is True
+        bees.path.write_text(bees.path.read_text().replace("bees", "hens"))
+        stale = await call(client, "vault_stats")
+        assert stale["index"] == {"rows": 1, "in_step": False, "out_of_step": "1 changed"}
+        assert run_cli("reindex", "--check").exit_code == 1
+        assert not json.loads(run_cli("stats", "--json").stdout)["index"]["in_step"]
+        await call(client, "search_memory", query="hens")  # a read takes the hand edit in
+        assert (await call(client, "vault_stats"))["index"]["in_step"] is True
+        assert run_cli("reindex", "--check").exit_code == 0
+
+    with_client(vault_dir, body)
+
+
+def _sigint_ignored() -> None:
+    """In the child before it runs: SIGINT ignored, as a shell leaves it for a command a script runs in
+    the background."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig, started_with", [(signal.SIGTERM, None), (signal.SIGINT, _sigint_ignored)],
+                         ids=["SIGTERM", "SIGINT-started-ignored"])
+def test_a_stop_signal_mid_write_leaves_the_vault_whole_and_exits_0(vault_dir, sig, started_with):
+    """A stop signal while the client is still connected and an add_memory may be running (the SDK
+    reads stdin on a thread, so the server cannot wait for the client): the write finishes and is
+    committed, or never starts, and the server exits at once with status 0. SIGINT too when it
+    started with SIGINT ignored (the rule of every long-running command; the child is started with
+    SIGINT set explicitly, since SIGINT is what is tested)."""
+    assert run_cli("add", "The user keeps bees").exit_code == 0
+    proc = subprocess.Popen([*memvault_command(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=started_with)
+    try:
+        for request in [
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "search_memory", "arguments": {"query": "bees"}}}]:
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in request:
+                assert json.loads(proc.stdout.readline())["id"] == request["id"]
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "add_memory", "arguments": {"text": "The user keeps hens"}}}).encode() + b"\n")
+        proc.stdin.flush()
+        time.sleep(0.05)
+        sent = time.monotonic()
+        proc.send_signal(sig)  # stdin stays open: the client has not left
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        stop_process(proc)
+    err = proc.stderr.read().decode()
+    assert code == 0 and "Traceback" not in err, err
+    assert took < 10, took
     assert git(vault_dir, "status", "--porcelain") == ""
     stored = [m.text for m in memvault.open_vault(vault_dir).recent()]
     committed = git(vault_dir, "log", "--format=%s")

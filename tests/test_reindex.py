@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import git, run_cli, run_memvault, seed
+from conftest import git, run_cli, run_memvault, seed, start_memvault, stop_process, wait_for_line
 
 
 def add(*texts):
@@ -87,11 +87,13 @@ def test_hand_deleted_and_hand_added_files(vault_dir):
     note.write_text("Buy a telescope for the night walks\n")
     result = run_cli("reindex")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.strip() == "1 added, 0 changed, 1 removed, 1 unchanged, 0 skipped"
+    assert result.stdout.startswith("1 added, 0 changed, 1 removed, 1 unchanged, 0 skipped; committed 2 hand edits (")
     assert "adopted entries/global/notes/idea.md as a note" in result.stderr
     assert note.read_text().startswith("---\nid: ") and "role: note" in note.read_text()
     assert git(vault_dir, "status", "--porcelain") == ""
     assert "2 hand edits" in git(vault_dir, "log", "-1", "--format=%s")
+    trailers = git(vault_dir, "log", "-1", "--format=%(trailers:only,unfold)")  # each as what it was
+    assert "Memvault-Added: " in trailers and "Memvault-Removed: " in trailers and "Edited" not in trailers
     assert top("telescope") == "Buy a telescope for the night walks"
 
 
@@ -194,10 +196,77 @@ def test_watch_keeps_the_index_in_sync(vault_dir):
                 break
             time.sleep(0.3)
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
-    assert code == 0
+        code = stop_process(proc, timeout=30)
+    assert code == 0, proc.stderr.read()  # SIGTERM stops it cleanly
     assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault reindex: 1 hand edit")
+
+
+# -- stopping (docs/design.md, "Stopping a long-running command") ---------------------------------------
+
+def _sigint_ignored() -> None:
+    """In the child before it runs: SIGINT ignored, as a shell leaves it for a command a script runs in
+    the background (`memvault reindex --watch &`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _sigint_default() -> None:
+    """In the child before it runs: SIGINT at its default, as from a terminal (whatever this pytest has)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("sig, started_with", [(signal.SIGTERM, None), (signal.SIGHUP, None),
+                                               (signal.SIGINT, _sigint_default), (signal.SIGINT, _sigint_ignored)],
+                         ids=["SIGTERM", "SIGHUP", "Ctrl-C", "SIGINT-started-ignored"])
+def test_a_watcher_waiting_for_the_vault_lock_stops_at_once_on_a_signal(vault_dir, sig, started_with):
+    """Another process holds the vault lock (a long write) when the watcher starts: it waits, says so,
+    and a stop signal ends it at once with status 0, also a SIGINT it started with ignored (the rule for
+    SIGINT: a long-running command handles it in every state). It does not go on watching once the lock
+    is free. The Ctrl-C cases send SIGINT as the thing tested, to a child started with SIGINT set
+    explicitly, at its default or ignored."""
+    from memvault.vault import Vault
+
+    add("The user keeps bees")
+    vault = Vault.open(vault_dir)
+    with vault.change("chat"):  # the lock a long write holds
+        proc = start_memvault("reindex", "--watch", preexec_fn=started_with)
+        try:
+            wait_for_line(proc, "to finish with the vault")  # waiting for the lock
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            code = proc.wait(timeout=30)
+            took = time.monotonic() - sent  # while the lock is still taken
+        finally:
+            stop_process(proc)
+    _, err = proc.communicate()
+    assert code == 0, err
+    assert took < 5, took
+    assert "Traceback" not in err and "watching" not in err, err
+
+
+def test_a_stop_while_the_watcher_syncs_lets_the_sync_finish(vault_dir, tmp_path):
+    """SIGTERM while the watcher's first sync holds the vault lock (paused in the index sync): it does
+    not stop half way; it finishes the sync, commits the hand edit, and then exits with status 0."""
+    add("The user keeps bees")
+    note = vault_dir / "entries/global/notes/by-hand.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text("The user rows on Sundays\n")
+    go = tmp_path / "go"
+    proc = start_memvault("reindex", "--watch", env={"PAUSE_AT": f"memvault/index.py:reindex;1;{go}"})
+    try:
+        wait_for_line(proc, "pause_at")  # inside the sync, the vault lock held
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        went_on = proc.poll() is None
+        go.touch()
+        code = proc.wait(timeout=120)
+    finally:
+        stop_process(proc)
+    out, err = proc.communicate()
+    assert went_on, "it stopped in the middle of the sync"
+    assert code == 0 and "Traceback" not in err, err
+    assert out.startswith("1 added"), out
+    assert git(vault_dir, "log", "-1", "--format=%s").startswith("memvault reindex: 1 hand edit")
+    assert run_cli("reindex", "--check").exit_code == 0
 
 
 def test_scan_entries_finds_what_walk_entries_finds(tmp_path):

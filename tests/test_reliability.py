@@ -79,7 +79,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli, seed, wait_for_line
+from conftest import git, run_cli, seed, stop_process, wait_for_line
 from conftest import start_memvault as start
 from memvault import files
 from memvault.index import Index
@@ -162,13 +162,18 @@ def test_kill_add_at_each_step_loses_nothing(vault_dir):
     # Started at once: each waits for the vault lock its predecessor died holding.
     procs = [start("add", f"memory {n} written while being killed at {point}", env={"KILL_AT": point})
              for n, point in enumerate(KILL_POINTS_ADD)]
-    for proc, point in zip(procs, KILL_POINTS_ADD):
+    try:
+        for proc, point in zip(procs, KILL_POINTS_ADD):
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == -signal.SIGKILL, f"never reached {point}: {proc.returncode} {err}"
+        proc = start("add", "memory 3 written while being killed in git commit-tree",
+                     env={"KILL_AT": KILL_POINT_COMMIT_TREE})
+        procs.append(proc)
         _, err = proc.communicate(timeout=300)
-        assert proc.returncode == -signal.SIGKILL, f"never reached {point}: {proc.returncode} {err}"
-    proc = start("add", "memory 3 written while being killed in git commit-tree",
-                 env={"KILL_AT": KILL_POINT_COMMIT_TREE})
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == -signal.SIGKILL, f"never reached {KILL_POINT_COMMIT_TREE}: {proc.returncode} {err}"
+        assert proc.returncode == -signal.SIGKILL, f"never reached {KILL_POINT_COMMIT_TREE}: {proc.returncode} {err}"
+    finally:
+        for proc in procs:
+            stop_process(proc)
     assert_intact(vault_dir)
     after = run_cli("add", "memory added after the kills: the next command recovers")
     assert after.exit_code == 0, after.stderr
@@ -191,9 +196,9 @@ def test_kill_during_full_reindex_while_a_search_waits(vault_dir):
         searcher.start()
         time.sleep(1.5)
         waited = searcher.is_alive()
+        os.killpg(proc.pid, signal.SIGKILL)  # the crash this test is about
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+        stop_process(proc)
     searcher.join(timeout=300)
     result = outcome["result"]
     assert result.exit_code == 0, result.stderr
@@ -212,8 +217,9 @@ def test_kill_during_chat_upkeep_keeps_both_turns(vault_dir, llm_env):
         while not any("response_format" in r for r in llm_env.requests):  # upkeep has started
             assert proc.poll() is None and time.time() < deadline, proc.stderr.read() if proc.poll() else ""
             time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the crash this test is about
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        stop_process(proc)
     out, _ = proc.communicate(timeout=60)
     assert "Nice to meet you, Tom." in out  # the reply was out before upkeep began
     assert_intact(vault_dir)
@@ -275,10 +281,11 @@ def test_git_failure_is_one_line_naming_the_cause(vault_dir):
 def test_add_racing_watch_and_search_loses_nothing(vault_dir):
     add("memory: the vault exists before the race")
     watcher = start("reindex", "--watch")
+    procs = []
     try:
         wait_for_line(watcher, "watching")
         texts = [f"memory {i}: racing writer number {i}" for i in range(3)]
-        procs = [start("add", "-c", f"c{i % 2}", t) for i, t in enumerate(texts)]
+        procs += [start("add", "-c", f"c{i % 2}", t) for i, t in enumerate(texts)]
         procs.append(start("search", "--json", "--no-rerank", "-a", "racing writer"))
         note = vault_dir / "entries/global/notes/by-hand.md"  # an edit by hand in the middle of it
         note.parent.mkdir(parents=True, exist_ok=True)
@@ -291,9 +298,11 @@ def test_add_racing_watch_and_search_loses_nothing(vault_dir):
             assert time.time() < deadline, "the watcher did not settle"
             time.sleep(0.5)
     finally:
-        watcher.send_signal(signal.SIGINT)
-        _, werr = watcher.communicate(timeout=60)
-    assert watcher.returncode == 0 and "Traceback" not in werr, werr
+        for proc in procs:
+            stop_process(proc)
+        stop_process(watcher, timeout=60)
+    _, werr = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0 and "Traceback" not in werr, werr  # it stopped cleanly on SIGTERM
     log = git(vault_dir, "log", "--format=%b")
     for out in (out for args, out, _, _ in results if args[0] == "add"):
         memory_id = out.split()[0]

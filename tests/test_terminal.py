@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli, run_memvault, seed
+from conftest import run_cli, run_memvault, seed, stop_process
 from memvault import term
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
@@ -41,8 +41,9 @@ def run_in_pty(args: list[str], env: dict, timeout: float = 120) -> str:
             if not data:
                 break
             chunks.append(data)
-    finally:
         proc.wait(timeout=timeout)
+    finally:
+        stop_process(proc)
         os.close(master)
     return b"".join(chunks).decode("utf-8", "replace")
 

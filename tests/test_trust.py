@@ -98,7 +98,7 @@ def test_a_write_during_a_merge_is_refused(vault_dir):
     head = git(vault_dir, "rev-parse", "HEAD")
     result = run_cli("add", "written during the merge")
     assert result.exit_code == 1
-    assert "merge in progress" in result.stderr and "git merge --abort" in result.stderr
+    assert "merge in progress" in result.stderr and f"`git -C {vault_dir} merge --abort`" in result.stderr
     assert "nothing was written" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in files.walk_entries(vault_dir, include_deleted=True)) == before
     assert git(vault_dir, "rev-parse", "HEAD") == head
