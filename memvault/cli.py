@@ -679,6 +679,9 @@ def search(
     relevance_floor: Optional[float] = typer.Option(None, "--relevance-floor", min=0.0, max=1.0,
                                                     help="Without a reranker: leave out memories whose match is "
                                                          "below this; 0 keeps all (relevance_floor)."),
+    session_weight: Optional[float] = typer.Option(None, "--session-weight", min=0.0, max=1.0,
+                                                   help="How much the memories of a result's session lift it; "
+                                                        "0 = off (session_weight)."),
     retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
@@ -697,7 +700,7 @@ def search(
     options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                    kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now,
                    rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                   retriever=retriever.value, relevance_floor=relevance_floor)
+                   retriever=retriever.value, relevance_floor=relevance_floor, session_weight=session_weight)
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
         origin = "stdin" if queries == "-" else queries

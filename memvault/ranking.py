@@ -23,7 +23,8 @@ NEAR_DUPLICATE = 0.9
 # Two self-contained memories (facts, notes, decisions: not chat turns) this similar say the same
 # thing (MiniLM: five phrasings of "likes coffee" at 0.66-0.93; distinct facts of one person up to
 # 0.69, "lives in Lisbon" / "mother lives in Porto"), so MMR pushes the weaker down as it does
-# near-duplicates; chat turns keep NEAR_DUPLICATE (at 0.8 LoCoMo R@10 fell .013, at 0.7 .065).
+# near-duplicates; chat turns keep NEAR_DUPLICATE (at 0.8 LoCoMo R@10 fell .013, at 0.7 .065), and so
+# do two facts of one session (retrieval.diversity_similarity: lines of one exchange are distinct evidence).
 PARAPHRASE = 0.75
 # A memory's session vouches for it (session_lift): with session_weight w, relevance r becomes
 # r + w * s * (1 - r), s = the mean of the two best relevances of the others in its session.

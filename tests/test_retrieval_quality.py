@@ -215,3 +215,26 @@ def test_a_turn_is_lifted_by_the_turns_of_its_session(vault_dir, tmp_path):
     alone = [r.text for r in vault.search("Where is Maya's birthday party?", conversation="home", top_k=5, now=now,
                                           session_weight=0).results]
     assert answer not in alone[:3] and alone.index(last_year[0][1]) < alone.index(answer)
+    # The command line's --session-weight is the same setting.
+    cli = [r["text"] for r in search("-c", "home", "-k", "5", "--now", now, "--session-weight", "0",
+                                     "Where is Maya's birthday party?")]
+    assert cli == alone
+
+
+def test_facts_of_one_exchange_are_not_folded_as_paraphrases(vault_dir, tmp_path):
+    """Two facts learned minutes apart in one conversation are distinct evidence and both stay; the
+    same two learned on different days are one preference said twice, and the second makes room."""
+    facts = ["The user likes black coffee", "The user loves drinking coffee", "The user likes green tea"]
+    lines = [{"id": str(uuid.uuid4()), "role": "memory", "conversation_id": conversation, "text": text,
+              "created_at": (T0 + step * i).isoformat()}
+             for conversation, step in (("one-chat", timedelta(minutes=2)), ("many-days", timedelta(days=2)))
+             for i, text in enumerate(facts)]
+    path = tmp_path / "facts.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    now = (T0 + timedelta(days=10)).isoformat()
+    question = "What does the user like to drink?"
+    one_chat = [r["text"] for r in search("-c", "one-chat", "-k", "2", "--now", now, question)]
+    assert sorted(one_chat) == sorted(facts[:2])  # cosine 0.8 apart, but of one session
+    many_days = [r["text"] for r in search("-c", "many-days", "-k", "2", "--now", now, question)]
+    assert "The user likes green tea" in many_days and sum("coffee" in t for t in many_days) == 1

@@ -52,7 +52,7 @@ SETTING_HELP = {
     "default_top_k": "How many results search returns without -k.",
     "max_entries": "Chat turns and learned facts kept per conversation; the oldest beyond are evicted (at most 20 a command); what you add is never evicted.",
     "mmr_lambda": "Relevance versus diversity among near-duplicates (cosine 0.9 or more; between two facts, "
-                  "notes or decisions 0.75 or more: paraphrases) in the final pick (1 = no diversity).",
+                  "notes or decisions of different sessions 0.75 or more: paraphrases) in the final pick (1 = no diversity).",
     "recency_weight": "How much age can take off a result's score: score = relevance x (1 - w + w x recency) "
                       "(0 = ignore age).",
     "score_threshold": "Drop results whose relevance (with a reranker: its probability) is below this (0 to 1); "
