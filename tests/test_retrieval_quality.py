@@ -6,6 +6,8 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 import memvault
 from conftest import run_cli, seed
 from fake_llm import refused_url
@@ -211,6 +213,13 @@ def test_a_turn_is_lifted_by_the_turns_of_its_session(vault_dir, tmp_path):
     texts = [r.text for r in lifted]
     assert answer in texts[:3] and texts.index(answer) < texts.index(last_year[0][1])
     assert lifted[texts.index(answer)].scores["session"] > 0.1
+    # search --explain shows the lift in its own column, on the answer's row.
+    explain = run_cli("search", "--explain", "-c", "home", "-k", "5", "--now", now, "Where is Maya's birthday party?")
+    header = next(line for line in explain.stdout.splitlines() if "┃" in line and " session " in line)
+    row = next(line for line in explain.stdout.splitlines() if lifted[texts.index(answer)].id[:8] in line)
+    column = [cell.strip() for cell in header.split("┃")].index("session")
+    assert float([cell.strip() for cell in row.split("│")][column]) == pytest.approx(
+        lifted[texts.index(answer)].scores["session"], abs=1e-3)
     # Without the lift (session_weight 0) another party question of another day goes ahead of it.
     alone = [r.text for r in vault.search("Where is Maya's birthday party?", conversation="home", top_k=5, now=now,
                                           session_weight=0).results]
