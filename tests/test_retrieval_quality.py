@@ -158,11 +158,13 @@ def test_the_llm_reranker_orders_results_when_asked(vault_dir, llm_env, monkeypa
 
 # -- issue 32 -----------------------------------------------------------------------------------
 # bench/personal.py holds the issue's vaults and the household test set (bench/locomo.py reports them).
-import sys  # noqa: E402
+# Loaded from its file: bench/ on sys.path would shadow packages (bench/mcp.py is not the mcp SDK).
+import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # noqa: E402
-import personal  # noqa: E402
+_spec = importlib.util.spec_from_file_location("personal", Path(__file__).resolve().parent.parent / "bench" / "personal.py")
+personal = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(personal)
 
 
 def test_five_phrasings_of_one_preference_leave_room_for_the_other(vault_dir):
