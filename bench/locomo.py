@@ -46,21 +46,24 @@ sys.path.insert(0, str(HERE.parent))  # in-process experiments use this checkout
 DEFAULT_DATA = HERE.parent.parent / "shared" / "bench" / "locomo"
 
 # name -> (description, `Memvault.search` options)
-PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
+PURE = {"rerank": False, "recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0, "session_weight": 0.0}
 CONFIGS = {
     "default": ("default pipeline (rerank when available)", {}),
     "no-floor": ("no relevance floor", {"relevance_floor": 0.0}),
+    "no-session": ("no session lift (weight 0)", {"session_weight": 0.0}),
     "no-recency": ("no recency (weight 0)", {"recency_weight": 0.0}),
     "no-mmr": ("no MMR (lambda 1.0)", {"mmr_lambda": 1.0}),
-    "dense": ("dense only (no rerank, recency, MMR or floor)", {"retriever": "dense", **PURE}),
-    "bm25": ("BM25 only (no rerank, recency, MMR or floor)", {"retriever": "bm25", **PURE}),
-    "hybrid": ("hybrid candidates only (no rerank, recency, MMR or floor)", PURE),
+    "dense": ("dense only (no rerank, session, recency, MMR or floor)", {"retriever": "dense", **PURE}),
+    "bm25": ("BM25 only (no rerank, session, recency, MMR or floor)", {"retriever": "bm25", **PURE}),
+    "hybrid": ("hybrid candidates only (no rerank, session, recency, MMR or floor)", PURE),
 }
 # Configurations that need the LLM (the settings in MEMVAULT_LLM_* of this process, e.g.
 # `eval "$(../shared/llm/local-llm.sh env)"`); not run unless named in --configs. The third item:
 # settings the vault is opened with.
 LLM_CONFIGS = {"llm-rerank": ("default + LLM reranker (llm_rerank)", {}, {"llm_rerank": True})}
 QUICK_CONFIGS = ["default", "bm25", "hybrid"]
+# LoCoMo's categories 1-4 by name, in the order of their number (locomo_score.py's summary keys).
+CATEGORY_NAMES = ("multi-hop", "temporal", "open-domain", "single-hop")
 K = 25  # locomo_score.py wants at least 25 ranked ids
 KEPT_AT = 10  # "results returned" for unanswerable questions: how many of the first 10 places are filled
 
@@ -169,17 +172,19 @@ def vault_count(vault: Path) -> int:
         return -1
 
 
-def turn_lines(conv: str, turns: list[dict]) -> str:
-    """`memvault export` lines: each LoCoMo turn a chat turn of conversation `conv`."""
+def turn_lines(conv: str, turns: list[dict], as_facts: bool = False) -> str:
+    """`memvault export` lines: each LoCoMo turn a chat turn of conversation `conv` (as_facts: a
+    plain fact of that conversation, role memory, which BM25 reads without turn context)."""
     speakers = list(dict.fromkeys(t["speaker"] for t in turns))
     return "".join(json.dumps({
         "id": str(uuid.uuid5(uuid.NAMESPACE_URL, "locomo:" + t["memory_id"])),
-        "role": "user" if t["speaker"] == speakers[0] else "assistant", "conversation_id": conv,
+        "role": "memory" if as_facts else "user" if t["speaker"] == speakers[0] else "assistant",
+        "conversation_id": conv,
         "created_at": t["created_at"], "text": t["content"], "meta": {"memory_id": t["memory_id"]}}) + "\n"
         for t in turns)
 
 
-def build_vaults(memories, workdir: Path, reuse: bool, full_reindex: bool, log) -> dict[str, dict]:
+def build_vaults(memories, workdir: Path, reuse: bool, full_reindex: bool, log, as_facts: bool = False) -> dict[str, dict]:
     """One vault per conversation, through the library's import_from("jsonl")."""
     import memvault
 
@@ -196,7 +201,7 @@ def build_vaults(memories, workdir: Path, reuse: bool, full_reindex: bool, log) 
         shutil.rmtree(vault, ignore_errors=True)
         vault.mkdir(parents=True)
         jsonl = workdir / "vaults" / f"{conv}.jsonl"
-        jsonl.write_text(turn_lines(conv, turns), encoding="utf-8")
+        jsonl.write_text(turn_lines(conv, turns, as_facts), encoding="utf-8")
         start = time.perf_counter()
         memvault.open_vault(vault).import_from("jsonl", jsonl)
         seconds = time.perf_counter() - start
@@ -315,6 +320,10 @@ def headline(summary: dict, ranked=None, queries=None, absent=None) -> dict:
         if g:
             out[key] = {"n": g["n"], "recall@5": g["recall@5"], "recall@10": g["recall@10"], "mrr": g["mrr"],
                         "recall@25": g["recall@25"], "ndcg@10": g["ndcg@10"]}
+    # per category of 1-4 (multi-hop, temporal, open-domain, single-hop), as the table shows them
+    out["categories"] = {name: {"n": summary[name]["n"], "recall@5": summary[name]["recall@5"],
+                                "recall@10": summary[name]["recall@10"]}
+                         for name in CATEGORY_NAMES if name in summary}
     if ranked is not None:
         cat5 = [q for items in queries.values() for q in items if q["category"] == 5]
         if cat5:
@@ -395,7 +404,8 @@ def experiments(queries, absent, vaults, opened: Vaults, k: int, log, only: list
 
 
 def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: str) -> str:
-    header = ("configuration", "split", "R@5", "R@10", "MRR", "c5 R@10", "c5 ret", "abs ret", "abs none", "ms/q")
+    header = ("configuration", "split", "R@5", "R@10", "MRR", "multi R@10", "temp R@10", "open R@10", "single R@10",
+              "c5 R@10", "c5 ret", "abs ret", "abs none", "ms/q")
     lines = [header]
     for name, split, h, seconds in rows:
         a, b, c = h.get("cat1_4", {}), h.get("cat5", {}), h.get("absent", {})
@@ -403,7 +413,9 @@ def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: st
         def f(d, m, digits=3):
             return f"{d[m]:.{digits}f}" if d.get(m) is not None else "-"
 
-        lines.append((name, split, f(a, "recall@5"), f(a, "recall@10"), f(a, "mrr"), f(b, "recall@10"),
+        per = h.get("categories", {})
+        lines.append((name, split, f(a, "recall@5"), f(a, "recall@10"), f(a, "mrr"),
+                      *(f(per.get(c, {}), "recall@10") for c in CATEGORY_NAMES), f(b, "recall@10"),
                       f(b, "returned@10", 1), f(c, "returned@10", 1), f(c, "none", 2),
                       f"{1000 * seconds / max(n_queries, 1):.0f}" if seconds else "-"))
     widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
@@ -439,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-absent", action="store_true", help="skip the absent-topic questions and personal vault")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "memvault-locomo",
                     help="vaults and run files (default /tmp/memvault-locomo)")
+    ap.add_argument("--as-facts", action="store_true",
+                    help="store each turn as a plain fact of its conversation (role memory, no turn context); "
+                         "vaults under WORKDIR-facts")
     ap.add_argument("--reuse", action="store_true", help="reuse vaults already built in --workdir")
     ap.add_argument("--reindex-full", action="store_true", help="with --reuse: reindex --full them first")
     ap.add_argument("--out", type=Path, default=None, help="JSON report (default bench/out/locomo[-quick].json)")
@@ -453,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         conversations = (named.get(args.conversations) or args.conversations.split(",")) if args.conversations \
             else None
         max_q, configs, workdir = args.max_questions, args.configs.split(","), args.workdir
+        if args.as_facts:
+            workdir = workdir.with_name(workdir.name + "-facts")
     unknown = [c for c in configs if c not in CONFIGS and c not in LLM_CONFIGS]
     if unknown:
         ap.error(f"unknown configuration {unknown[0]!r}")
@@ -466,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     absent = {} if args.no_absent or args.quick else absent_questions(memories)
     n_queries = sum(len(v) for v in queries.values())
     workdir.mkdir(parents=True, exist_ok=True)
-    vaults = build_vaults(memories, workdir, args.reuse, args.reindex_full, log)
+    vaults = build_vaults(memories, workdir, args.reuse, args.reindex_full, log, args.as_facts)
     personal = None if args.no_absent or args.quick else build_personal(workdir)
     opened = Vaults()
     if args.quick:  # smoke: no model probe
@@ -482,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
                        "load": os.getloadavg(), "k": args.k, "conversations": list(memories),
                        "tuning": list(TUNING), "untouched": list(UNTOUCHED), "questions": n_queries,
+                       "as_facts": args.as_facts,
                        "memories": sum(len(v) for v in memories.values()), "reranker_available": rerank_ok,
                        "note": note},
               "configs": {}, "experiments": {}}

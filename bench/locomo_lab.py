@@ -190,6 +190,9 @@ QUESTION_WORDS = re.compile(r"^\s*(when|what|who|whom|whose|where|which|why|how(
                             r"is|are|was|were|has|have|had|can|could|would|will|should)\b[\s,]*", re.I)
 
 
+FRAME = {"kind", "kinds", "type", "types", "sort", "sorts", "thing", "things", "name", "names"}
+
+
 def strip_question(text: str) -> str:
     previous = None
     while previous != text:
@@ -291,6 +294,8 @@ def run_config(cfg: Config, turns, queries, vecs: Vectors, bm: Bm25, score_one):
             qtext = q["question"]
             qd = strip_question(qtext) if cfg.query_dense == "strip" else qtext
             qb = strip_question(qtext) if cfg.query_bm25 == "strip" else qtext
+            if cfg.query_bm25 == "frame":
+                qb = " ".join(w for w in re.findall(r"[\w']+", qtext) if w.lower() not in FRAME)
             qv = vecs.query(qd)
             cos = dv @ qv
             if dv2 is not None:
@@ -453,6 +458,19 @@ for m in ("avg", "max"):
         for c0, c1 in ((0.0, 0.8), (0.1, 0.7), (0.2, 0.6)):
             exp(f"B2 x{m}^{g} {c0}-{c1}", bm25_doc=B2, match=m, times_match=g, c0=c0, c1=c1)
 exp("B2", bm25_doc=B2)
+
+exp("B2x2 frame", bm25_doc="self+self+prev2+date", query_bm25="frame")
+for w in (0.4, 0.6):
+    exp(f"B2x2 dw{w}", bm25_doc="self+self+prev2+date", dense_weight=w)
+# issue 32: the turn's own words weighted above its context's (repeated in what BM25 reads)
+for how in ("self+self+prev2+date", "self+self+self+prev2+date", "self+self+prev2+date+date", "self+self+prev3+date",
+            "self+self+prev2+next+date", "self+self+prev+date"):
+    exp(f"ctx-bm25[{how}]", bm25_doc=how)
+for b in (0.1, 0.2):
+    exp(f"B2 nb{b}", bm25_doc=B2, neighbour=b)
+    exp(f"B2x2 nb{b}", bm25_doc="self+self+prev2+date", neighbour=b)
+for a in (0.3, 0.6):
+    exp(f"B2 prf{a}", bm25_doc=B2, prf_dense=a)
 
 
 def main():

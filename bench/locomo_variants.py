@@ -5,9 +5,9 @@ A variant is search options for `Memvault.search_many` plus patches: product fun
 constants swapped for the variant's own while it runs (`patched`). So every variant goes through
 the library call the CLI makes, on the same vaults, and the product keeps no switch for an
 experiment. No rerank in any (none is available here). BEFORE is the read path as it was before
-issue 15 (main at 1cf0e50, arithmetic reproduced below); NOW the defaults after it. Each direction
-is measured alone (added to BEFORE) and taken out of NOW. LOST are run only when named
-(`--variants`).
+issue 15 (main at 1cf0e50, arithmetic reproduced below); ISSUE15 the defaults after issue 15; NOW
+the defaults after issue 32. Each direction of an issue is measured alone (added to the read path
+before it) and taken out of NOW. LOST are run only when named (`--variants`).
 """
 
 from __future__ import annotations
@@ -118,6 +118,11 @@ def patched(variant: Variant):
             setattr(module, attribute, value)
 
 
+def no_category_words(text):
+    """BM25 looks for the query's own words only (before issue 32)."""
+    return []
+
+
 # What each direction of issue 15 changes, as the patches that undo it.
 UNDO = {
     "turn context": {"index.FTS_COLUMN": "text"},
@@ -125,45 +130,77 @@ UNDO = {
     "recency as a factor": {"ranking.blend": additive_blend},
     "MMR on near-duplicates only": {"ranking.NEAR_DUPLICATE": 0.0},
 }
-BEFORE_OPTIONS = {"rerank": False, "recency_weight": 0.2, "mmr_lambda": 0.7, "relevance_floor": 0.0}
-NOW_OPTIONS = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
-               "relevance_floor": _S.relevance_floor}
-PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0}
+# Issue 32's: the session lift is an option (session_weight 0 undoes it); paraphrases of facts
+# counted as near-duplicates from 0.9 again; no category words. (The turn's own words read twice by
+# BM25 lost on the untouched conversations; it changed what the index holds, so it was measured at
+# a09b748, where the product had it: variants "issue 15 + own words twice", "now - own words twice".)
+UNDO32 = {
+    "session lift": {},
+    "paraphrase band": {"ranking.PARAPHRASE": ranking.NEAR_DUPLICATE},
+    "category words": {"ranking.category_words": no_category_words},
+}
+UNDO_ALL = {**UNDO, **UNDO32}
+BEFORE_OPTIONS = {"rerank": False, "recency_weight": 0.2, "mmr_lambda": 0.7, "relevance_floor": 0.0,
+                  "session_weight": 0.0}
+ISSUE15_OPTIONS = {"rerank": False, "recency_weight": _S.recency_weight, "mmr_lambda": _S.mmr_lambda,
+                   "relevance_floor": _S.relevance_floor, "session_weight": 0.0}
+NOW_OPTIONS = {**ISSUE15_OPTIONS, "session_weight": _S.session_weight}
+PURE = {"recency_weight": 0.0, "mmr_lambda": 1.0, "relevance_floor": 0.0, "session_weight": 0.0}
 
 
 def variant(options: dict, undone: list[str], **patches) -> Variant:
-    merged = {k: v for name in undone for k, v in UNDO[name].items()}
+    merged = {k: v for name in undone for k, v in UNDO_ALL[name].items()}
     merged.update({k.replace("__", "."): v for k, v in patches.items()})
+    if "session lift" in undone:
+        options = {**options, "session_weight": 0.0}
     return Variant(options, merged, merged.get("index.FTS_COLUMN") == "text")
 
 
 def before(added: str | None = None, **options) -> Variant:
-    return variant({**BEFORE_OPTIONS, **options}, [d for d in UNDO if d != added])
+    return variant({**BEFORE_OPTIONS, **options}, [d for d in UNDO_ALL if d != added])
+
+
+def issue15(added: str | None = None, **options) -> Variant:
+    """The defaults of issue 15 (issue 32's directions undone), or with one of issue 32's added."""
+    return variant({**ISSUE15_OPTIONS, **({"session_weight": _S.session_weight} if added == "session lift" else {}),
+                    **options}, [d for d in UNDO32 if d != added])
 
 
 def now(removed: str | None = None, **options) -> Variant:
     return variant({**NOW_OPTIONS, **options}, [removed] if removed else [])
 
 
-VARIANTS = {
+# Issue 15's rows: each of its directions alone on the read path before it, and taken out of its
+# defaults (ISSUE15: issue 32's directions undone throughout).
+ISSUE15_VARIANTS = {
     "before": before(),
     "before, retrieval only": before(**PURE),
-    # each direction alone, on the read path as it was
     "before + turn context": before("turn context"),
     "before + relevance x match": before("relevance x match"),
     "before + recency as a factor": before("recency as a factor"),
     "before + MMR on near-duplicates only": before("MMR on near-duplicates only"),
     "before + relevance floor": before(relevance_floor=_S.relevance_floor),
-    # all of them: the new defaults, and each taken out again
+    "issue 15": issue15(),
+    "issue 15 - turn context": variant(ISSUE15_OPTIONS, [*UNDO32, "turn context"]),
+    "issue 15 - relevance x match": variant(ISSUE15_OPTIONS, [*UNDO32, "relevance x match"]),
+    "issue 15 - recency as a factor (additive 0.2)": variant(ISSUE15_OPTIONS, [*UNDO32, "recency as a factor"]),
+    "issue 15 - MMR on near-duplicates only": variant(ISSUE15_OPTIONS, [*UNDO32, "MMR on near-duplicates only"]),
+    "issue 15 - relevance floor": issue15(relevance_floor=0.0),
+}
+# Issue 32's rows: each direction alone on issue 15's defaults, the new defaults, each taken out.
+VARIANTS = {
+    "issue 15": issue15(),
+    "issue 15 + session lift": issue15("session lift"),
+    "issue 15 + paraphrase band": issue15("paraphrase band"),
+    "issue 15 + category words": issue15("category words"),
     "now": now(),
     "now, retrieval only": now(**PURE),
-    "now - turn context": now("turn context"),
-    "now - relevance x match": now("relevance x match"),
-    "now - recency as a factor (additive 0.2)": now("recency as a factor"),
-    "now - MMR on near-duplicates only": now("MMR on near-duplicates only"),
-    "now - relevance floor": now(relevance_floor=0.0),
+    "now - session lift": now("session lift"),
+    "now - paraphrase band": now("paraphrase band"),
+    "now - category words": now("category words"),
     "now, no recency": now(recency_weight=0.0),
     "now, no MMR": now(mmr_lambda=1.0),
+    "now - relevance floor": now(relevance_floor=0.0),
 }
 
 # Issue 5's experiments, on today's read path without recency, MMR or floor (as measured then).
@@ -176,4 +213,12 @@ LOST = {
     "lost: depth top_k x 5": variant({"rerank": False, **PURE}, [], retrieval__CANDIDATE_FACTOR=5),
     "lost: RRF weights BM25 1.5": variant({"rerank": False, **PURE}, [], ranking__rrf=weighted_rrf(1.0, 1.5)),
 }
-ALL = {**VARIANTS, **LOST}
+# Issue 32's that lost (bench/README.md, "Retrieval, issue 32"); those that needed hooks in the read
+# path (pseudo-relevance feedback, a cap per session, the lexical gate) were measured at 4d4fa8b.
+LOST.update({
+    "lost: near-duplicates of turns from 0.8": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.8),
+    "lost: near-duplicates of turns from 0.7": variant(NOW_OPTIONS, [], ranking__NEAR_DUPLICATE=0.7),
+    "lost: session lift 0.25": now(session_weight=0.25),
+    "lost: session lift 0.6": now(session_weight=0.6),
+})
+ALL = {**ISSUE15_VARIANTS, **VARIANTS, **LOST}

@@ -240,7 +240,7 @@ _memvault() {
             ;;
         search)
             case $prev in
-                -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor) :; return ;;
+                -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight) :; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
                 --retriever) _memvault_compgen -W 'hybrid dense bm25' -- "$cur"; return ;;
@@ -248,7 +248,7 @@ _memvault() {
                 --queries) _memvault_files; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--all-conversations --conversation --explain --format --help --json --kind --mmr-lambda --no-rerank --now --queries --recency-weight --relevance-floor --retriever --since --tag --threshold --top-k --until -a -c -h -k -t' -- "$cur"
+                _memvault_compgen -W '--all-conversations --conversation --explain --format --help --json --kind --mmr-lambda --no-rerank --now --queries --recency-weight --relevance-floor --retriever --session-weight --since --tag --threshold --top-k --until -a -c -h -k -t' -- "$cur"
             fi
             ;;
         serve)

@@ -219,6 +219,7 @@ complete -c memvault -n '__memvault_using_command search' -l recency-weight -x -
 complete -c memvault -n '__memvault_using_command search' -l mmr-lambda -x -d 'MMR trade-off; 1.0 = no diversity (mmr_lambda)'
 complete -c memvault -n '__memvault_using_command search' -l threshold -x -d 'Drop results whose relevance is below this (with a reranker: its probability)'
 complete -c memvault -n '__memvault_using_command search' -l relevance-floor -x -d 'Without a reranker: leave out memories whose match is below this; 0 keeps all (relevance_floor)'
+complete -c memvault -n '__memvault_using_command search' -l session-weight -x -d 'How much the memories of a result\'s session lift it; 0 = off (session_weight)'
 complete -c memvault -n '__memvault_using_command search' -l retriever -x -a 'hybrid dense bm25' -d 'Candidates from hybrid, dense or bm25'
 complete -c memvault -n '__memvault_using_command search' -l explain -d 'Show every score of every result'
 complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text, prompt (the block a chat injects) or json'

@@ -519,15 +519,17 @@ class Memvault:
                since: datetime | str | None = None, until: datetime | str | None = None,
                now: datetime | str | None = None, rerank: bool = True, recency_weight: float | None = None,
                mmr_lambda: float | None = None, threshold: float | None = None, retriever: str = "hybrid",
-               relevance_floor: float | None = None):
+               relevance_floor: float | None = None, session_weight: float | None = None):
         """The whole read path: dense + BM25 candidates from the conversation and `global` (or every
-        conversation), cross-encoder rerank where one is available, recency, MMR diversity; without
-        a reranker, memories that match the query too little (relevance_floor) are left out.
+        conversation), cross-encoder rerank where one is available, the session's lift, recency, MMR
+        diversity; without a reranker, memories that match the query too little (relevance_floor)
+        are left out.
         Options left None come from the settings. Returns a retrieval.SearchOutcome."""
         query_obj = self._query(query, top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                                 kinds=kinds, tags=tags, since=since, until=until, now=now, rerank=rerank,
                                 recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                                retriever=retriever, relevance_floor=relevance_floor)
+                                retriever=retriever, relevance_floor=relevance_floor,
+                                session_weight=session_weight)
         if not all_conversations:
             self._say_if_unknown(conversation)
         return self._run_search(query_obj)

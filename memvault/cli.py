@@ -679,6 +679,9 @@ def search(
     relevance_floor: Optional[float] = typer.Option(None, "--relevance-floor", min=0.0, max=1.0,
                                                     help="Without a reranker: leave out memories whose match is "
                                                          "below this; 0 keeps all (relevance_floor)."),
+    session_weight: Optional[float] = typer.Option(None, "--session-weight", min=0.0, max=1.0,
+                                                   help="How much the memories of a result's session lift it; "
+                                                        "0 = off (session_weight)."),
     retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
@@ -697,7 +700,7 @@ def search(
     options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                    kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now,
                    rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                   retriever=retriever.value, relevance_floor=relevance_floor)
+                   retriever=retriever.value, relevance_floor=relevance_floor, session_weight=session_weight)
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
         origin = "stdin" if queries == "-" else queries
@@ -729,7 +732,8 @@ def _print_explain(outcome) -> None:
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "relevance", "recency", "score", "text"]
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", "relevance", "recency", "score",
+               "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -740,13 +744,14 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("relevance")),
+                      number(s.get("session")), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
+    console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency)")
 
 

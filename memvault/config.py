@@ -36,6 +36,7 @@ class Settings:
     recency_weight: float = 0.2
     score_threshold: float | None = None
     relevance_floor: float = 0.15
+    session_weight: float = 0.4
     llm_rerank: bool = False
     enable_summarization: bool = True
     enable_git_versioning: bool = True
@@ -65,6 +66,7 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "recency_weight": (0.0, 1.0),
     "score_threshold": (0.0, 1.0),
     "relevance_floor": (0.0, 1.0),
+    "session_weight": (0.0, 1.0),
     "soft_decay_minutes": (0.0, None),
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),

@@ -20,6 +20,30 @@ DENSE_SPREAD, BM25_SPREAD, FUSED_SPREAD = 0.2, 0.5, 0.5
 # MMR pushes down only near-duplicates: pairs of candidates at least this similar (cosine). Distinct
 # evidence of one topic (LoCoMo turns of one exchange: 0.5-0.85) is left in place.
 NEAR_DUPLICATE = 0.9
+# Two self-contained memories (facts, notes, decisions: not chat turns) this similar say the same
+# thing (MiniLM: five phrasings of "likes coffee" at 0.66-0.93; distinct facts of one person up to
+# 0.69, "lives in Lisbon" / "mother lives in Porto"), so MMR pushes the weaker down as it does
+# near-duplicates; chat turns keep NEAR_DUPLICATE (at 0.8 LoCoMo R@10 fell .013, at 0.7 .065), and so
+# do two facts of one session (retrieval.diversity_similarity: lines of one exchange are distinct evidence).
+PARAPHRASE = 0.75
+# A memory's session vouches for it (session_lift): with session_weight w, relevance r becomes
+# r + w * s * (1 - r), s = the mean of the two best relevances of the others in its session.
+SESSION_PEERS = 2
+
+# Everyday category words whose answers name a member of the category instead ("what are my
+# hobbies?" / "plays the guitar", "our pet" / "a cat called Miso", "for a living" / "works as a
+# nurse"): MiniLM scores such pairs no higher than unrelated ones (cosine 0.16-0.36), and without a
+# shared word BM25 cannot help, so BM25 also looks for these words (category_words). A short
+# English list, chosen from issue 32's examples; bench/README.md, "Retrieval, issue 32", has what
+# it does elsewhere.
+CATEGORY_WORDS = {
+    ("hobby", "hobbies", "pastime", "pastimes"): "enjoy enjoys play plays",
+    ("job", "jobs", "career", "profession", "occupation", "for a living"): "work works job",
+    ("pet", "pets"): "dog dogs cat cats",
+    ("car", "cars", "vehicle"): "drive drives",
+    ("kid", "kids", "child", "children"): "son sons daughter daughters",
+    ("parents",): "mother father mum dad",
+}
 
 # The words BM25 leaves out of a query: the full-text index's English stop words (NLTK's list,
 # applied after stemming; index.FTS_OPTIONS), so that `query_terms` counts what BM25 can match.
@@ -56,6 +80,16 @@ def min_max(values: Sequence[float]) -> list[float]:
 def query_terms(text: str) -> set[str]:
     """The distinct words of a query that BM25 can match (lower-cased, stop words left out)."""
     return {w for w in re.findall(r"[^\W_]+", text.lower()) if w not in _STOP_WORDS}
+
+
+def category_words(text: str) -> list[str]:
+    """The CATEGORY_WORDS a query asks about, less the words it has already."""
+    words = " " + " ".join(re.findall(r"[^\W_]+", text.lower())) + " "
+    found: list[str] = []
+    for asked, answers in CATEGORY_WORDS.items():
+        if any(f" {word} " in words for word in asked):
+            found += [w for w in answers.split() if f" {w} " not in words and w not in found]
+    return found
 
 
 def lexical_match(bm25: float, rows: int, terms: int) -> float:
@@ -106,13 +140,30 @@ def blend(relevance: float, recency_score: float, recency_weight: float) -> floa
     return relevance * (1.0 - recency_weight + recency_weight * recency_score)
 
 
+def session_lift(relevance: Sequence[float], sessions: Sequence[Sequence[int]], weight: float) -> list[float]:
+    """Relevance with each memory's session as a unit: r + weight * s * (1 - r), where s is the mean
+    of the SESSION_PEERS best relevances of the other members of its session (a missing one counts
+    0). A session is a list of indices into `relevance`; a memory in none keeps its relevance. The
+    lift stays below 1, and is largest for the weak members of a strong session."""
+    lifted = list(relevance)
+    if weight <= 0:
+        return lifted
+    for members in sessions:
+        for i in members:
+            peers = sorted((relevance[j] for j in members if j != i), reverse=True)[:SESSION_PEERS]
+            if peers:
+                strength = sum(peers) / SESSION_PEERS
+                lifted[i] = relevance[i] + weight * strength * (1.0 - relevance[i])
+    return lifted
+
+
 def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, lam: float,
         min_similarity: float = 0.0) -> list[int]:
     """Maximal Marginal Relevance: greedily pick argmax lam*score - (1-lam)*max_sim(candidate, picked),
     where a similarity below min_similarity counts as 0 (only near-duplicates are pushed down).
 
-    `similarity` is the candidates' pairwise cosine matrix. Returns indices in pick order;
-    ties go to the earlier candidate so results are deterministic.
+    `similarity` is the candidates' pairwise cosine matrix (a pair that should not count: 0).
+    Returns indices in pick order; ties go to the earlier candidate so results are deterministic.
     """
     remaining = list(range(len(scores)))
     picked: list[int] = []

@@ -1,4 +1,4 @@
-"""The read path (docs/design.md): hybrid candidates -> rerank -> recency -> MMR -> injection.
+"""The read path (docs/design.md): hybrid candidates -> rerank -> session -> recency -> MMR -> injection.
 
 Every number is kept per result so that `search --explain` can show it.
 """
@@ -27,7 +27,8 @@ DENSE_WEIGHT = 0.5
 @dataclass
 class Query:
     """One search. Built with `Query.from_settings`, which fills what the caller leaves open from
-    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor)."""
+    the vault's settings (top_k, recency_weight, mmr_lambda, threshold, relevance_floor,
+    session_weight)."""
 
     text: str
     top_k: int
@@ -45,12 +46,13 @@ class Query:
     use_dense: bool = True
     use_bm25: bool = True
     relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
-
+    session_weight: float = 0.0  # how much a memory's session lifts its relevance (ranking.session_lift)
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
                       mmr_lambda: float | None = None, threshold: float | None = None,
-                      relevance_floor: float | None = None, **options: Any) -> "Query":
+                      relevance_floor: float | None = None, session_weight: float | None = None,
+                      **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
         settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
         from memvault.config import coerce
@@ -64,7 +66,8 @@ class Query:
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
                    mmr_lambda=pick("mmr_lambda", mmr_lambda, "mmr_lambda"),
                    threshold=pick("threshold", threshold, "score_threshold"),
-                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"), **options)
+                   relevance_floor=pick("relevance_floor", relevance_floor, "relevance_floor"),
+                   session_weight=pick("session_weight", session_weight, "session_weight"), **options)
 
 
 @dataclass
@@ -156,10 +159,12 @@ def _scopes(query: Query) -> list[str | None]:
 
 def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
-    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py)."""
+    reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
+    the query's words and the words that answer its category words (ranking.category_words)."""
     from memvault.index import FTS_COLUMN
 
     depth = candidate_depth(query)
+    bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
     pool: dict[str, Result] = {}
     for scope in _scopes(query):
         where = _where(query, scope)
@@ -170,7 +175,7 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(query.text, query_type="fts", fts_columns=FTS_COLUMN),
+                bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
                                       where).limit(depth).to_list()
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
@@ -261,6 +266,45 @@ def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
     return [rel * r.scores["match"] for rel, r in zip(within, pool)]
 
 
+def sessions(pool: list[Result]) -> list[list[int]]:
+    """The candidates of one session, as lists of indices into the pool: memories of one
+    conversation (not `global`, not episodes) with no silence longer than turn_context.CONTEXT_GAP
+    between them, which is how chat turns and the facts learned from them come (bench/README.md,
+    "Retrieval, issue 32"). Candidates alone in theirs are left out."""
+    from memvault.turn_context import CONTEXT_GAP
+
+    members = sorted((r.conversation_id, files.parse_time(r.created_at), i) for i, r in enumerate(pool)
+                     if r.conversation_id != DEFAULT_CONVERSATION and r.role != "episode")
+    found: list[list[int]] = []
+    previous = None
+    for conversation, moment, i in members:
+        if previous is None or conversation != previous[0] or moment - previous[1] > CONTEXT_GAP:
+            found.append([])
+        found[-1].append(i)
+        previous = (conversation, moment)
+    return [group for group in found if len(group) > 1]
+
+
+def diversity_similarity(pool: list[Result], session_of: dict[int, int] | None = None):
+    """The candidates' pairwise cosine as MMR counts it: from ranking.NEAR_DUPLICATE, and from
+    ranking.PARAPHRASE between two self-contained memories (not chat turns) of different sessions
+    (session_of: pool index -> session; a preference said again in another chat is a paraphrase,
+    two lines of one exchange are not); 0 below."""
+    import numpy as np
+
+    from memvault.turn_context import TURN_ROLES
+
+    vectors = np.asarray([r.vector for r in pool], dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    similarity = vectors @ vectors.T
+    own = np.asarray([r.role not in TURN_ROLES for r in pool])
+    label = np.asarray([(session_of or {}).get(i, -1 - i) for i in range(len(pool))])
+    paraphrase = own[:, None] & own[None, :] & (label[:, None] != label[None, :])
+    bound = np.where(paraphrase, ranking.PARAPHRASE, ranking.NEAR_DUPLICATE)
+    return np.where(similarity >= bound, similarity, 0.0).tolist()
+
+
 @dataclass
 class LeftOut:
     """What the floor and the threshold left out of a search's candidates."""
@@ -272,10 +316,9 @@ class LeftOut:
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0
          ) -> tuple[list[Result], bool, LeftOut]:
-    """Relevance (reranker, or fused score times absolute match), floor and threshold, recency,
-    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, what was left out)."""
-    import numpy as np
-
+    """Relevance (reranker, or fused score times absolute match) lifted by the session, floor and
+    threshold, recency, MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked,
+    what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -294,6 +337,13 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         reranked = True
     else:
         relevance = fused_relevance(pool, query, rows)
+    if query.session_weight > 0:
+        lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
+        for result, before_lift, after in zip(pool, relevance, lifted):
+            if after != before_lift:
+                result.scores["session"] = after - before_lift
+        relevance = lifted
+    if not reranked:
         floor = [r.scores["match"] >= query.relevance_floor for r in pool]
         left.below_floor = floor.count(False)
         if query.threshold is not None:
@@ -310,12 +360,9 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, left
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
-    vectors = np.asarray([r.vector for r in pool], dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
-    similarity = (vectors @ vectors.T).tolist()
-    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda,
-                        ranking.NEAR_DUPLICATE)
+    session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
+    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
+                        query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order

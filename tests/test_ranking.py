@@ -103,3 +103,20 @@ def test_absolute_match_parts():
     assert ranking.lexical_match(6.5, 1000, 1) == pytest.approx(6.5 / math.log(1001))
     assert ranking.lexical_match(6.5, 1000, 2) == pytest.approx(6.5 / math.log(1001) / 2)  # half the words
     assert ranking.lexical_match(0.0, 1000, 2) == 0.0 and ranking.lexical_match(50.0, 10, 1) == 1.0
+
+
+def test_session_lift_by_hand():
+    # Memories 0 and 1 share a session, 2 is alone: 0's peer is 1 (0.2, the missing second counts
+    # 0: s = 0.1), 1's is 0 (s = 0.4); r + 0.4 * s * (1 - r).
+    lifted = ranking.session_lift([0.8, 0.2, 0.5], [[0, 1]], 0.4)
+    assert lifted == pytest.approx([0.8 + 0.4 * 0.1 * 0.2, 0.2 + 0.4 * 0.4 * 0.8, 0.5])
+    assert ranking.session_lift([0.8, 0.2], [[0, 1]], 0.0) == [0.8, 0.2]
+    assert all(v < 1.0 for v in ranking.session_lift([0.99, 0.99, 0.99], [[0, 1, 2]], 1.0))
+
+
+def test_category_words_answer_everyday_questions_only():
+    assert ranking.category_words("What are my hobbies?") == ["enjoy", "enjoys", "play", "plays"]
+    assert ranking.category_words("What do I do for a living?") == ["work", "works", "job"]
+    assert ranking.category_words("what's the name of our pet") == ["dog", "dogs", "cat", "cats"]
+    assert ranking.category_words("Who cleaned the living room?") == []  # "living" alone is no job
+    assert ranking.category_words("Which car does he drive?") == ["drives"]  # not the words it has

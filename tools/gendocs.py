@@ -51,8 +51,8 @@ SETTING_HELP = {
     "llm_temperature": "LLM sampling temperature (0 to 2).",
     "default_top_k": "How many results search returns without -k.",
     "max_entries": "Chat turns and learned facts kept per conversation; the oldest beyond are evicted (at most 20 a command); what you add is never evicted.",
-    "mmr_lambda": "Relevance versus diversity among near-duplicates (cosine 0.9 or more) in the final pick "
-                  "(1 = no diversity).",
+    "mmr_lambda": "Relevance versus diversity among near-duplicates (cosine 0.9 or more; between two facts, "
+                  "notes or decisions of different sessions 0.75 or more: paraphrases) in the final pick (1 = no diversity).",
     "recency_weight": "How much age can take off a result's score: score = relevance x (1 - w + w x recency) "
                       "(0 = ignore age).",
     "score_threshold": "Drop results whose relevance (with a reranker: its probability) is below this (0 to 1); "
@@ -61,6 +61,9 @@ SETTING_HELP = {
                   "its order, the memories it finds helpful first. One LLM call per search.",
     "relevance_floor": "Without a reranker: leave out memories whose absolute match with the query (0 to 1: "
                        "cosine and the share of the query's words they hold) is below this (0 = off).",
+    "session_weight": "How much a memory's session lifts its relevance: chat turns (and facts) of one "
+                      "conversation with no hour of silence between them vouch for each other "
+                      "(relevance r becomes r + w x s x (1 - r), s from the best two others; 0 = off).",
     "enable_summarization": "Keep a rolling summary per conversation.",
     "enable_git_versioning": "Make every change a git commit.",
     "soft_decay_minutes": "Chat: after this much silence, older turns are folded into a session summary.",
