@@ -40,6 +40,7 @@ class LearningPlan:
     learned_from: str | None = None  # the id of the chat turn the facts come from
     episode_id: str | None = None  # the episode the facts come from (docs/design.md, "Episodes")
     prediction: list[str] = field(default_factory=list)  # predict-calibrate: what the known facts predicted
+    withheld: list[str] = field(default_factory=list)  # facts not learned: they held a secret (as placeholders)
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Learned:
     facts: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     summary_updated: bool = False
+    withheld: list[dict] = field(default_factory=list)  # facts not learned because they held a secret (rows)
 
     def of(self, *actions: str) -> list[Event]:
         return [e for e in self.events if e.action in actions and e.memory.role != "summary"]
@@ -67,8 +69,9 @@ class Learned:
         return [e.memory for e in self.of(EVICT)]
 
     def to_json(self) -> list[dict]:
-        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT), as `--json` prints them."""
-        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT)]
+        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT), as `--json` prints them, then one
+        per fact not learned because it held a secret (WITHHELD, without an id)."""
+        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT)] + self.withheld
 
 
 def nearest_facts(index: Index, conversation: str, facts: list[str]
@@ -99,10 +102,12 @@ def plan(vault, cfg, user_text: str, conversation: str, summarize: bool = True,
          learned_from: str | None = None) -> LearningPlan:
     """Extract and reconcile (LLM calls, no lock, nothing written). An LLMError from extraction
     propagates (nothing was learned; the caller says so); reconciliation falls back to adding."""
+    from memvault import secret_scan
     from memvault.extraction import extract_facts, reconcile
 
+    user_text = secret_scan.for_learning(vault, user_text)  # the model is shown placeholders, never a key
     result = LearningPlan(conversation, learned_from=learned_from)
-    result.facts = extract_facts(cfg, user_text)
+    result.facts, result.withheld = secret_scan.split_facts(vault, extract_facts(cfg, user_text))
     if not result.facts:
         return result
     known, neighbours = nearest_facts(vault.index, conversation, result.facts)
@@ -138,8 +143,11 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
     that are still as they were when the model saw them, the summary, eviction."""
     from memvault import summaries
 
+    from memvault import secret_scan
+
     first = len(change.events)
-    learned = Learned(facts=list(plan.facts))
+    learned = Learned(facts=list(plan.facts),
+                      withheld=[secret_scan.withheld_row(text, plan.conversation) for text in plan.withheld])
     now = now or files.utcnow()
     origin = {files.ORIGIN_KEY: "learned"}
     if plan.learned_from:
@@ -237,6 +245,9 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
         return None
     if facts is None:
         return None
+    from memvault import secret_scan
+
+    facts, result.withheld = secret_scan.split_facts(vault, facts)
     result.prediction, result.facts = prediction, facts
     if not facts:
         return result

@@ -83,10 +83,11 @@ class MemoryDetail(MemoryItem):
 
 
 class Change(BaseModel):
-    event: Literal["ADD", "UPDATE", "REPLACE", "DELETE", "EVICT"] = Field(
+    event: Literal["ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "WITHHELD"] = Field(
         description="ADD: stored. UPDATE: stored, refining the memory `replaces`. REPLACE: this older memory "
-                    "was made untrue by `replaced_by` and set aside. DELETE, EVICT: set aside.")
-    id: str
+                    "was made untrue by `replaced_by` and set aside. DELETE, EVICT: set aside. WITHHELD: not "
+                    "learned, because it held a secret (no id; its text has a placeholder instead).")
+    id: str | None
     kind: str
     conversation: str
     text: str

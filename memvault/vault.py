@@ -192,6 +192,10 @@ class Vault:
 
                         change.commit_sha = gitrepo.commit_paths(self.root, change.commit_record(),
                                                                  change.commit_paths())
+                if change.withheld:
+                    from memvault import secret_scan
+
+                    self.say(secret_scan.notice(change.withheld, self.root))
 
     # -- reading -------------------------------------------------------------
     def iter_memories(
@@ -318,6 +322,7 @@ class Change:
     progress: Callable[[int, int], None] | None = None  # (done, total) while the written files are embedded
     expected: int | None = None  # how many memories a bulk change will add, for `progress`
     index: bool = True  # False: write only; a later change of the same command indexes the files
+    withheld: list = field(default_factory=list)  # secret_scan.Withheld: secrets kept out of the files written
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
@@ -355,6 +360,9 @@ class Change:
         return [e for e in self.events if e.action in actions]
 
     def _write(self, memory: Memory, path: Path | None = None) -> Path:
+        from memvault import secret_scan
+
+        secrets = secret_scan.withhold(self.vault, memory)  # the one door every memory file passes
         try:
             written = files.write_memory(self.root, memory, path)
         except OSError as exc:
@@ -363,6 +371,8 @@ class Change:
             raise MemvaultError(f"cannot write {path or memory.id}: {exc.strerror or exc}") from None
         self.written_paths.add(written)
         self._pending.add(written)
+        if secrets:
+            self.withheld.append(secret_scan.keep(self.vault, self.command, memory, secrets))
         return written
 
     def add(self, memory: Memory, path: Path | None = None) -> Memory:
@@ -398,6 +408,9 @@ class Change:
             except MemoryFileError:
                 ids.append(rel.rsplit("__", 1)[-1].removesuffix(".md"))
         count = len(edited)
+        from memvault import secret_scan
+
+        secret_scan.withhold_files(self.vault, self, [self.root / rel for rel in edited])  # never a key into git
         record = gitrepo.CommitRecord(subject=f"memvault {self.command}: {count} hand edit{'s' if count != 1 else ''}"
                                               f", committed before the {self.command}", edited=ids)
         gitrepo.commit_paths(self.root, record, edited)
@@ -473,12 +486,19 @@ class Change:
 
     def restore_file(self, memory: Memory, path: Path, content: str) -> Memory:
         """Put a file back exactly as it was (undo): its old bytes at its old path."""
+        from memvault import secret_scan
+
         files.ensure_inside(self.root, path)
+        secrets = secret_scan.withhold(self.vault, memory)  # an old version that held a key comes back without it
+        if secrets:
+            content = files.render(memory)
         try:
             files.atomic_write(path, content)
         except OSError as exc:
             raise MemvaultError(f"cannot write {path}: {exc.strerror or exc}") from None
         memory.path = path
+        if secrets:
+            self.withheld.append(secret_scan.keep(self.vault, self.command, memory, secrets))
         self.written_paths.add(path)
         self._pending.add(path)  # indexed by this change, like every file it writes
         if not memory.is_deleted:
