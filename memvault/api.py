@@ -816,7 +816,7 @@ class Memvault:
         with self._read_lock:
             return sync.reindex(self._vault, full=full, progress=progress)
 
-    def sync(self, remote: str | None = None, *, push: bool = True,
+    def sync(self, remote: str | None = None, *, push: bool = True, push_secrets: bool = False,
              progress: Callable[[str, int, int], None] | None = None):
         """One vault on several machines (docs/design.md, "One vault on several machines"): commit the
         hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
@@ -824,10 +824,22 @@ class Memvault:
         rules: never a conflict marker in a file), re-index only the files that changed, and push
         (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
         the credentials or rejects the push raises RemoteError (its `result`: what was done before);
-        nothing is lost, and the next sync finishes the job."""
+        nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed
+        (SecretsFound, naming each file and line) unless push_secrets (docs/design.md, "Secrets")."""
         from memvault import remote as remotes
 
-        return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
+        return remotes.sync(self._vault, remote, push=push, push_secrets=push_secrets, progress=progress,
+                            index_lock=self._read_lock)
+
+    def scrub(self, *, rewrite_history: bool = False):
+        """Replace the secrets (API keys, tokens, passwords, private keys) already in the vault's memory
+        files with placeholders, as one commit, and say where git history still holds them; with
+        rewrite_history, make the commits not pushed yet again without them (the old history kept under
+        a backup ref). Returns scrub.ScrubResult (docs/design.md, "Secrets")."""
+        from memvault import scrub
+
+        with self._read_lock:
+            return scrub.scrub(self._vault, rewrite_history=rewrite_history)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""

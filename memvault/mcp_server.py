@@ -356,7 +356,10 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             entries = vault.log(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
         except (MemvaultError, OSError) as exc:
             raise _failure(exc) from None
-        return History(entries=[HistoryEntry(**e.to_json()) for e in entries])
+        from memvault import secret_scan
+
+        # git history may hold a secret from before it was withheld; the agent's model is shown its placeholder
+        return History(entries=[HistoryEntry(**secret_scan.redact_history(vault, e.to_json())) for e in entries])
 
     def vault_stats() -> VaultStats:
         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the

@@ -446,10 +446,11 @@ def enabled(vault) -> bool:
     return bool(getattr(vault.settings, "secret_scan", True))
 
 
-def withhold(vault, memory) -> list[Finding]:
+def withhold(vault, memory, force: bool = False) -> list[Finding]:
     """Replace the secrets of a memory about to be written by placeholders, in its text and in the
-    strings of its front matter; returns what was found (nothing when the vault's secret_scan is off)."""
-    if not enabled(vault):
+    strings of its front matter; returns what was found (nothing when the vault's secret_scan is off,
+    unless force: `memvault scrub`, which the user asked for)."""
+    if not force and not enabled(vault):
         return []
     found: list[Finding] = []
 
@@ -547,6 +548,18 @@ def withhold_files(vault, change, paths: Iterable) -> list:
         change.withheld.append(keep(vault, change.command, memory, findings))
         rewritten.append(path)
     return rewritten
+
+
+def redact_history(vault, entry: dict) -> dict:
+    """A `log` entry (LogEntry.to_json) with the secrets of its texts as placeholders: git history may
+    hold one from before it was withheld (an older vault, a hand commit), and an agent's model is not
+    shown it (MCP's memory_history)."""
+    if enabled(vault):
+        for change in entry.get("changes", ()):
+            for key in ("text", "before", "cause"):
+                if isinstance(change.get(key), str):
+                    change[key] = redact(change[key])
+    return entry
 
 
 # -- learning ---------------------------------------------------------------------------------------

@@ -263,6 +263,7 @@ class Vault:
 # Actions a change can record, as `Event.action`; what `--json` and the change lines show.
 ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
     "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE", "REMOVE")
+SCRUB = "SCRUB"  # `memvault scrub` replaced the secrets of a memory file with placeholders
 # At most this many memories are evicted by one command. A chat turn writes at most five entries
 # (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
@@ -281,7 +282,8 @@ class Event:
     `memory` was made untrue by `other` (a new fact) and moved under deleted/. DELETE and EVICT:
     `memory` moved under deleted/ (reason: user, contradiction, update, evicted). EDIT: `memory`
     was rewritten in place. RESTORE: `memory` is live again (or as it was, after an undo). REMOVE:
-    `undo` took out a memory that the change it undid had added (git history keeps it).
+    `undo` took out a memory that the change it undid had added (git history keeps it). SCRUB: `memvault
+    scrub` rewrote `memory` in place with its secrets replaced by placeholders.
     """
 
     action: str
@@ -424,6 +426,13 @@ class Change:
         self.events.append(Event(EDIT, memory))
         return memory
 
+    def scrub(self, memory: Memory) -> Memory:
+        """Rewrite in place a memory whose secrets `memvault scrub` replaced with placeholders (SCRUB). A
+        hand edit not committed yet goes into this commit: it may be what held the secret."""
+        self._write(memory, memory.path)
+        self.events.append(Event(SCRUB, memory))
+        return memory
+
     def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
                     now: datetime | None = None, note: str | None = None) -> Memory:
         """Move the file under deleted/ with deleted_at and deleted_reason: never unlink.
@@ -558,6 +567,7 @@ class Change:
             evicted=[e.memory.id for e in self.of(EVICT)],
             restored=[e.memory.id for e in self.of(RESTORE)],
             removed=[e.memory.id for e in self.of(REMOVE)],
+            scrubbed=[e.memory.id for e in self.of(SCRUB)],
             undoes=self.undoes,
         )
 
@@ -575,6 +585,6 @@ class Change:
         counts = [(len(self.of(ADD)), "added"), (len(self.of(UPDATE, REPLACE)), "replaced"),
                   (len(self.of(DELETE)), "deleted"), (len(self.of(EVICT)), "evicted"),
                   (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored"),
-                  (len(self.of(REMOVE)), "taken out")]
+                  (len(self.of(REMOVE)), "taken out"), (len(self.of(SCRUB)), "scrubbed")]
         parts = [f"{n} {word}" for n, word in counts if n]
         return f"memvault {self.command}: {', '.join(parts) or 'changes'}{scope}"
