@@ -17,7 +17,7 @@ from typing import Callable
 from memvault import files
 from memvault.files import Memory
 from memvault.index import Index
-from memvault.vault import ADD, DELETE, EVICT, REPLACE, UPDATE, Event
+from memvault.vault import ADD, DELETE, EVICT, REPLACE, UPDATE, WITHHELD, Event
 
 # Per new fact, the nearest live facts that are similar enough to be worth one question each.
 # MiniLM cosine: contradictions measured down to ~0.39 ("works at Google" / "started a new job
@@ -50,7 +50,6 @@ class Learned:
     facts: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     summary_updated: bool = False
-    withheld: list[dict] = field(default_factory=list)  # facts not learned because they held a secret (rows)
 
     def of(self, *actions: str) -> list[Event]:
         return [e for e in self.events if e.action in actions and e.memory.role != "summary"]
@@ -69,9 +68,9 @@ class Learned:
         return [e.memory for e in self.of(EVICT)]
 
     def to_json(self) -> list[dict]:
-        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT), as `--json` prints them, then one
-        per fact not learned because it held a secret (WITHHELD, without an id)."""
-        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT)] + self.withheld
+        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT, and WITHHELD: a fact not learned
+        because it held a secret), as `--json` prints them."""
+        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT, WITHHELD)]
 
 
 def nearest_facts(index: Index, conversation: str, facts: list[str]
@@ -146,8 +145,7 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
     from memvault import secret_scan
 
     first = len(change.events)
-    learned = Learned(facts=list(plan.facts),
-                      withheld=[secret_scan.withheld_row(text, plan.conversation) for text in plan.withheld])
+    learned = Learned(facts=list(plan.facts))
     now = now or files.utcnow()
     origin = {files.ORIGIN_KEY: "learned"}
     if plan.learned_from:
@@ -190,6 +188,7 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
         learned.summary_updated = True
     if max_entries is not None:
         change.evict(plan.conversation, max_entries, now=now)
+    change.events += [secret_scan.not_learned(text, plan.conversation) for text in plan.withheld]
     learned.events = change.events[first:]
     return learned
 

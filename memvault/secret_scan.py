@@ -250,7 +250,7 @@ class _Detectors:
             return
         spans = []
         for raw in self.keyword.analyze_string(line, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
-            value = re.split(r"[\s,;]", raw.strip(), maxsplit=1)[0].strip("\"'`").rstrip(".,;:!?)]}")
+            value = re.split(r"[\s,;]", raw.strip(), maxsplit=1)[0].strip("\"'`").rstrip(".,;:)]}")
             start = line.find(value) if value else -1
             if start >= 0 and not value.isalpha() and len(value) >= 4:
                 said = line[:start]
@@ -260,7 +260,7 @@ class _Detectors:
             group = "quoted" if match.group("quoted") is not None else "bare"
             value = match.group(group)
             if group == "bare":
-                value = value.rstrip(".,;:!?)]}")
+                value = value.rstrip(".,;:)]}")
                 # A bare word of letters alone is a password only after a colon or equals sign ("pw: sunshine"),
                 # not in a sentence ("the password is ready").
                 said = line[match.start():match.start(group)]
@@ -474,6 +474,16 @@ def withhold(vault, memory, force: bool = False) -> list[Finding]:
     return found
 
 
+def as_stored(vault, text: str, extra: dict) -> tuple[str, dict]:
+    """A text and front matter as the door will store them, secrets as placeholders: for what must match
+    the file written (the hash an import keeps of a note it wrote)."""
+    from memvault.files import Memory
+
+    memory = Memory("", "note", "", None, text, dict(extra))
+    withhold(vault, memory)
+    return memory.text, memory.extra
+
+
 @dataclass
 class Withheld:
     """What one write held back: the memory (where it went) and what each secret was (never its value)."""
@@ -520,8 +530,9 @@ def notice(withheld: list[Withheld], root) -> str:
     shown = ", ".join(labels[:4]) + (f", … ({len(labels) - 4} more)" if len(labels) > 4 else "")
     where = withheld[0].path if len(withheld) == 1 else f"{len(withheld)} memories"
     count = "a secret" if len(labels) == 1 else f"{len(labels)} secrets"
-    return (f"memvault: withheld {count} ({shown}) from {where}: stored as a placeholder, never committed; "
-            f"the value{'s are' if len(labels) != 1 else ' is'} only in {root}/.memvault/{WITHHELD_FILE}")
+    return (f"memvault: withheld {count} ({shown}) from {where}: the file holds a placeholder; the "
+            f"value{'s are' if len(labels) != 1 else ' is'} kept in {root}/.memvault/{WITHHELD_FILE}, which git "
+            "never sees")
 
 
 def withhold_files(vault, change, paths: Iterable) -> list:
@@ -562,6 +573,20 @@ def redact_history(vault, entry: dict) -> dict:
     return entry
 
 
+def withhold_hand_edit(vault, memory, path) -> bool:
+    """A file edited by hand that reindex (or sync, or a watch) reads: its secrets become placeholders in
+    the file before the index reads it, so that neither the index nor the hand edit's commit holds them.
+    Whether the file was rewritten."""
+    from memvault import files
+
+    findings = withhold(vault, memory)
+    if not findings:
+        return False
+    files.write_memory(vault.root, memory, path)
+    vault.say(notice([keep(vault, "reindex", memory, findings)], vault.root))
+    return True
+
+
 # -- learning ---------------------------------------------------------------------------------------
 
 def for_learning(vault, text: str) -> str:
@@ -584,7 +609,10 @@ def split_facts(vault, facts: list[str]) -> tuple[list[str], list[str]]:
     return kept, dropped
 
 
-def withheld_row(text: str, conversation: str) -> dict:
-    """A fact not learned, as a row of the learning changes (`--json`, the CLI's lines, MCP)."""
-    return {"event": "WITHHELD", "id": None, "role": "memory", "conversation_id": conversation, "text": text,
-            "reason": "holds a secret: not learned"}
+def not_learned(text: str, conversation: str):
+    """A fact not learned because it held a secret, as the event the learning changes show (WITHHELD: no
+    id, never written; its text with placeholders)."""
+    from memvault.files import Memory, utcnow
+    from memvault.vault import WITHHELD, Event
+
+    return Event(WITHHELD, Memory("", "memory", conversation, utcnow(), text), reason="holds a secret: not learned")

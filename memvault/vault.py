@@ -264,6 +264,7 @@ class Vault:
 ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
     "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE", "REMOVE")
 SCRUB = "SCRUB"  # `memvault scrub` replaced the secrets of a memory file with placeholders
+WITHHELD = "WITHHELD"  # a learned fact not stored: it held a secret (secret_scan.not_learned)
 # At most this many memories are evicted by one command. A chat turn writes at most five entries
 # (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
@@ -283,7 +284,8 @@ class Event:
     `memory` moved under deleted/ (reason: user, contradiction, update, evicted). EDIT: `memory`
     was rewritten in place. RESTORE: `memory` is live again (or as it was, after an undo). REMOVE:
     `undo` took out a memory that the change it undid had added (git history keeps it). SCRUB: `memvault
-    scrub` rewrote `memory` in place with its secrets replaced by placeholders.
+    scrub` rewrote `memory` in place with its secrets replaced by placeholders. WITHHELD: `memory`, a
+    fact learning found, was not written because it held a secret (it has no id).
     """
 
     action: str
@@ -292,7 +294,7 @@ class Event:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"event": self.action, "id": self.memory.id, "role": self.memory.role,
+        data: dict[str, Any] = {"event": self.action, "id": self.memory.id or None, "role": self.memory.role,
                                 "conversation_id": self.memory.conversation_id, "text": self.memory.text}
         if self.reason:
             data["reason"] = self.reason
@@ -577,7 +579,7 @@ class Change:
         conversations = sorted({e.memory.conversation_id for e in self.events if e.memory.conversation_id})
         scope = f" ({', '.join(conversations[:3])}{', …' if len(conversations) > 3 else ''})" if conversations else ""
         added = self.of(ADD)
-        if added and len(added) == len(self.events):
+        if added and len(added) == len([e for e in self.events if e.action != WITHHELD]):
             n = len(added)
             within = f" in {len(conversations)} conversation{'' if len(conversations) == 1 else 's'}" \
                 if self.by_conversation else ""
