@@ -12,7 +12,7 @@ providers it knows, imported on first use so that only commands that write load 
 plugins of memvault's own, in detect-secrets' form, for the kinds it misses (Anthropic, Google, Hugging
 Face, GitHub fine-grained, bare npm tokens, newer OpenAI keys, a password said in prose) and its Shannon
 entropy measure applied to candidates chosen for chat text, not code: its entropy plugins want a quoted
-string, and people paste tokens unquoted. bench/secrets.py measures the false positives on ordinary chat
+string, and people paste tokens unquoted. bench/secret_scan.py measures the false positives on ordinary chat
 and the detection of each kind (bench/README.md, "Secrets").
 """
 
@@ -182,7 +182,7 @@ def _build_detectors():
                       HexHighEntropyString(limit=HEX_ENTROPY_LIMIT))
 
 
-# The entropy rules, tuned on chat text (bench/secrets.py; bench/README.md, "Secrets"). detect-secrets'
+# The entropy rules, tuned on chat text (bench/secret_scan.py; bench/README.md, "Secrets"). detect-secrets'
 # defaults are 4.5 bits per character for base64 and 3.0 for hex, on quoted strings of code.
 ENTROPY_LIMIT = 4.5  # a bare token: random base64 of 32 characters or more measures ~4.7-5.2
 CONTEXT_ENTROPY_LIMIT = 3.5  # a token right after a word like "token" or "key": shorter ones count too

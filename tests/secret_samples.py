@@ -1,6 +1,6 @@
 """Fake secrets of every kind memvault withholds, in the sentences people paste them in, built at run time
 from random parts (seeded): no string in this repository looks like a live provider key, so a git
-host's push protection never trips on it. Used by tests/test_secrets.py and bench/secrets.py.
+host's push protection never trips on it. Used by tests/test_secrets.py and bench/secret_scan.py.
 
 Also ordinary developer chat that is not a secret (commit ids, digests, UUIDs, URLs, paths, sentences
 about passwords), for the false positives beyond LoCoMo's.
