@@ -326,8 +326,12 @@ class Memvault:
         """(new, the live memory that already says it) for each new memory whose exact text is held by
         a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
         what earlier batches held or added, kept across calls)."""
+        from memvault import secret_scan
+
         found: list[tuple[Memory, Memory]] = []
         groups: dict[tuple[str, str], list[Memory]] = {}
+        # The text as it will be stored: a key added again every night is held by its placeholder
+        stored = {id(m): secret_scan.stored_text(self._vault, m.text) for m in memories}
         for memory in memories:
             groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
         # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
@@ -335,17 +339,17 @@ class Memvault:
         index = self._vault.index if self.exists() else None
         for (conversation, role), group in groups.items():
             held = held_by_group.setdefault((conversation, role), {})
-            fresh = [m.text for m in group if m.text not in held]
+            fresh = [stored[id(m)] for m in group if stored[id(m)] not in held]
             rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
             for text, row in rows.items():
                 memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
                 if memory is not None:
                     held[text] = memory
             for memory in group:
-                if memory.text in held:
-                    found.append((memory, held[memory.text]))
+                if stored[id(memory)] in held:
+                    found.append((memory, held[stored[id(memory)]]))
                 else:
-                    held[memory.text] = memory  # a second copy in the same add is a duplicate too
+                    held[stored[id(memory)]] = memory  # a second copy in the same add is a duplicate too
         return found
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
@@ -862,8 +866,11 @@ class Memvault:
         """Load now what the first search would load (the embedding model, the reranker, the index
         in step with the files, its full-text index and LanceDB's caches), so that a server's first
         call does not wait for it. Optional: every operation loads what it needs on first use."""
+        from memvault import secret_scan
+
         index = self._vault.index
         index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
+        secret_scan.warm(self._vault)  # a server's first chat does not wait for detect-secrets' import
         if self._vault.exists():
             # One search of every conversation: it loads the reranker (saying so once if it cannot),
             # opens the table and reads what a first query reads.

@@ -104,7 +104,7 @@ def plan(vault, cfg, user_text: str, conversation: str, summarize: bool = True,
     from memvault import secret_scan
     from memvault.extraction import extract_facts, reconcile
 
-    user_text = secret_scan.for_learning(vault, user_text)  # the model is shown placeholders, never a key
+    user_text = secret_scan.stored_text(vault, user_text)  # the model is shown placeholders, never a key
     result = LearningPlan(conversation, learned_from=learned_from)
     result.facts, result.withheld = secret_scan.split_facts(vault, extract_facts(cfg, user_text))
     if not result.facts:

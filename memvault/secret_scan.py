@@ -446,6 +446,12 @@ def enabled(vault) -> bool:
     return bool(getattr(vault.settings, "secret_scan", True))
 
 
+def warm(vault) -> None:
+    """Import detect-secrets and build the plugins now (a server's warm-up), when the vault scans."""
+    if enabled(vault):
+        scan("warm up")
+
+
 def withhold(vault, memory, force: bool = False) -> list[Finding]:
     """Replace the secrets of a memory about to be written by placeholders, in its text and in the
     strings of its front matter; returns what was found (nothing when the vault's secret_scan is off,
@@ -589,9 +595,10 @@ def withhold_hand_edit(vault, memory, path) -> bool:
 
 # -- learning ---------------------------------------------------------------------------------------
 
-def for_learning(vault, text: str) -> str:
-    """What the fact extraction reads of the user's words: the secrets already placeholders, so that the
-    model is never shown one by memvault (the chat's own request went upstream as the user sent it)."""
+def stored_text(vault, text: str) -> str:
+    """A text as the door stores it, secrets as placeholders: what fact extraction reads of the user's words
+    (the model is never shown a secret by memvault; the chat's own request went upstream as the user sent
+    it), and what `add` compares to find a duplicate."""
     return redact(text) if enabled(vault) and text else text
 
 

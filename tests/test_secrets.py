@@ -113,6 +113,15 @@ def test_the_cli_says_what_it_withheld_and_a_url_keeps_all_but_its_password(vaul
     assert_only_withheld(vault_dir, password)
 
 
+def test_the_same_text_with_a_key_added_again_is_a_duplicate(vault_dir):
+    """A cron job that adds the same file every night stores it once, key or not."""
+    text = f"CI uses {GITHUB_TOKEN}"
+    assert run_cli("add", text).exit_code == 0
+    again = run_cli("add", "--json", text)
+    assert again.exit_code == 0 and json.loads(again.stdout)[0]["stored"] is False
+    assert len(texts(vault_dir, "facts")) == 1
+
+
 def test_with_secret_scan_off_a_key_is_stored_and_pushed_as_said(vault_dir, tmp_path):
     vault_dir.mkdir()
     (vault_dir / "memvault.toml").write_text("secret_scan = false\n")
