@@ -7,7 +7,8 @@ real-looking secrets, and what it costs.
 
 1. False positives: every turn of the LoCoMo dev conversations (the `content` memvault stores, "Speaker:
    text") and every turn of the memory-upkeep scenarios, plus tests/secret_samples.py's developer talk
-   that holds no secret (commit ids, digests, URLs, an assistant's example code). Each flagged text is
+   that holds no secret (commit ids, digests, URLs, an assistant's example code: the set the rules were
+   tuned on) and, held out, this repository's commit messages and documentation paragraphs. Each flagged text is
    printed with what was found. The same texts through stock detect-secrets (`scan_line` with every
    plugin and its default filters and limits, as `detect-secrets scan --string` runs) for comparison.
 2. Detection: tests/secret_samples.py's ~100 secrets of 24 kinds, each in a sentence: withheld (the value
@@ -51,7 +52,18 @@ SCENARIOS = Path("/work/shared/bench/memory/scenarios_dev.jsonl")
 def chat_texts(limit: int | None) -> dict[str, list[str]]:
     locomo = [json.loads(line)["content"] for line in LOCOMO.open()]
     scenarios = [turn for line in SCENARIOS.open() for turn in json.loads(line)["turns"]]
-    return {"locomo": locomo[:limit] if limit else locomo, "scenarios": scenarios, "developer": negatives()}
+    return {"locomo": locomo[:limit] if limit else locomo, "scenarios": scenarios, "developer": negatives(),
+            "project_text": project_text()}
+
+
+def project_text() -> list[str]:
+    """Technical prose the rules were not tuned on: this repository's commit messages and the paragraphs of
+    its README, design notes and bench/README (commands, paths, commit ids, settings, example keys)."""
+    log = subprocess.run(["git", "-C", str(REPO), "log", "--format=%B%x00"], capture_output=True, text=True).stdout
+    texts = [m.strip() for m in log.split("\0") if m.strip()]
+    for name in ("README.md", "docs/design.md", "bench/README.md"):
+        texts += [p.strip() for p in (REPO / name).read_text().split("\n\n") if p.strip()]
+    return texts
 
 
 def stock_scan():
@@ -248,9 +260,9 @@ def main() -> None:
 def print_report(report: dict) -> None:
     print(f"secrets at the door, {report['date']}, {report['commit']}, load {report['load_before']:.1f} -> "
           f"{report['load_after']:.1f}")
-    print("\nfalse positives        texts  memvault flagged      stock detect-secrets flagged")
+    print("\nfalse positives          texts  memvault flagged      stock detect-secrets flagged")
     for name, row in report["false_positives"].items():
-        print(f"  {name:<18} {row['texts']:>7}  {row['flagged']:>4} ({row['rate']:.2%})        "
+        print(f"  {name:<20} {row['texts']:>7}  {row['flagged']:>4} ({row['rate']:.2%})        "
               f"{row['stock_flagged']:>4} ({row['stock_rate']:.2%})")
         for item in row["flagged_texts"]:
             print(f"      flagged: {item['found']}  in  {item['text'][:120]!r}")

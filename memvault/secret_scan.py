@@ -252,7 +252,8 @@ class _Detectors:
         for raw in self.keyword.analyze_string(line, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP):
             value = re.split(r"[\s,;]", raw.strip(), maxsplit=1)[0].strip("\"'`").rstrip(".,;:)]}")
             start = line.find(value) if value else -1
-            if start >= 0 and not value.isalpha() and len(value) >= 4:
+            if start >= 0 and not value.isalpha() and len(value) >= 4 and not re.search(r"\[secret:\s*$",
+                                                                                          line[:start]):
                 said = line[:start]
                 spans.append((start, value, "password" if re.search(_PASSWORD_WORDS + r"\w*\W*$", said, re.I)
                               else "secret"))
