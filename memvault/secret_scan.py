@@ -107,8 +107,8 @@ def _detectors():
 
 def _build_detectors():
     from detect_secrets.plugins import (artifactory, aws, azure_storage_key, basic_auth, cloudant, discord,
-                                        github_token, gitlab_token, ibm_cloud_iam, ibm_cos_hmac, jwt, keyword, mailchimp,
-                                        npm, openai, private_key, pypi_token, sendgrid, slack, softlayer,
+                                        github_token, gitlab_token, ibm_cloud_iam, ibm_cos_hmac, jwt, keyword,
+                                        mailchimp, npm, openai, private_key, pypi_token, sendgrid, slack, softlayer,
                                         square_oauth, stripe, telegram_token, twilio)
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
@@ -160,7 +160,8 @@ def _build_detectors():
     class AWSSecretDetector(RegexBasedDetector):
         """detect-secrets' AWS secret pattern wants the key quoted; said in a chat or an env line it is not."""
         secret_type = "aws-secret-key"
-        denylist = [re.compile(r"(?i:aws)[^\n]{0,20}?(?i:secret|key)[^\n]{0,20}?[=:'\" ]([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")]
+        denylist = [re.compile(r"(?i:aws)[^\n]{0,20}?(?i:secret|key)[^\n]{0,20}?[=:'\" ]"
+                               r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")]
 
     class TwilioSecretDetector(RegexBasedDetector):
         """An auth token named as one (32 hex digits, which alone look like any hash)."""
@@ -177,9 +178,10 @@ def _build_detectors():
         softlayer.SoftlayerDetector, square_oauth.SquareOAuthDetector, stripe.StripeDetector,
         telegram_token.TelegramBotTokenDetector, twilio.TwilioKeyDetector,
         AnthropicDetector, NewerOpenAIDetector, GoogleDetector, HuggingFaceDetector, GitHubFineGrainedDetector,
-        NpmBareDetector, StripeAnyDetector, SlackAppDetector, UrlPasswordDetector, AWSSecretDetector, TwilioSecretDetector)]
-    return _Detectors(named, keyword.KeywordDetector(), private_key.PrivateKeyDetector(), Base64HighEntropyString(limit=ENTROPY_LIMIT),
-                      HexHighEntropyString(limit=HEX_ENTROPY_LIMIT))
+        NpmBareDetector, StripeAnyDetector, SlackAppDetector, UrlPasswordDetector, AWSSecretDetector,
+        TwilioSecretDetector)]
+    return _Detectors(named, keyword.KeywordDetector(), private_key.PrivateKeyDetector(),
+                      Base64HighEntropyString(limit=ENTROPY_LIMIT), HexHighEntropyString(limit=HEX_ENTROPY_LIMIT))
 
 
 # The entropy rules, tuned on chat text (bench/secret_scan.py; bench/README.md, "Secrets"). detect-secrets'
@@ -205,11 +207,12 @@ _PUBLIC_KEY = re.compile(r"(?i)\bpublic[ _-]?key|\b(?:ssh-(?:rsa|ed25519|dss)|ec
 _PASSWORD_WORDS = r"(?:password|passwd|passcode|passphrase|pass ?word|pwd|pw|pin(?: code)?|wi-?fi key|contraseña)"
 _PROSE_PASSWORD = re.compile(
     r"(?i)\b" + _PASSWORD_WORDS + r"\b(?: for [^\n:=]{1,40}?)?(?:\s+(?:is|was|are|=|:)|\s*[:=])\s*"
-    r"(?:(?P<q>[\"'`“‘])(?P<quoted>[^\"'`”’\n]{1,80})(?P=q2)|(?P<bare>[^\s\"'`]{1,80}))".replace(
-        "(?P=q2)", "[\"'`”’]"))
+    r"(?:[\"'`“‘](?P<quoted>[^\"'`”’\n]{1,80})[\"'`”’]|(?P<bare>[^\s\"'`]{1,80}))")
 # Every keyword either pattern starts from (detect-secrets' list and memvault's): a line without one is
 # not looked at further (the patterns are the slow part of a scan).
 _ANY_KEYWORD = re.compile(r"(?i)pass|pwd|pw\b|pin\b|pin code|secret|key|contrase")
+_ANY_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\n\s*\n")
 # Words that follow "password is" in a sentence about a password rather than in one that says it.
 _NOT_A_PASSWORD = re.compile(
     r"(?i)^(?:a|an|the|my|your|his|her|our|their|its|this|that|it|not|no|now|still|too|very|so|in|on|at|"
@@ -278,7 +281,6 @@ class _Detectors:
 
     def _entropy_tokens(self, line: str, offset: int) -> Iterator[Finding]:
         for match in _CANDIDATE.finditer(line):
-            token = match.group().rstrip("=") or match.group()
             token = match.group()
             window = line[max(0, match.start() - CONTEXT_WINDOW):match.start()]
             if _PUBLIC_KEY.search(window):
@@ -298,16 +300,20 @@ class _Detectors:
                 yield Finding("token", offset + match.start(), offset + match.end(), token)
 
     def private_key_blocks(self, text: str) -> Iterator[Finding]:
+        """A private key is a block of lines: from its header (detect-secrets' list, and any `-----BEGIN ...
+        PRIVATE KEY-----` such as an encrypted one) to its END line, else to a blank line or the end."""
         if "PRIVATE KEY" not in text and "PuTTY-User-Key-File" not in text:
             return
-        for header in self.private_key.denylist:
+        for header in (*self.private_key.denylist, _ANY_PRIVATE_KEY):
             for match in header.finditer(text):
                 start = text.rfind("\n", 0, match.start()) + 1
                 line_start = text[start:match.start()]
                 start += len(line_start) - len(line_start.lstrip(" \t>"))  # keep a quote's `> ` and indent
-                end_mark = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\n\s*\n")
-                found = end_mark.search(text, match.end())
-                end = found.end() if found and found.group().startswith("-") else (found.start() if found else len(text))
+                found = _PRIVATE_KEY_END.search(text, match.end())
+                if found is None:
+                    end = len(text)
+                else:  # through its END line, or up to the blank line that ends a block cut short
+                    end = found.end() if found.group().startswith("-") else found.start()
                 yield Finding("private-key", start, end, text[start:end])
 
 
