@@ -172,6 +172,18 @@ def test_add_extract_learns_nothing_from_a_message_that_is_only_a_key(vault_dir,
     assert texts(vault_dir, "facts") == []
 
 
+def test_a_summary_that_repeats_a_key_is_stored_with_the_placeholder(vault_dir, llm_env):
+    """What memvault writes from a model's answer (summaries, episodes) passes the same door: a model that
+    saw a key elsewhere and repeats it does not put it in a file."""
+    run_cli("add", "The user deploys with GitHub Actions")
+    llm_env.push(f"The user deploys with GitHub Actions using the token {GITHUB_TOKEN}.")
+    result = run_cli("summarize", "--print")
+    assert result.exit_code == 0, result.stderr
+    assert texts(vault_dir, "summaries") == [f"The user deploys with GitHub Actions using the token "
+                                             f"[secret: github-token …{GITHUB_TOKEN[-4:]}]."]
+    assert_only_withheld(vault_dir, GITHUB_TOKEN)
+
+
 def test_mcp_add_memory_stores_the_placeholder_and_its_history_shows_no_secret(vault_dir):
     from mcp import Client
 
@@ -220,6 +232,15 @@ def test_an_import_stores_keys_as_placeholders_and_a_second_import_skips_the_not
     (notes / "db.md").write_text(f"---\nconnection: postgres://app:{key_of('url-password')}@db:5432/x\n---\n"
                                  f"# Database\nThe admin password: {key_of('password', 3)}\n")
     assert run_cli("import", "chatgpt", str(export)).exit_code == 0
+    exported = tmp_path / "memories.jsonl"
+    exported.write_text(json.dumps({"id": "0c5d7b1e-4a0e-4f7c-9d55-2d1f0b9e3a11", "path":
+                                    "entries/global/facts/20240101T000000000000Z__0c5d7b1e-4a0e-4f7c-9d55-2d1f0b9e3a11.md",
+                                    "role": "memory", "kind": "fact", "conversation_id": "global",
+                                    "created_at": "2024-01-01T00:00:00+00:00", "text": f"npm token {key_of('npm-token')}",
+                                    "meta": {}, "deleted": False}) + "\n")
+    from_jsonl = run_cli("import", "jsonl", str(exported))
+    assert from_jsonl.exit_code == 0, from_jsonl.stderr
+    assert texts(vault_dir, "facts") == [f"npm token [secret: npm-token …{key_of('npm-token')[-4:]}]"]
     first = run_cli("import", "markdown", str(notes))
     assert first.exit_code == 0, first.stderr
     [turn] = [t for t in Vault(vault_dir).iter_memories(roles=("user",))]
@@ -227,7 +248,7 @@ def test_an_import_stores_keys_as_placeholders_and_a_second_import_skips_the_not
     [note] = Vault(vault_dir).iter_memories(roles=("note",))
     assert note.extra["connection"] == "postgres://app:[secret: url-password]@db:5432/x"
     assert "The admin password: [secret: password]" in note.text
-    assert_only_withheld(vault_dir, token, key_of("url-password"), key_of("password", 3))
+    assert_only_withheld(vault_dir, token, key_of("url-password"), key_of("password", 3), key_of("npm-token"))
     again = run_cli("import", "markdown", str(notes))
     assert again.exit_code == 0 and "updated" not in again.stdout, again.stdout  # the source did not change
     (notes / "db.md").write_text((notes / "db.md").read_text() + "Backups run nightly.\n")
@@ -249,6 +270,20 @@ def test_a_hand_edit_is_committed_by_reindex_with_the_placeholder(vault_dir):
     assert git(vault_dir, "status", "--porcelain") == ""
     assert run_cli("search", "--json", "staging database").stdout.count("[secret: password]") == 1
     assert_only_withheld(vault_dir, key_of("password", 4))
+
+
+def test_rm_of_a_memory_with_a_key_typed_in_by_hand_commits_neither_version_with_it(vault_dir):
+    memvault.open_vault(vault_dir).add("The build server")
+    [path] = (vault_dir / "entries").rglob("*.md")
+    path.write_text(path.read_text().replace("The build server", f"The build server uses {GITHUB_TOKEN}"))
+    memory_id = files.read_memory(path, vault_dir)[0].id
+    result = run_cli("rm", memory_id[:8])
+    assert result.exit_code == 0, result.stderr
+    assert "committed the hand edit" in result.stderr  # first, on its own, as always: now without the key
+    [tombstone] = (vault_dir / "entries" / "global" / "deleted").rglob("*.md")
+    assert files.read_memory(tombstone, vault_dir)[0].text == \
+        f"The build server uses [secret: github-token …{GITHUB_TOKEN[-4:]}]"
+    assert_only_withheld(vault_dir, GITHUB_TOKEN)
 
 
 def test_undo_of_an_old_removal_brings_the_memory_back_without_its_key(vault_dir):
