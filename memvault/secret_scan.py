@@ -600,6 +600,17 @@ def withhold_hand_edit(vault, memory, path) -> bool:
     return True
 
 
+def for_prompt(vault, results: list, summary: str | None) -> str | None:
+    """The memories a chat injects (their texts changed in place) and the rolling summary (returned), with
+    placeholders for secrets: files written before memvault withheld them, or edited by hand and not taken
+    in yet, still hold them, and the model of another conversation is not shown them."""
+    if not enabled(vault):
+        return summary
+    for result in results:
+        result.text = stored_text(vault, result.text)
+    return stored_text(vault, summary) if summary else summary
+
+
 # -- learning ---------------------------------------------------------------------------------------
 
 def stored_text(vault, text: str) -> str:

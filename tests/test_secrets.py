@@ -160,6 +160,18 @@ def test_a_key_in_a_chat_goes_upstream_unchanged_and_is_stored_and_learned_as_no
     assert_only_withheld(vault_dir, OPENAI_KEY)
 
 
+def test_a_key_stored_before_is_injected_into_another_chat_as_its_placeholder(vault_dir, llm_env, monkeypatch):
+    """A vault from before memvault withheld secrets (or a hand edit not taken in yet): chat's memory block
+    shows the model the placeholder, until scrub cleans the file."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    git_init_with(vault_dir, f"The deploy token for the billing service is {GITHUB_TOKEN}")
+    llm_env.push("Use the deploy token.")  # a question: nothing to learn from
+    assert run_cli("chat", "-c", "work", "How do I deploy the billing service?").exit_code == 0
+    block = llm_env.requests[0]["messages"][0]["content"]
+    assert f"The deploy token for the billing service is [secret: github-token …{GITHUB_TOKEN[-4:]}]" in block
+    assert GITHUB_TOKEN not in json.dumps(llm_env.requests)
+
+
 def test_add_extract_learns_nothing_from_a_message_that_is_only_a_key(vault_dir, llm_env):
     password = "Tr0ub4dor&3-" + OPENAI_KEY[-6:]
     llm_env.push(facts("The user's bank password is [secret: password]", f"The password is {password}"))
