@@ -211,12 +211,12 @@ def scrub(vault, rewrite_history: bool = False) -> ScrubResult:
     head = gitrepo.head_sha(vault.root)
     if head is None:
         return result
-    result.left.extend(_outside_entries(vault))
     result.remotes = bool(_git(vault.root, "for-each-ref", "--format=%(refname)", "refs/remotes").strip())
     result.history = _history(vault, head)
     if rewrite_history and result.unpushed:
         result.rewrite = _rewrite(vault, head, result.unpushed)
         result.history = _history(vault, result.rewrite.new_head)
+    result.left.extend(_outside_entries(vault))  # after a rewrite: it may have cleaned them (_follow_the_new_head)
     return result
 
 
@@ -306,7 +306,31 @@ def _rewrite(vault, head: str, unpushed: list[HistoryFinding]) -> Rewrite:
         backup = f"{BACKUP_REFS}/{stamp}"
         _git(root, "update-ref", "-m", "memvault scrub: the history before --rewrite-history", backup, head)
         _git(root, "update-ref", "-m", "memvault scrub --rewrite-history", branch, new_head, head)
+        _follow_the_new_head(root, head, new_head)
     return Rewrite(backup, head, new_head, made, len(cleaned))
+
+
+def _follow_the_new_head(root: Path, old: str, new: str) -> None:
+    """The files whose version at the head was cleaned (memory files scrub's own commit had cleaned already
+    are the same; a file it does not rewrite, such as memvault.toml, is not): checked out as the new head
+    has them, where the working file is still the old head's, so that the next commit does not put the
+    secret back. One edited since is left as it is (scrub names it)."""
+    from memvault import gitrepo
+
+    changed = [p for p in _git(root, "-c", "core.quotePath=false", "diff", "--name-only", "-z", old, new, "--")
+               .split("\0") if p]
+    if not changed:
+        return
+    before = gitrepo.read_blob_bytes(root, [f"{old}:{path}" for path in changed])
+    same = []
+    for path in changed:
+        try:
+            if (root / path).read_bytes() == before[f"{old}:{path}"]:
+                same.append(path)
+        except OSError:
+            continue
+    if same:
+        _git(root, "checkout", new, "--", *same)
 
 
 def _clean_blobs(root: Path, dirty: dict[str, str]) -> dict[str, str]:

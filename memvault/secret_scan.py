@@ -30,8 +30,10 @@ SHOW_TAIL_FROM = 20  # characters: a value at least this long shows its last fou
 TAIL = 4
 
 # The characters a token is made of: a match that stops inside a token (detect-secrets' Stripe pattern
-# takes 24 characters of a 99-character key) is widened to the whole token, so nothing of it is left.
+# takes 24 characters of a 99-character key) is widened to the whole token, so nothing of it is left;
+# `=` only at its end (padding), never before it (`GITHUB_TOKEN=ghp_...` keeps its name).
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_+/=-]")
+_TOKEN_START_CHAR = re.compile(r"[A-Za-z0-9_+/-]")
 
 # detect-secrets' secret_type -> memvault's kind (the word in the placeholder).
 _KIND_OF_TYPE = {
@@ -325,8 +327,11 @@ def _occurrences(line: str, value: str) -> Iterator[int]:
 
 
 def _finding(line: str, offset: int, start: int, end: int, kind: str, base_kind: str) -> Finding:
+    name = re.match(r"[A-Za-z]+=", line[start:end])  # detect-secrets' Azure match starts with `AccountKey=`
+    if name and end - start - name.end() >= 16:
+        start += name.end()
     if base_kind not in _EXACT_KINDS:  # widen to the whole token
-        while start > 0 and _TOKEN_CHAR.match(line[start - 1]):
+        while start > 0 and _TOKEN_START_CHAR.match(line[start - 1]):
             start -= 1
         while end < len(line) and _TOKEN_CHAR.match(line[end]):
             end += 1

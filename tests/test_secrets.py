@@ -397,6 +397,22 @@ def test_scrub_on_a_vault_with_keys_in_pushed_and_unpushed_history(remote_vault)
     assert run_cli("scrub").stdout.startswith("git history holds 1 in commits already pushed:")
 
 
+def test_scrub_names_a_secret_in_a_file_that_is_no_memory_and_the_rewrite_cleans_it_there_too(vault_dir):
+    memvault.open_vault(vault_dir).add("The user keeps bees")
+    (vault_dir / "deploy.env").write_text(f"GITHUB_TOKEN={GITHUB_TOKEN}\n")
+    git(vault_dir, "add", "deploy.env")
+    git(vault_dir, "commit", "-qm", "deploy settings")
+    named = run_cli("scrub")
+    assert named.exit_code == 1
+    assert f"left in files that are not memories (edit them yourself):\n  deploy.env:1: github-token …" in named.stdout
+    assert "deploy.env:1: github-token" in named.stdout.split("not pushed yet:")[1]
+    rewritten = run_cli("scrub", "--rewrite-history")
+    assert rewritten.exit_code == 0, rewritten.stdout
+    assert (vault_dir / "deploy.env").read_text() == f"GITHUB_TOKEN=[secret: github-token …{GITHUB_TOKEN[-4:]}]\n"
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert GITHUB_TOKEN.encode() not in git_objects(vault_dir, "HEAD")
+
+
 def test_a_cold_search_does_not_load_the_scanner_and_an_add_does(vault_dir):
     run_cli("add", "The user keeps bees")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
