@@ -905,7 +905,7 @@ def scrub(
 ) -> None:
     """Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders.
 
-    The memory files, live and deleted, hand edits included, are rewritten with placeholders such as [secret: openai-key …a1b2] as one commit (log shows it; undo does not take it back); the values go to .memvault/withheld.jsonl, never committed. Then it lists each secret git history still holds, by file, line and commit, and whether it was pushed: --rewrite-history takes them out of the commits not pushed yet; a pushed secret has left this machine and must be rotated. Runs whatever secret_scan says. Exit code 1 while a secret is left anywhere.
+    The memory files, live and deleted, hand edits included, are rewritten with placeholders that name the kind of secret and the last four characters of a key (secret: openai-key …a1b2) as one commit (log shows it; undo does not take it back); the values go to .memvault/withheld.jsonl, never committed. Then it lists each secret git history still holds, by file, line and commit, and whether it was pushed: --rewrite-history takes them out of the commits not pushed yet; a pushed secret has left this machine and must be rotated. Runs whatever secret_scan says. Exit code 1 while a secret is left anywhere.
     """
     state = _state(ctx)
     vault = state.open()
