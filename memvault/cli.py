@@ -735,6 +735,7 @@ def search(
 
 def _print_explain(outcome) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
@@ -750,7 +751,8 @@ def _print_explain(outcome) -> None:
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
                       number(s.get("relevance")),
-                      number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
+                      number(s.get("recency")), number(s.get("score")),
+                      escape(" ".join(r.text.split())))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
