@@ -1,19 +1,30 @@
 #!/usr/bin/env python3
 """Learning only from statements: wrong facts created and true facts replaced, with a real model.
 
-Each message of bench/learning_gate.jsonl (and, with --heldout, learning_gate_heldout.jsonl, a set
-written blind, never used to choose a rule or a threshold) goes through the learning plan that
+Each message of a set goes through the learning plan that
 `chat` and `add --extract` run (`learn.plan`: extraction, then reconciliation against the nearest
 facts), against a vault that already holds twelve true facts about the user. Nothing is written,
-so every message meets the same vault.
+so every message meets the same vault. The sets (--set):
+  tuning   bench/learning_gate.jsonl (issue 11, written with the rules)
+  heldout  learning_gate_heldout.jsonl (issue 11, written blind by another engineer)
+  exact    learning_gate_exact.jsonl (issue 26: reply instructions, tag questions, hypotheticals
+           and wishes, reported speech, statements inside requests, statements pointing back)
 
-Reported per kind of message (question, request, greeting: nothing to learn; statement, mixed,
-statement_as_question: something to learn):
+Reported per kind of message (question, request, greeting, instruction, tag_question,
+hypothetical, reported: nothing to learn; statement, mixed, statement_as_question,
+statement_in_request, referent: something to learn):
   created   messages with nothing to learn that produced a fact (and how many facts)
   replaced  true facts a message would have deleted or rewritten (a fact the message really
             changes, `may_replace`, does not count)
   learned   messages with something to learn whose facts name it (a keyword)
   calls     LLM calls per message
+
+--referents picks how a statement keeps the name it points back to ("Tell me about Lisbon. I was
+born there."): `resolve` (the name in place of "there": what ships), `context` (the sentence that
+names it kept before the statement), `none`.
+
+--extract-only stops after extraction (one call per message that reaches the model): created and
+learned are measured, replaced is not (a cheaper baseline when the shared model is slow).
 
 --gate picks what runs before extraction: `product` (the rules of memvault/statements.py; what
 ships), `model` (the rules, then the model's own yes/no "does this tell anything lasting?" with
@@ -22,7 +33,8 @@ the whole message, as before issue #11: the baseline).
 
 Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
-usage: bench/learning_gate.py [--gate product|rules|none] [--heldout] [--json OUT]
+usage: bench/learning_gate.py [--gate product|model|none] [--set tuning|heldout|exact]
+                              [--referents resolve|context|none] [--extract-only] [--json OUT]
 """
 
 from __future__ import annotations
@@ -42,12 +54,16 @@ from checkout import REPO, git_commit
 sys.path.insert(0, str(REPO))
 
 import memvault  # noqa: E402
-from memvault import extraction, learn, llm, prompts  # noqa: E402
+from memvault import extraction, learn, llm, prompts, statements  # noqa: E402
 from memvault.errors import MemvaultError  # noqa: E402
 from memvault.llm import LLMConfig  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-NOTHING_TO_LEARN = ("question", "request", "greeting")
+# What states nothing about the user (issue 11's kinds, then issue 26's: reply instructions, tag
+# questions, hypotheticals and wishes, reported or quoted speech) and what does.
+NOTHING_TO_LEARN = ("question", "request", "greeting", "instruction", "tag_question", "hypothetical", "reported")
+LEARNABLE = ("statement", "mixed", "statement_as_question", "statement_in_request", "referent")
+SETS = {"tuning": "learning_gate.jsonl", "heldout": "learning_gate_heldout.jsonl", "exact": "learning_gate_exact.jsonl"}
 KNOWN = [
     "The user works as a nurse at the city hospital", "The user lives in Porto", "The user's wife is named Anne",
     "The user is allergic to peanuts", "The user's daughter Mara is 7 years old", "The user drives a Volvo",
@@ -100,16 +116,23 @@ PRODUCT_EXTRACT = extraction.extract_facts
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gate", choices=("product", "model", "none"), default="product")
-    ap.add_argument("--heldout", action="store_true", help="the held-out set instead of the tuning set")
+    ap.add_argument("--heldout", action="store_true", help="the held-out set (same as --set heldout)")
+    ap.add_argument("--set", choices=SETS, default="tuning", help="which set of messages (default: tuning)")
+    ap.add_argument("--referents", choices=("resolve", "context", "none"), default="resolve",
+                    help="how a statement keeps what it points back to (default: resolve, what ships)")
+    ap.add_argument("--extract-only", action="store_true", help="no reconciliation: replaced is not measured")
     ap.add_argument("--messages", help="a JSON-lines file of messages (default: the tuning or held-out set)")
     ap.add_argument("--json", help="write every message's outcome here")
     args = ap.parse_args()
     if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
         print('set the LLM first: eval "$(../shared/llm/local-llm.sh env)"', file=sys.stderr)
         return 2
-    source = Path(args.messages or HERE / ("learning_gate_heldout.jsonl" if args.heldout else "learning_gate.jsonl"))
+    source = Path(args.messages or HERE / SETS["heldout" if args.heldout else args.set])
     rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
 
+    statements.REFERENTS = args.referents
+    if args.extract_only:
+        extraction.reconcile = lambda *a, **k: []  # learn.plan looks it up at each call
     if args.gate == "none":
         extraction.extract_facts = extract_without_gate  # learn.plan looks it up at each call
     elif args.gate == "model":
@@ -162,11 +185,12 @@ def main() -> int:
         print(f"  {row['kind']:<22} {seconds[-1]:4.1f}s {calls[0]} calls {flag:<9} {row['text'][:60]!r} -> {plan.facts}",
               file=sys.stderr)
 
-    print(f"learning gate: --gate {args.gate}, {source.name} ({len(rows)} messages), model "
+    print(f"learning gate: --gate {args.gate} --referents {args.referents}"
+          f"{' --extract-only (replaced not measured)' if args.extract_only else ''}, {source.name} ({len(rows)} messages), model "
           f"{os.environ.get('MEMVAULT_LLM_MODEL', '?')}, commit {git_commit()}, load {os.getloadavg()[0]:.1f}")
     print(f"{'kind':<22} {'msgs':>4} {'created (facts)':>15} {'replaced':>8} {'learned':>8} {'calls/msg':>9}")
     total = defaultdict(int)
-    for kind in (*NOTHING_TO_LEARN, "statement", "mixed", "statement_as_question"):
+    for kind in (*NOTHING_TO_LEARN, *LEARNABLE):
         s = by_kind.get(kind)
         if not s:
             continue

@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat clone conversations edit episodes export import log ls mcp models reconcile reindex restore rm scrub search serve show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm scrub search serve show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -161,6 +161,15 @@ _memvault() {
                 _memvault_compgen -W '--conversation-prefix --dry-run --extract --help --json --since -h' -- "$cur"
             fi
             ;;
+        learn)
+            case $prev in
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                --since) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--conversation --dry-run --help --json --since -c -h' -- "$cur"
+            fi
+            ;;
         log)
             case $prev in
                 -n|--max-count|--since) :; return ;;
@@ -209,6 +218,17 @@ _memvault() {
                 _memvault_compgen -W '--help --json -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
+            fi
+            ;;
+        review)
+            case $prev in
+                --text|--reason|-n|--max-count) :; return ;;
+                -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--conversation --help --json --keep --max-count --reason --reject --text -c -h -n' -- "$cur"
+            else
+                _memvault_compgen -W "$(_memvault_ids live)" -- "$cur"
             fi
             ;;
         rm)

@@ -88,6 +88,7 @@ complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $V
 complete -c memvault -n __memvault_needs_command -a episodes -d 'List a conversation\'s episodes: what happened, in order, each a title and a short narrative'
 complete -c memvault -n __memvault_needs_command -a export -d 'Take memories out: JSON lines for another vault or tool, or a markdown digest to read'
 complete -c memvault -n __memvault_needs_command -a import -d 'Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export'
+complete -c memvault -n __memvault_needs_command -a learn -d 'Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
 complete -c memvault -n __memvault_needs_command -a ls -d 'List memories without a query, newest first: id, date, kind, conversation, text'
 complete -c memvault -n __memvault_needs_command -a mcp -d 'Serve the vault to AI agents over MCP (stdio): search, add, get, delete, recent, history, summary'
@@ -95,6 +96,7 @@ complete -c memvault -n __memvault_needs_command -a models -d 'Show the embeddin
 complete -c memvault -n __memvault_needs_command -a reconcile -d 'Consolidate near-duplicate and contradicting facts with the LLM'
 complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index with the files; commit hand edits'
 complete -c memvault -n __memvault_needs_command -a restore -d 'Bring one deleted or replaced memory back live, committed'
+complete -c memvault -n __memvault_needs_command -a review -d 'Look over what memvault learned: learned facts and proposals not yet reviewed, newest first'
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
 complete -c memvault -n __memvault_needs_command -a scrub -d 'Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
@@ -156,6 +158,11 @@ complete -c memvault -n '__memvault_using_command import' -l since -x -d 'Only w
 complete -c memvault -n '__memvault_using_command import' -l dry-run -d 'Say what would be imported; write nothing'
 complete -c memvault -n '__memvault_using_command import' -l json -d 'Print the outcome as JSON'
 
+complete -c memvault -n '__memvault_using_command learn' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Only this conversation (default: every one)'
+complete -c memvault -n '__memvault_using_command learn' -l since -x -d 'Only turns said at or after this'
+complete -c memvault -n '__memvault_using_command learn' -l dry-run -d 'List the turns that would be learned from; no model'
+complete -c memvault -n '__memvault_using_command learn' -l json -d 'Print what was found and done as JSON'
+
 complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d 'Show at most N commits'
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'
 complete -c memvault -n '__memvault_using_command log' -l json -d 'Print the history as JSON'
@@ -187,6 +194,15 @@ complete -c memvault -n '__memvault_using_command reindex' -l json -d 'Print the
 
 complete -c memvault -n '__memvault_using_command restore' -l json -d 'Print the restored memory as JSON'
 complete -c memvault -n '__memvault_using_command restore' -a '(__memvault_ids all)'
+
+complete -c memvault -n '__memvault_using_command review' -l keep -d 'Keep these learned facts: a waiting one goes live, a proposal retires the facts of yours it names'
+complete -c memvault -n '__memvault_using_command review' -l reject -d 'Reject these learned facts: soft-deleted (reason rejected); what they retired comes back'
+complete -c memvault -n '__memvault_using_command review' -l text -x -d 'With --keep and one ID: keep it with these words'
+complete -c memvault -n '__memvault_using_command review' -l reason -x -d 'With --reject: why, kept with the rejected fact'
+complete -c memvault -n '__memvault_using_command review' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Only this conversation (default: every one)'
+complete -c memvault -n '__memvault_using_command review' -s n -l max-count -x -d 'List at most N'
+complete -c memvault -n '__memvault_using_command review' -l json -d 'Print the list, or what was done, as JSON'
+complete -c memvault -n '__memvault_using_command review' -a '(__memvault_ids live)'
 
 complete -c memvault -n '__memvault_using_command rm' -l json -d 'Print the removed memories as JSON'
 complete -c memvault -n '__memvault_using_command rm' -a '(__memvault_ids live)'

@@ -257,8 +257,10 @@ class Memvault:
         if extract and not turns:
             raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
                              '"role": "user" or "assistant"')
-        added = self.add_memories(ingest.iter_jsonl(text, origin, defaults), allow_duplicate=allow_duplicate,
-                                  progress=progress, expected=count)
+        memories = ingest.iter_jsonl(text, origin, defaults)
+        if extract:  # learning is owed to each user turn until it is done (docs/design.md, "The write path")
+            memories = (_owed_learning(m) for m in memories)
+        added = self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress, expected=count)
         if extract:
             self._learn_from_batch([m for m in added if m.role in ingest.TURN_ROLES], added)
         return added
@@ -268,30 +270,20 @@ class Memvault:
         extraction_mode message (as `add --extract`), then every conversation's turns not in an episode
         yet cut into episodes, the last one closed with boundary `import` (and, in predict-calibrate,
         learned from per episode)."""
-        from memvault import learn
-        from memvault.llm import LLMConfig
-
-        settings = self.settings
-        cfg = LLMConfig.from_settings(settings)
-        added.learned = learn.Learned()
-        if settings.extraction_mode == "message":
-            for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
-                self._fresh_index()
-                plan = learn.plan(self._vault, cfg, turn.text, turn.conversation_id, summarize=False, warn=self._say,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
-                if plan.decisions:
-                    with self._vault.change("add") as change:
-                        change.title = f"facts from a turn of {turn.conversation_id}"
-                        learned = learn.apply(change, plan, now=turn.created_at, max_entries=settings.max_entries)
-                    added.learned.facts += learned.facts
-                    added.learned.events += learned.events
+        learner = self._learner("add", summarize=False)
+        if self.settings.extraction_mode == "message":
+            try:
+                for turn in sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id)):
+                    learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
+                                    commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
+            finally:
+                learner.flush()
+        added.learned = learner.learned
         for conversation in dict.fromkeys(t.conversation_id for t in turns):
             latest = max(t.created_at for t in turns if t.conversation_id == conversation)
             for closed in self.close_episodes(conversation, end="import", now=latest, command="add", strict=True):
                 added.episodes.append(closed)
-                if closed.learned:
-                    added.learned.facts += closed.learned.facts
-                    added.learned.events += closed.learned.events
+                added.learned.merge(closed.learned)
 
     def add_memories(self, memories: Iterable[Memory], *, allow_duplicate: bool = True,
                      progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> "Added":
@@ -357,9 +349,6 @@ class Memvault:
         """Let the LLM extract facts from the user's words and reconcile them with what is known:
         one commit per text. Returns a `learn.Learned` with every change (ADD, UPDATE, REPLACE,
         DELETE, EVICT). An LLM that is down raises LLMError; nothing is written for that text."""
-        from memvault import learn
-        from memvault.llm import LLMConfig
-
         files.check_conversation_id(conversation)
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
@@ -367,30 +356,28 @@ class Memvault:
             raise MemvaultError("nothing to add: the text is empty")
         for piece in texts:
             files.check_text(piece, "the text")
-        settings, clock = self.settings, _time(now, "now")
-        cfg = LLMConfig.from_settings(settings)
-        total = learn.Learned()
-        if settings.extraction_mode == "predict-calibrate":
+        clock = _time(now, "now")
+        learner = self._learner("add")
+        if self.settings.extraction_mode == "predict-calibrate":
             # The texts given together are one episode (no episode file: no turns to point at); a
             # model that gives no valid answer leaves the per-text path below.
-            self._fresh_index()
             said = [files.new_memory(piece, "user", conversation, created_at=clock) for piece in texts]
-            plan = learn.plan_episode(self._vault, cfg, said, conversation, None,
-                                      summarize=settings.enable_summarization, warn=self._say,
-                                      reconcile_mode=settings.reconcile_mode)
+            plan = learner.plan_episode(said, conversation, None)
             if plan is not None:
                 with self._vault.change("add") as change:
-                    return learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
+                    return learner.store(change, plan, clock)
         for piece in texts:
-            self._fresh_index()  # facts learned from the previous text are candidates for this one
-            plan = learn.plan(self._vault, cfg, piece, conversation, summarize=settings.enable_summarization,
-                              warn=self._say, reconcile_mode=settings.reconcile_mode)
-            with self._vault.change("add") as change:
-                learned = learn.apply(change, plan, now=clock, max_entries=settings.max_entries)
-            total.facts += learned.facts
-            total.events += learned.events
-            total.summary_updated |= learned.summary_updated
-        return total
+            learner.message(piece, conversation, now=clock)
+        return learner.learned
+
+    def _learner(self, command: str, summarize: bool | None = None):
+        """The one learning path (learn.Learner) for a command of this vault: the index brought in
+        step before each plan, warnings through the vault's notices."""
+        from memvault.learn import Learner
+        from memvault.llm import LLMConfig
+
+        return Learner(self._vault, LLMConfig.from_settings(self.settings), command, warn=self._say,
+                       refresh=self._fresh_index, summarize=summarize)
 
     def edit(self, id_or_prefix: str, text: str | None = None, *, editor: list[str] | None = None,
              retry: Callable[[str], bool] | None = None):
@@ -764,6 +751,59 @@ class Memvault:
             self._say(f"memvault: warning: episode not closed, the turns wait for the next close: {exc}")
             return []
 
+    # -- looking over what was learned -------------------------------------------------------
+    def review(self, conversation: str | None = None, *, limit: int | None = None) -> list:
+        """The learned facts not reviewed yet, newest first (review.ReviewItem: the fact, its status
+        `pending` / `proposal` / `learned`, the words it came from, what it would replace or replaced);
+        of one conversation, or of every one (None)."""
+        from memvault import review
+
+        if conversation is not None:
+            files.check_conversation_id(conversation)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+        self._vault.require_existing()
+        self._fresh_index()
+        return review.waiting(self._vault, conversation, limit)
+
+    def review_keep(self, ids: str | Iterable[str], *, text: str | None = None, now: datetime | str | None = None):
+        """Keep learned facts, in one commit: a waiting one goes live, a proposal retires the facts
+        of yours it names; each is marked reviewed. text: keep one fact with these words instead.
+        Returns review.ReviewOutcome."""
+        from memvault import review
+
+        return review.keep(self._vault, [ids] if isinstance(ids, str) else list(ids), text=text,
+                           now=_time(now, "now"))
+
+    def review_reject(self, ids: str | Iterable[str], *, reason: str | None = None,
+                      now: datetime | str | None = None):
+        """Reject learned facts, in one commit: each is soft-deleted with reason `rejected` (reason: why,
+        in your words, kept as `deleted_note`), and the facts it retired come back. Returns
+        review.ReviewOutcome."""
+        from memvault import review
+
+        return review.reject(self._vault, [ids] if isinstance(ids, str) else list(ids), reason=reason,
+                             now=_time(now, "now"))
+
+    def learn(self, conversation: str | None = None, *, since: datetime | str | None = None,
+              before: datetime | str | None = None, dry_run: bool = False,
+              progress: Callable[[int, int], None] | None = None):
+        """Learn from the user turns that learning is still owed to (`extracted: false`: a server stopped
+        before its upkeep, a reply cut short, an LLM that was down), oldest first: of one conversation
+        (None: every one), created at or after `since` and before `before`. dry_run: list them, call no
+        model. Returns learn.CatchUp; an LLM that is down stops it (`error`), the rest waits."""
+        from memvault import learn
+
+        if conversation is not None:
+            files.check_conversation_id(conversation)
+        if not self.exists():
+            return learn.CatchUp(dry_run=dry_run)
+        self._fresh_index()
+        turns = learn.unlearned_turns(self._vault, conversation, _time(since, "since"), _time(before, "before"))
+        if dry_run or not turns:
+            return learn.CatchUp(turns=turns, dry_run=dry_run)
+        return learn.catch_up(self._learner("learn"), turns, progress)
+
     # -- upkeep ------------------------------------------------------------------------------
     def reconcile(self, conversation: str = DEFAULT_CONVERSATION, *, all_conversations: bool = False,
                   dry_run: bool = False) -> ReconcileOutcome:
@@ -1056,6 +1096,13 @@ class _FolderWatch:
     def stop(self) -> None:
         self._observer.stop()
         self._observer.join(timeout=5)
+
+
+def _owed_learning(memory: Memory) -> Memory:
+    """A user turn stored to be learned from: `extracted: false` until it has been (else as it is)."""
+    if memory.role == "user" and files.EXTRACTED not in memory.extra:
+        memory.extra[files.EXTRACTED] = False
+    return memory
 
 
 def _time(value: datetime | str | None, name: str) -> datetime | None:

@@ -18,7 +18,8 @@ from typing import Any
 from memvault import files
 
 # Folder under entries/<c>/ -> kind (the user's word); summaries/ is not a kind of memory.
-KIND_FOLDERS = {"facts": "fact", "notes": "note", "decisions": "decision", "turns": "turn", "episodes": "episode"}
+KIND_FOLDERS = {"facts": "fact", "notes": "note", "decisions": "decision", "turns": "turn", "episodes": "episode",
+                "pending": "pending"}
 
 
 @dataclass
@@ -168,6 +169,7 @@ def stats(vault) -> dict[str, Any]:
                             "rebuild": report.rebuilt}},
         "models": {"embedding_model": settings.embedding_model, "reranker_model": settings.reranker_model,
                    "llm_model": settings.llm_model},
+        "review": index.review_counts(),  # what waits for `memvault review`
         "last_commit": last,
         "disk": {"entries": folder_size(vault.entries), "index": folder_size(vault.sidecar),
                  "git": folder_size(vault.root / ".git")},

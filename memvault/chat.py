@@ -200,11 +200,9 @@ class ChatTurn:
         per_message = settings.extraction_mode == "message"  # else learning waits for the episode to close
         try:
             if self.options.learn and per_message:
-                plan = learn.plan(self.vault, self.cfg, self.message, self.options.conversation,
-                                  summarize=settings.enable_summarization, warn=self._warn,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=result.user_turn.id)
-                with self.vault.change("chat") as change:
-                    result.learned = learn.apply(change, plan, now=answered_at, max_entries=settings.max_entries)
+                learner = learn.Learner(self.vault, self.cfg, "chat", warn=self._warn)
+                result.learned = learner.message(self.message, self.options.conversation, now=answered_at,
+                                                 turn=result.user_turn, mark=True)
             else:
                 with self.vault.change("chat") as change:
                     change.evict(self.options.conversation, settings.max_entries, now=answered_at)
@@ -258,8 +256,12 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
                               options.user_message)
     # The user's words are on disk before the model is asked (indexed and committed with the reply,
     # which rewrites the file anyway: it loses its `unanswered` mark).
+    # `extracted: false`: learning is owed to it until the commit of what it taught marks it true, so
+    # a server stopped before its upkeep, a reply cut short or an LLM that was down loses nothing
+    # (`memvault learn`, and every serve / mcp start, catch up).
+    waiting = {files.EXTRACTED: False} if options.learn else {}
     result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
-                                        extra={files.ORIGIN_KEY: "chat", "unanswered": True})
+                                        extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting})
     with vault.change("chat", commit=False, index=False) as change:
         change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)

@@ -327,19 +327,7 @@ def episode_line(closed) -> str:
             f"({len(closed.segment.turns)} turns, {closed.segment.boundary})")
 
 
-def change_lines(rows: list[dict]) -> list[str]:
-    """Each change as one line: the action, the id, the text, and what it replaced or was replaced by."""
-    lines = []
-    for row in rows:
-        text = " ".join(row["text"].split())
-        if row["event"] == "UPDATE":
-            text += f"  (replaces {row['replaces'][:8]}: {' '.join(row['old_text'].split())})"
-        elif row["event"] == "REPLACE":
-            text += f"  (replaced by {row['replaced_by'][:8]})"
-        elif row.get("reason") and row["event"] in ("DELETE", "WITHHELD"):
-            text += f"  ({row['reason']})"
-        lines.append(f"{row['event']:<7} {row['id'] or '-'}  {text}")
-    return lines
+change_lines = term.change_lines  # each change as one line (also what serve logs)
 
 
 _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x", "resolved": "=",
@@ -589,6 +577,9 @@ def stats(
     models = data["models"]
     typer.echo(f"models         {models['embedding_model']}; reranker {models['reranker_model']}; "
                f"llm {models['llm_model']}")
+    waiting = data["review"]
+    typer.echo(f"review         {waiting['pending']} waiting, {waiting['proposal']} proposal(s) to retire a fact "
+               f"you added, {waiting['learned']} learned fact(s) not reviewed (`memvault review`)")
     last = data["last_commit"]
     if last:
         typer.echo(f"last commit    {last['commit'][:8]} {last['date']}  {last['subject']}")
@@ -1187,6 +1178,155 @@ def reconcile(
             typer.echo(f"  {step.decision:<6} {step.memory.id[:8]}  {step.memory.first_line()}  {what}".rstrip())
     changed = sum(1 for s in outcome.steps if s.decision != "KEEP")
     info(ctx, f"memvault: {'would change' if dry_run else 'changed'} {changed} of {len(outcome.steps)} older facts")
+
+
+@app.command()
+def review(
+    ctx: typer.Context,
+    memory_ids: Optional[list[str]] = typer.Argument(None, metavar="ID", help="With --keep or --reject: the "
+                                                     "learned facts (id or unique prefix).",
+                                                     autocompletion=complete_live_memory_id),
+    keep: bool = typer.Option(False, "--keep", help="Keep these learned facts: a waiting one goes live, a proposal "
+                                                   "retires the facts of yours it names."),
+    reject: bool = typer.Option(False, "--reject", help="Reject these learned facts: soft-deleted (reason rejected); "
+                                                       "what they retired comes back."),
+    text: Optional[str] = typer.Option(None, "--text", help="With --keep and one ID: keep it with these words."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="With --reject: why, kept with the rejected fact."),
+    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
+                                               help="Only this conversation (default: every one)."),
+    max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="List at most N."),
+    json_output: bool = typer.Option(False, "--json", help="Print the list, or what was done, as JSON."),
+) -> None:
+    """Look over what memvault learned: learned facts and proposals not yet reviewed, newest first.
+
+    Each shows the message it came from and what it would replace. On a terminal, one at a time: keep, edit, reject, skip or quit (like `git add -p`); else a list. A learned fact never retires a fact you added by itself: it proposes it, and your fact stays until you keep the proposal. With learned_review = true every learned fact waits here, unused, until kept.
+    """
+    _exclusive(ctx, "keep", "reject")
+    state = _state(ctx)
+    as_json = json_output or state.json
+    if (keep or reject) != bool(memory_ids):
+        raise UsageError("--keep and --reject take the IDs of learned facts; IDs go with one of them"
+                         if memory_ids else "give the IDs to --keep or --reject")
+    if text is not None and not keep:
+        raise UsageError("--text goes with --keep")
+    if reason is not None and not reject:
+        raise UsageError("--reason goes with --reject")
+    vault = state.open()
+    if keep or reject:
+        outcome = vault.review_keep(memory_ids, text=text) if keep else vault.review_reject(memory_ids, reason=reason)
+        if as_json:
+            emit_json(outcome.to_json())
+        else:
+            for line in change_lines([e.to_json() for e in outcome.events]):
+                typer.echo(line)
+        return
+    items = vault.review(conversation, limit=max_count)
+    if as_json:
+        emit_json([item.to_json(vault.root) for item in items])
+        return
+    if not items:
+        info(ctx, "memvault: nothing to review")
+        return
+    if term.is_terminal(sys.stdin) and term.is_terminal(sys.stderr):
+        _review_one_at_a_time(ctx, vault, items)
+        return
+    for item in items:
+        typer.echo("\n".join(review_lines(item)))
+
+
+def review_lines(item) -> list[str]:
+    """One learned fact to review, as a few lines: status, id, text, where from, what it replaces."""
+    memory = item.memory
+    lines = [f"{item.status:<9} {memory.id[:8]}  {' '.join(memory.text.split())}  "
+             f"({memory.conversation_id}, {memory.created_at:%Y-%m-%d %H:%M})"]
+    if item.said:
+        said = " ".join(item.said.split())
+        lines.append(f"          from: \"{said[:200]}{'…' if len(said) > 200 else ''}\"")
+    for other in item.would_replace:
+        lines.append(f"          would replace {other.id[:8]}  {' '.join(other.text.split())}")
+    for other in item.replaced:
+        lines.append(f"          replaced {other.id[:8]}  {' '.join(other.text.split())}")
+    return lines
+
+
+REVIEW_KEYS = {"k": "keep it", "e": "edit its words, then keep it", "r": "reject it (what it replaced comes back)",
+               "s": "skip it (it stays in review)", "q": "quit (what was done stays done)", "?": "this help"}
+
+
+def _review_one_at_a_time(ctx, vault, items) -> None:
+    """The terminal review, like `git add -p`: each fact, then one key and Enter."""
+    done = {"kept": 0, "rejected": 0, "skipped": 0}
+    for number, item in enumerate(items, 1):
+        sys.stderr.write(f"\n[{number}/{len(items)}] " + "\n".join(review_lines(item)) + "\n")
+        while True:
+            sys.stderr.write("Keep this fact [k,e,r,s,q,?]? ")
+            sys.stderr.flush()
+            answer = sys.stdin.readline()
+            if not answer:
+                answer = "q"
+            key = answer.strip().lower()[:1]
+            if key == "?" or key not in REVIEW_KEYS:
+                for letter, what in REVIEW_KEYS.items():
+                    sys.stderr.write(f"  {letter} - {what}\n")
+                continue
+            break
+        if key == "q":
+            break
+        if key == "s":
+            done["skipped"] += 1
+            continue
+        try:
+            if key == "r":
+                outcome = vault.review_reject([item.memory.id])
+                done["rejected"] += 1
+            else:
+                text = None
+                if key == "e":
+                    sys.stderr.write("New words (empty: as they are): ")
+                    sys.stderr.flush()
+                    text = sys.stdin.readline().strip() or None
+                outcome = vault.review_keep([item.memory.id], text=text)
+                done["kept"] += 1
+        except MemvaultError as exc:
+            _error(str(exc))
+            continue
+        for line in change_lines([e.to_json() for e in outcome.events]):
+            info(ctx, f"memvault: {line}")
+    info(ctx, f"memvault: kept {done['kept']}, rejected {done['rejected']}, skipped {done['skipped']}")
+
+
+@app.command()
+def learn(
+    ctx: typer.Context,
+    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
+                                               help="Only this conversation (default: every one)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only turns said at or after this."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the turns that would be learned from; no model."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was found and done as JSON."),
+) -> None:
+    """Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down.
+
+    Each chat turn records whether it has been learned from; `serve` and `mcp` catch up at every start too. Each change is shown, as after a chat. An LLM that is down stops it (exit 1); what is left waits for the next run.
+    """
+    state = _state(ctx)
+    as_json = json_output or state.json
+    vault = state.open()
+    with term.progress_bar(not state.quiet and not dry_run, label="learning", minimum=2) as bar:
+        outcome = vault.learn(conversation, since=since, dry_run=dry_run, progress=bar)
+    if as_json:
+        emit_json(outcome.to_json())
+    elif dry_run:
+        for turn in outcome.turns:
+            typer.echo(f"{turn.id[:8]}  {turn.created_at:%Y-%m-%d %H:%M}  {turn.conversation_id:<12} "
+                       f"{' '.join(turn.text.split())[:100]}")
+        info(ctx, f"memvault: would learn from {len(outcome.turns)} turn(s)")
+    else:
+        for line in change_lines(outcome.learned.to_json()):
+            typer.echo(line)
+        info(ctx, f"memvault: learned from {outcome.done} of {len(outcome.turns)} turn(s) still owed learning")
+    if outcome.error:
+        _error(outcome.error)
+        raise typer.Exit(1)
 
 
 @app.command()

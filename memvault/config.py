@@ -44,6 +44,7 @@ class Settings:
     max_session_tokens: int = 8000
     reconcile_mode: str = "pairs"
     extraction_mode: str = "message"
+    learned_review: bool = False
     lock_timeout: float = 600.0
     # Withhold API keys, passwords and tokens at the door, keep learning off them, refuse to push them
     # (memvault/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").

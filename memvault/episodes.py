@@ -6,12 +6,14 @@ Boundaries are found without a model: a silence longer than soft_decay_minutes, 
 and a topic shift (the embedding similarity of the windows of turns either side of a point falls
 below TOPIC_THRESHOLD, measured by bench/episode_boundaries.py). The turns after the last written
 episode are the open episode; it is written when it closes (a later boundary, `episodes --close`,
-the end of an imported batch). The model writes the title and narrative; should it fail, a plain
-title and narrative made from the turns stand in, so an episode never waits on the model.
+the end of an imported batch). The model writes the title and narrative; should it fail, or write
+what the turns do not say (`grounding`), a plain title and narrative made from the turns stand in,
+so an episode never waits on the model and never tells what did not happen.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Sequence
@@ -201,31 +203,137 @@ def plain_record(turns: list[Memory]) -> tuple[str, str]:
     return title, narrative
 
 
-def write_record(cfg, turns: list[Memory], warn: Callable[[str], None] | None = None) -> tuple[str, str, bool]:
-    """(title, narrative, made by the model) for an episode's turns. A model that fails or answers
-    garbage leaves the plain record (`plain_record`): the episode is written all the same."""
+def model_record(cfg, turns: list[Memory]) -> tuple[str, str] | None:
+    """The model's (title, narrative) for the turns, cleaned; None when it answered nothing usable.
+    LLMError propagates."""
     import pydantic
 
     from memvault import prompts
-    from memvault.errors import LLMError
     from memvault.llm import structured
 
     class Record(pydantic.BaseModel):
         title: str = pydantic.Field(json_schema_extra={"maxLength": 80})
         narrative: str = pydantic.Field(json_schema_extra={"maxLength": 600})
 
+    answer = structured(cfg, prompts.episode_messages(transcript(turns)), Record)
+    if answer is None:
+        return None
+    title, narrative = " ".join(answer.title.split()).strip(" .\"'"), " ".join(answer.narrative.split())
+    return (title[:80], narrative) if title and narrative else None
+
+
+def write_record(cfg, turns: list[Memory], warn: Callable[[str], None] | None = None) -> tuple[str, str, bool]:
+    """(title, narrative, made by the model) for an episode's turns. A model that fails, answers
+    garbage or writes what the turns do not say (`grounding`: the prompt's example copied, or a
+    story of its own) leaves the plain record (`plain_record`): the episode is written all the
+    same. A title with no word of the turns in it gives way to the plain title."""
+    from memvault.errors import LLMError
+
     try:
-        answer = structured(cfg, prompts.episode_messages(transcript(turns)), Record)
+        record = model_record(cfg, turns)
     except LLMError as exc:
         if warn:
             warn(f"memvault: warning: episode narrative not written by the model: {exc}")
-        answer = None
-    if answer is not None:
-        title, narrative = " ".join(answer.title.split()).strip(" .\"'"), " ".join(answer.narrative.split())
-        if title and narrative:
-            return title[:80], narrative, True
-    title, narrative = plain_record(turns)
-    return title, narrative, False
+        record = None
+    plain_title, plain_narrative = plain_record(turns)
+    if record is None:
+        return plain_title, plain_narrative, False
+    title, narrative = record
+    if not grounding(narrative, turns).grounded:
+        if warn:
+            warn(f"memvault: warning: the model's episode narrative is not in its turns ({narrative[:80]!r}); "
+                 "the plain record stands")
+        return plain_title, plain_narrative, False
+    if not grounding(title, turns).touches:
+        title = plain_title
+    return title, narrative, True
+
+
+# -- grounding: is what the model wrote in the turns? -----------------------------------------------
+# The 1.5B model, given "My son Tom starts school in September." / "Exciting! Is it a local primary
+# school?", answered the prompt's own example ("Planning a move to Lisbon: The user said they will
+# move to Lisbon in May. ..."). So the content words of a title or narrative are looked up in the
+# turns (a crude stem: "moving" finds "move"); a narrative whose words are mostly absent is not
+# stored, nor a title without one word of the turns. Words every record uses ("the user asked",
+# "the assistant suggested") are no content. Measured on LoCoMo sessions and short conversations
+# (bench/episode_grounding.py, bench/README.md).
+MIN_GROUNDED = 0.5
+# Every example an episode prompt has shown: a record that repeats one the turns do not is copied,
+# whatever its share.
+PROMPT_EXAMPLES = (
+    "Planning a move to Lisbon. The user said they will move to Lisbon in May. "
+    "The assistant suggested three neighbourhoods.",
+)
+_RECORD_WORDS = frozenset(
+    """the a an and or but nor so yet for of to in on at by with from into onto about over under after before
+    between during through without within again also just only very too then than there here this that these
+    those it its they them their theirs he him his she her hers we us our you your i me my mine who whom whose
+    which what when where why how all any some each every both either neither other another such same own more
+    most much many few lot lots not no yes is are was were be been being am do does did done have has had having
+    will would can could should shall may might must user users assistant assistants said says say saying asked
+    asks ask asking told tells tell talked talks talk discussed discusses discuss discussion mentioned mentions
+    mention shared shares share suggested suggests suggest suggestion recommended recommends recommend explained
+    explains explain answered answers answer replied replies reply responded responds response provided provides
+    gave gives give offered offers conversation chat topic part wanted wants want let lets like well one whether if""".split()
+)
+
+
+@dataclass
+class Grounding:
+    """How much of a text the turns say: its content words, those found, and the prompt example."""
+
+    words: int
+    found: int
+    copied: bool
+
+    @property
+    def share(self) -> float:
+        return self.found / self.words if self.words else 0.0
+
+    @property
+    def grounded(self) -> bool:
+        """A narrative: at least MIN_GROUNDED of its content words in the turns."""
+        return not self.copied and self.words > 0 and self.share >= MIN_GROUNDED
+
+    @property
+    def touches(self) -> bool:
+        """A title, which names the topic in words of its own ("Knee pain advice" for "My knee hurts
+        after running"): at least one of its content words in the turns."""
+        return not self.copied and self.found > 0
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to find "planned" in "plan" and "families" in "family"."""
+    word = re.sub(r"'s$|'$", "", word.lower().replace("\u2019", "'"))
+    if re.fullmatch(r"\d+(?:st|nd|rd|th)", word):  # "90th" is "90"
+        return word.rstrip("stndrh")
+    if len(word) > 3:
+        word = re.sub(r"(?:ing|ed|es|s|e|ly)$", "", re.sub(r"ie[sd]$", "y", word))
+        word = re.sub(r"([b-df-hj-np-tv-z])\1$", r"\1", word)  # "plann" -> "plan"
+    return word[:5]
+
+
+def _content(text: str) -> set[str]:
+    return {_stem(w) for w in re.findall(r"[^\W_][\w'\u2019-]*", text)
+            if w.lower() not in _RECORD_WORDS and (len(w) > 2 or w.isdigit())}
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words not opening a sentence: "Lisbon", "May"."""
+    return {m.group(1).lower() for m in re.finditer(r"(?<![.!?:]\s)(?<!^)\b([A-Z][a-z]+)", text)}
+
+
+def grounding(text: str, turns: list[Memory]) -> Grounding:
+    """Whether `text` (a title or narrative) is about what the turns say. Copied: it repeats two
+    content words of a prompt example ("three neighbourhoods"), or one of its names ("Lisbon"),
+    that the turns do not say."""
+    said_text = " ".join(t.text for t in turns)
+    said = _content(said_text)
+    words = _content(text)
+    copied = any(len((words & (example := _content(e))) - said) >= min(2, len(example))
+                 or (_names(text) & _names(e)) - {w.lower() for w in re.findall(r"\w+", said_text)}
+                 for e in PROMPT_EXAMPLES)
+    return Grounding(len(words), len(words & said), bool(copied))
 
 
 def new_episode(conversation: str, segment: Segment, title: str, narrative: str, by_model: bool,
@@ -306,7 +414,7 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
     refresh: brings the index in step with the files (facts learned from one episode or message
     are candidates for the next); command: the command named in the commits; limit: at most this
     many, the oldest (the rest stay for the next close)."""
-    from memvault import learn
+    from memvault.learn import Learner
 
     settings = vault.settings
     segments = pending_segments(vault, conversation, now, end) if segments is None else segments
@@ -315,12 +423,10 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
         title, narrative, by_model = write_record(cfg, part.turns, warn)
         episode = new_episode(conversation, part, title, narrative, by_model, now)
         closed = Closed(episode, part)
+        learner = Learner(vault, cfg, command, warn=warn, refresh=refresh)
         plans = []
         if extract and settings.extraction_mode == "predict-calibrate":
-            refresh()
-            plan = learn.plan_episode(vault, cfg, [t for t in part.turns if t.role == "user"], conversation,
-                                      episode.id, summarize=settings.enable_summarization, warn=warn,
-                                      reconcile_mode=settings.reconcile_mode)
+            plan = learner.plan_episode([t for t in part.turns if t.role == "user"], conversation, episode.id)
             if plan is not None:
                 closed.extraction, closed.prediction, plans = "predict-calibrate", plan.prediction, [plan]
             else:
@@ -328,32 +434,20 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
                 if warn:
                     warn(f"memvault: predict-calibrate gave no valid answer for episode \"{title}\"; "
                          "learning from each message instead")
-        learned = learn.Learned()
         if closed.extraction == "message":  # one commit per message, as `add --extract` makes them
             for turn in [t for t in part.turns if t.role == "user"]:
-                refresh()
-                plan = learn.plan(vault, cfg, turn.text, conversation, summarize=settings.enable_summarization,
-                                  warn=warn, reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
-                plan.episode_id = episode.id
-                if plan.decisions:
-                    with vault.change(command) as change:
-                        change.title = f"facts from a turn of {conversation}"
-                        _add_learned(learned, learn.apply(change, plan, now=turn.created_at,
-                                                          max_entries=settings.max_entries))
+                learner.message(turn.text, conversation, now=turn.created_at, turn=turn, episode_id=episode.id,
+                                commit_empty=False, mark=True, title=f"facts from a turn of {conversation}")
         with vault.change(command) as change:
             change.add(episode)
             for plan in plans:
-                _add_learned(learned, learn.apply(change, plan, now=part.ended_at, max_entries=settings.max_entries))
+                learner.store(change, plan, part.ended_at)
+                learner.mark(change, [t for t in part.turns if t.role == "user"])
+            learner.flush(change)  # the turns that taught nothing are marked with the episode
             change.title = f"episode \"{title}\" ({conversation})"
-        closed.learned = learned if closed.extraction != "none" else None
+        closed.learned = learner.learned if closed.extraction != "none" else None
         done.append(closed)
     return done
-
-
-def _add_learned(total, learned) -> None:
-    total.facts += learned.facts
-    total.events += learned.events
-    total.summary_updated |= learned.summary_updated
 
 
 

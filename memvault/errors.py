@@ -52,6 +52,10 @@ class LLMTimeout(LLMError):
     """The LLM endpoint did not answer within llm_timeout."""
 
 
+class LLMNoValidAnswer(LLMError):
+    """The LLM answered, but not in the shape asked for, even after a retry (model garbage)."""
+
+
 class VaultStateError(MemvaultError):
     """The vault's git repository is in a state where memvault must not write (a merge in
     progress, a detached HEAD, git missing); the message says what to run."""

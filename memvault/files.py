@@ -35,7 +35,9 @@ ROLE_FOLDERS = {
     "assistant": "turns/assistant",
     "summary": "summaries",
     "episode": "episodes",  # what happened in a stretch of a conversation (docs/design.md, "Episodes")
+    "pending": "pending",  # a learned fact waiting for review (setting learned_review): never searched
 }
+PENDING_ROLE = "pending"
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 # What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
@@ -56,7 +58,7 @@ def roles_for_kinds(kinds) -> tuple[str, ...] | None:
             raise UsageError(f"unknown kind {kind!r} (one of {', '.join(SEARCH_KINDS)})")
         roles += [r for r in SEARCH_KINDS[kind] if r not in roles]
     return tuple(roles) or None
-DELETE_REASONS = ("update", "contradiction", "evicted", "user")
+DELETE_REASONS = ("update", "contradiction", "evicted", "user", "rejected")  # rejected: in `memvault review`
 # Front-matter key of a tombstone: why the user removed it, in their own words (`deleted_reason`
 # stays one of DELETE_REASONS, which code reads; this is for people).
 DELETED_NOTE = "deleted_note"
@@ -262,6 +264,16 @@ def check_text(text: str, what: str = "memory text") -> None:
 # words: "chat" (a turn of `memvault chat` or `serve`), "learned" (a fact extraction found),
 # "import" (an imported history). No origin: the user added it (`add`, `edit`, a file).
 ORIGIN_KEY = "origin"
+# On a user turn: true once it has been learned from, false while learning is still owed to it (a
+# chat whose upkeep did not run); no key: nothing was asked of it (docs/design.md, "The write path").
+EXTRACTED = "extracted"
+# On a learned fact the user looked over in `memvault review`: kept or edited.
+REVIEWED = "reviewed"
+
+
+def is_learned(memory: Memory) -> bool:
+    """A fact memvault learned (origin learned), live or waiting for review, kept in review or not."""
+    return memory.role in ("memory", PENDING_ROLE) and memory.extra.get(ORIGIN_KEY) == "learned"
 
 
 def is_evictable(memory: Memory) -> bool:
@@ -270,7 +282,8 @@ def is_evictable(memory: Memory) -> bool:
     origin = memory.extra.get(ORIGIN_KEY)
     if memory.role in ("user", "assistant"):
         return origin in (None, "chat")
-    return memory.role == "memory" and origin == "learned"
+    # A learned fact the user kept in review is theirs now.
+    return memory.role == "memory" and origin == "learned" and not memory.extra.get(REVIEWED)
 
 
 def render(memory: Memory) -> str:

@@ -37,7 +37,7 @@ IMPORT_NAMESPACE = uuid.UUID("5d7f1f6e-3a0b-4c52-9d7e-2b8f0e6a4c11")
 IMPORTED_FROM = "imported_from"
 ORIGINAL_CONVERSATION = "original_conversation_id"
 ORIGINAL_MESSAGE = "original_message_id"
-EXTRACTED = "extracted"  # on a user turn: --extract has learned from it
+EXTRACTED = files.EXTRACTED  # on a user turn: it has been learned from
 # On a note: the hash of what the import wrote (text and the note's own keys), so that the next
 # import of the folder tells a note changed at its source from one changed in the vault.
 IMPORTED_SHA = "imported_sha256"
@@ -49,8 +49,6 @@ _RESERVED = set(files.CORE_KEYS) | {files.ORIGIN_KEY, "source", "tags", "deleted
                                     "summary_level", "restored_at", IMPORTED_FROM, EXTRACTED, "links"}
 _ID_IN_NAME = re.compile(r"__([0-9a-fA-F-]{36})\.md$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Turns that taught nothing are marked in one commit per this many (a kill re-asks at most these).
-MARK_BATCH = 20
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -105,10 +103,11 @@ class Extraction:
     before: int = 0  # learned from by an earlier run
     error: str | None = None
     learned: Any = None  # learn.Learned: every change
+    no_answer: int = 0  # turns the model gave no valid answer for (left unmarked, for the next run)
 
     def to_json(self) -> dict[str, Any]:
         return {"turns": self.turns, "done": self.done, "before": self.before, "error": self.error,
-                "changes": self.learned.to_json() if self.learned else []}
+                "no_valid_answer": self.no_answer, "changes": self.learned.to_json() if self.learned else []}
 
 
 @dataclass
@@ -522,10 +521,10 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
                      say: Callable[[str], None], dry_run: bool = False) -> Extraction:
     """Fact extraction and reconciliation over the user turns, oldest first, one commit per turn that
     taught something (the turn marked `extracted: true` in it); turns that taught nothing are marked
-    MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
+    learn.MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
     after marking what was done."""
     from memvault import learn
-    from memvault.errors import LLMError
+    from memvault.errors import LLMError, LLMNoValidAnswer
     from memvault.llm import LLMConfig
 
     root = vault.root
@@ -549,51 +548,30 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
     extraction.turns += len(pending) + extraction.before
     if dry_run:
         return extraction
-    cfg = LLMConfig.from_settings(settings)
-    extraction.learned = learn.Learned()
-    quiet: list[Memory] = []  # learned from, taught nothing: to be marked
+    learner = learn.Learner(vault, LLMConfig.from_settings(settings), "import", warn=say, summarize=False)
+    extraction.learned = learner.learned
     try:
         for number, turn in enumerate(pending, 1):
             try:
-                plan = learn.plan(vault, cfg, turn.text, turn.conversation_id, summarize=False, warn=say,
-                                  reconcile_mode=settings.reconcile_mode, learned_from=turn.id)
+                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
+                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
+            except LLMNoValidAnswer as exc:  # this turn's answer was garbage: the next turns may still be read
+                extraction.no_answer += 1
+                say(f"memvault: warning: turn {turn.id[:8]} of {turn.conversation_id} not learned from: {exc}")
+                continue
             except LLMError as exc:
                 extraction.error = f"{exc}; facts were extracted from {extraction.done} of {len(pending)} turns, " \
                                    "run the same import again to go on"
                 break
-            if plan.decisions:
-                with vault.change("import") as change:
-                    change.title = f"facts from a turn of {turn.conversation_id}"
-                    learned = learn.apply(change, plan, now=turn.created_at, max_entries=settings.max_entries)
-                    _mark(change, [turn])
-                extraction.learned.facts += learned.facts
-                extraction.learned.events += learned.events
-            else:
-                quiet.append(turn)
-                if len(quiet) >= MARK_BATCH:
-                    _mark_quiet(vault, quiet)
-                    quiet = []
             extraction.done += 1
             if progress is not None:
                 progress("learning", number, len(pending))
     finally:
-        if quiet:
-            _mark_quiet(vault, quiet)
+        learner.flush()  # the turns that taught nothing are marked too
+    if extraction.no_answer and extraction.error is None:
+        extraction.error = (f"the model gave no valid answer for {extraction.no_answer} of {len(pending)} turns "
+                            "(left unmarked); run the same import again to retry them")
     return extraction
-
-
-def _mark_quiet(vault, turns: list[Memory]) -> None:
-    with vault.change("import") as change:
-        change.title = f"{len(turns)} turn{'s' if len(turns) != 1 else ''} learned from, no new facts"
-        _mark(change, turns)
-
-
-def _mark(change, turns: list[Memory]) -> None:
-    for turn in turns:
-        current = files.still_live(change.root, turn.path, turn.id, turn.text)
-        if current is not None and not current.extra.get(EXTRACTED):
-            current.extra[EXTRACTED] = True
-            change.rewrite(current)
 
 
 def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode: str,
@@ -629,8 +607,6 @@ def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode:
             change.title = f"turns of {conversation} learned from, by episode"
             for episode in closed:
                 users = [t for t in episode.segment.turns if t.role == "user"]
-                _mark(change, users)
+                learn.mark_extracted(change, users)
                 extraction.done += len(users)
-                if episode.learned:
-                    extraction.learned.facts += episode.learned.facts
-                    extraction.learned.events += episode.learned.events
+                extraction.learned.merge(episode.learned)

@@ -492,6 +492,39 @@ class Index:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
 
+    def unreviewed_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of learned facts (waiting ones too) that `memvault review` has not seen, newest
+        first: origin learned and no `reviewed` key in the front matter kept as JSON (see `_row`)."""
+        where = (where_clause(("memory", files.PENDING_ROLE), conversation)
+                 + " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED))
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"], reverse=True)
+
+    def review_counts(self) -> dict[str, int]:
+        """What `memvault review` would list, counted: waiting (pending: setting learned_review),
+        proposals (live, would retire a fact the user added), learned (live, not reviewed)."""
+        counts = {"pending": 0, "proposal": 0, "learned": 0}
+        table = self.table()
+        if table is None:
+            return counts
+        unreviewed = " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED)
+        counts["pending"] = table.count_rows(where_clause((files.PENDING_ROLE,)) + unreviewed)
+        live = table.count_rows(where_clause(("memory",)) + unreviewed)
+        counts["proposal"] = table.count_rows(where_clause(("memory",)) + unreviewed + " AND "
+                                              + meta_clause("would_replace"))
+        counts["learned"] = live - counts["proposal"]
+        return counts
+
+    def unlearned_turn_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of user turns still owed learning (`extracted: false`), oldest first."""
+        where = where_clause(("user",), conversation) + " AND " + meta_clause(files.EXTRACTED, False)
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"])
+
+    def _rows_where(self, where: str) -> list[dict[str, Any]]:
+        table = self.table()
+        if table is None:
+            return []
+        return table.search().where(where).select(["id", "path", "created_us"]).limit(None).to_list()
+
     def _mismatch(self, table) -> tuple[list[str], set[str]]:
         """Compare the rows with the record. Returns the records whose row is missing, doubled or
         stale (indexed again by the sync), and the paths of every row the record does not vouch
@@ -1103,6 +1136,13 @@ def where_clause(roles: Iterable[str] | None = None, conversation: str | None = 
     if until is not None:
         clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
     return " AND ".join(clauses) or "true"
+
+
+def meta_clause(key: str, value: Any = None) -> str:
+    """A filter on one front-matter key of the `meta` column (the JSON `_row` writes): the key has
+    this value (a string, true or false), or, without one, the key is there."""
+    pattern = '"' + key + '": ' + (json.dumps(value) if value is not None else "")
+    return f"meta LIKE {_sql_str('%' + _like_escape(pattern) + '%')} ESCAPE '\\'"
 
 
 def _like_escape(value: str) -> str:

@@ -19,6 +19,16 @@ from memvault.files import Memory
 from memvault.index import Index
 from memvault.vault import ADD, DELETE, EVICT, REPLACE, UPDATE, WITHHELD, Event
 
+# A learned fact waiting for review (setting learned_review): stored, never searched nor injected.
+PENDING_ROLE = files.PENDING_ROLE
+# On a learned fact: the ids of the facts the user added that it would retire, once kept in review.
+WOULD_REPLACE = "would_replace"
+# On a learned fact: the learned facts it retired at once (their tombstones say replaced_by).
+RETIRED = "retired"
+# On a fact learned from words that are not a stored turn (add --extract): those words, for review.
+SAID_KEY = "learned_from_text"
+MAX_SAID = 500
+
 # Per new fact, the nearest live facts that are similar enough to be worth one question each.
 # MiniLM cosine: contradictions measured down to ~0.39 ("works at Google" / "started a new job
 # at Microsoft"); below 0.35 pairs are unrelated, and a small model asked about them
@@ -38,6 +48,7 @@ class LearningPlan:
     summary: str | None = None  # the new rolling summary, when there is one
     summary_tokens: tuple[int, int] = (0, 0)  # its input and output tokens
     learned_from: str | None = None  # the id of the chat turn the facts come from
+    said: str | None = None  # the words the facts come from, when they are no stored turn (add --extract)
     episode_id: str | None = None  # the episode the facts come from (docs/design.md, "Episodes")
     prediction: list[str] = field(default_factory=list)  # predict-calibrate: what the known facts predicted
     withheld: list[str] = field(default_factory=list)  # facts not learned: they held a secret (as placeholders)
@@ -72,21 +83,43 @@ class Learned:
         because it held a secret), as `--json` prints them."""
         return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT, WITHHELD)]
 
+    def merge(self, other: "Learned | None") -> "Learned":
+        """Add what another message or episode taught to this sum; returns self."""
+        if other is not None:
+            self.facts += other.facts
+            self.events += other.events
+            self.summary_updated |= other.summary_updated
+        return self
+
 
 def nearest_facts(index: Index, conversation: str, facts: list[str]
                   ) -> tuple[list[Memory], dict[str, list[str]]]:
     """The live facts of the conversation near the new facts, and for each new fact the ids of
     its up to NEIGHBOURS_PER_FACT neighbours with cosine >= SIMILARITY_FLOOR, nearest first."""
+    import json
+
+    from memvault.extraction import first_person
+
     if not facts or index.table() is None:
         return [], {}
-    vectors = index.embedder.embed(facts)
+    # Facts the user wrote are mostly in the first person ("I live in Lisbon"), far from a learned
+    # fact's third person in MiniLM's space: those are also looked for with the fact's first-person form.
+    vectors = index.embedder.embed([*facts, *map(first_person, facts)])
     neighbours: dict[str, list[str]] = {}
     rows_by_id: dict[str, dict] = {}
-    for fact, vector in zip(facts, vectors):
-        for row in index.nearest(vector, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=conversation):
-            if 1.0 - float(row["_distance"]) >= SIMILARITY_FLOOR:  # cosine distance = 1 - cosine
-                neighbours.setdefault(fact, []).append(row["id"])
-                rows_by_id.setdefault(row["id"], row)
+    for fact, vector, own_words in zip(facts, vectors[:len(facts)], vectors[len(facts):]):
+        found: dict[str, float] = {}
+        for query, users_only in ((vector, False), (own_words, True)):
+            for row in index.nearest(query, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=conversation):
+                cosine = 1.0 - float(row["_distance"])  # cosine distance = 1 - cosine
+                if users_only and json.loads(row.get("meta") or "{}").get(files.ORIGIN_KEY) == "learned":
+                    continue
+                if cosine >= SIMILARITY_FLOOR and cosine > found.get(row["id"], -1.0):
+                    found[row["id"]] = cosine
+                    rows_by_id.setdefault(row["id"], row)
+        nearest = sorted(found, key=lambda i: -found[i])[:NEIGHBOURS_PER_FACT]
+        if nearest:
+            neighbours[fact] = nearest
     memories = []
     for memory_id, row in rows_by_id.items():
         memory = files.still_live(index.root, index.root / row["path"], memory_id)
@@ -105,7 +138,7 @@ def plan(vault, cfg, user_text: str, conversation: str, summarize: bool = True,
     from memvault.extraction import extract_facts, reconcile
 
     user_text = secret_scan.stored_text(vault, user_text)  # the model is shown placeholders, never a key
-    result = LearningPlan(conversation, learned_from=learned_from)
+    result = LearningPlan(conversation, learned_from=learned_from, said=None if learned_from else user_text)
     result.facts, result.withheld = secret_scan.split_facts(vault, extract_facts(cfg, user_text))
     if not result.facts:
         return result
@@ -121,12 +154,26 @@ def _plan_summary(vault, cfg, result: LearningPlan, warn) -> None:
     from memvault import summaries
     from memvault.prompts import estimate_tokens
 
+    if vault.settings.learned_review:
+        return  # nothing learned is live, nothing retired, until review keeps it
     facts = [d.text for d in result.decisions if d.event in ("ADD", "UPDATE") and d.text]
+    # Only a learned fact is retired at once; a fact the user added stays (see `apply`).
     gone = [result.known[d.target].text for d in result.decisions
-            if d.event == "DELETE" and d.target in result.known]
+            if d.event == "DELETE" and d.target in result.known and _retired_at_once(result.known[d.target])]
     if not facts and not gone:
         return
     previous = summaries.read_rolling_summary(vault, result.conversation)
+    if previous is None and summaries.summary_file(vault, result.conversation) is not None:
+        # Set aside (a fact it stated went away): written again from every live fact, within a budget.
+        retiring = {d.target for d in result.decisions if d.event in ("DELETE", "UPDATE")
+                    and d.target in result.known and _retired_at_once(result.known[d.target])}
+        known = summaries.knowledge(vault, result.conversation, exclude=retiring)
+        if known is None:
+            if warn:
+                warn("memvault: the rolling summary stays set aside (too many facts to fold in one call); "
+                     "`memvault summarize --rebuild` writes it again")
+            return
+        facts = [*known, *[f for f in facts if f not in known]]
     try:
         text, tokens = summaries.fold_in(cfg, previous.text if previous else None, facts, gone)
     except Exception as exc:  # a summary is a convenience; the facts are stored regardless
@@ -137,12 +184,22 @@ def _plan_summary(vault, cfg, result: LearningPlan, warn) -> None:
         result.summary, result.summary_tokens = text, (tokens, estimate_tokens(text))
 
 
-def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: int | None = None) -> Learned:
-    """Store a plan in `change` (the caller holds the lock): new facts, replacements of the memories
-    that are still as they were when the model saw them, the summary, eviction."""
-    from memvault import summaries
+def _retired_at_once(old: Memory) -> bool:
+    """Whether learning retires this fact at once (learned, not kept by the user) rather than proposing it."""
+    return files.is_learned(old) and not old.extra.get(files.REVIEWED)
 
-    from memvault import secret_scan
+
+def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: int | None = None,
+          review: bool = False) -> Learned:
+    """Store a plan in `change` (the caller holds the lock): new facts, replacements of the memories
+    that are still as they were when the model saw them, the summary, eviction.
+
+    What a learned fact may retire (docs/design.md, "The write path"): another learned fact, at once,
+    as before; a fact the user added, never by itself: the new fact is stored, live, with
+    `would_replace` naming it, and the user's fact stays live until `memvault review` keeps the
+    proposal. review (setting learned_review): every new fact waits, as a `pending` memory (stored,
+    listed by `review`, never searched nor injected), replacing nothing until it is kept."""
+    from memvault import summaries
 
     first = len(change.events)
     learned = Learned(facts=list(plan.facts))
@@ -150,47 +207,104 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
     origin = {files.ORIGIN_KEY: "learned"}
     if plan.learned_from:
         origin["learned_from"] = plan.learned_from
+    elif plan.said:
+        origin[SAID_KEY] = plan.said[:MAX_SAID]
     if plan.episode_id:
         origin["episode_id"] = plan.episode_id
     known = {i: files.still_live(change.root, m.path, i, m.text) for i, m in plan.known.items()}
-    added: dict[str, Memory] = {}
+
+    def held(old: Memory) -> bool:
+        """Whether retiring `old` waits for the user: a fact they added or kept in review, or any fact
+        when everything learned waits for review."""
+        return review or not _retired_at_once(old)
+
+    # Decide everything first: a new fact's front matter must say what it would replace when written.
+    new_texts: dict[str, list[str]] = {}  # new fact -> ids it would replace once kept
+    updates: dict[str, Memory] = {}  # new fact -> the learned fact it refines (replaced at once)
     for decision in plan.decisions:
-        if decision.event == "ADD" and decision.text and decision.text not in added:
-            added[decision.text] = change.add(files.new_memory(decision.text, "memory", plan.conversation,
-                                                               created_at=now, extra=dict(origin)))
-    for decision in plan.decisions:
-        if decision.event != "UPDATE" or not decision.text:
-            continue
-        old = known.get(decision.target or "")
-        if old is None:  # changed meanwhile: the refined fact is stored as a fact of its own
-            if decision.text not in added:
-                added[decision.text] = change.add(files.new_memory(decision.text, "memory", plan.conversation,
-                                                                   created_at=now, extra=dict(origin)))
-            continue
-        # The refined fact keeps the origin of the one it refines: a fact the user added stays theirs.
-        refreshed = {"learned_from": plan.learned_from} if plan.learned_from and files.is_evictable(old) else None
-        new = change.replace(old, decision.text, reason="update", now=now, extra=refreshed)
-        known[old.id] = None
-        added[decision.text] = new
+        if decision.event == "ADD" and decision.text:
+            new_texts.setdefault(decision.text, [])
+        elif decision.event == "UPDATE" and decision.text:
+            old = known.get(decision.target or "")
+            new_texts.setdefault(decision.text, [])
+            if old is None:  # changed meanwhile: the refined fact is stored as a fact of its own
+                continue
+            if held(old):
+                new_texts[decision.text].append(old.id)
+            elif decision.text not in updates:
+                updates[decision.text] = old
+            known[old.id] = None
     # A contradicted fact points at the fact that contradicted it: the one the decision names,
-    # else the only fact added, else none.
-    only = next(iter(added.values())) if len(added) == 1 else None
+    # else the only new fact, else none.
+    only = next(iter(new_texts)) if len(new_texts) == 1 else None
+    contradicted: list[tuple[Memory, str | None]] = []
     for decision in plan.decisions:
         old = known.get(decision.target or "")
         if old is None or decision.event != "DELETE":
             continue
-        successor = added.get(decision.by or "") or only
-        change.soft_delete(old, "contradiction", replaced_by=successor, now=now)
+        successor = decision.by if decision.by in new_texts else only
+        if held(old):
+            if successor is not None:  # no named successor: nothing to propose, the fact stays
+                new_texts[successor].append(old.id)
+        else:
+            contradicted.append((old, successor))
         known[old.id] = None
-    if plan.summary and len(change.events) > first:
-        summaries.write_rolling_summary(change, plan.conversation, plan.summary, now=now,
-                                        input_tokens=plan.summary_tokens[0], output_tokens=plan.summary_tokens[1])
-        learned.summary_updated = True
+
+    retires: dict[str, list[str]] = {}  # new fact -> the learned facts it retires now (`review` reject brings them back)
+    for old, successor in contradicted:
+        if successor is not None:
+            retires.setdefault(successor, []).append(old.id)
+    stored: dict[str, Memory] = {}
+    waiting = _pending_texts(change, plan.conversation) if review else set()
+    for text, would_replace in new_texts.items():
+        extra = dict(origin)
+        if would_replace:
+            extra[WOULD_REPLACE] = list(dict.fromkeys(would_replace))
+        if retires.get(text):
+            extra[RETIRED] = retires[text]
+        if review:
+            if text not in waiting:  # the same statement again: it waits once
+                stored[text] = change.add(files.new_memory(text, PENDING_ROLE, plan.conversation,
+                                                           created_at=now, extra=extra))
+        elif text in updates:
+            old = updates[text]
+            # The refined fact keeps the front matter of the learned fact it refines.
+            refreshed = {k: v for k, v in extra.items() if k != files.ORIGIN_KEY}
+            stored[text] = change.replace(old, text, reason="update", now=now, extra=refreshed)
+        else:
+            stored[text] = change.add(files.new_memory(text, "memory", plan.conversation, created_at=now,
+                                                       extra=extra))
+    untrue: list[Memory] = []  # what a refinement retires stays said by the refined fact; these do not
+    for old, successor in contradicted:
+        change.soft_delete(old, "contradiction", replaced_by=stored.get(successor or ""), now=now)
+        untrue.append(old)
+    if len(change.events) > first:
+        if plan.summary and not review:
+            summary = summaries.write_rolling_summary(change, plan.conversation, plan.summary, now=now,
+                                                      input_tokens=plan.summary_tokens[0],
+                                                      output_tokens=plan.summary_tokens[1])
+            learned.summary_updated = True
+            if summaries.states_any(summary.text, untrue):  # told they are gone, the fold kept one
+                summaries.set_aside(change, plan.conversation, untrue, now=now, force=True)
+        elif untrue:
+            summaries.set_aside(change, plan.conversation, untrue, now=now)
     if max_entries is not None:
         change.evict(plan.conversation, max_entries, now=now)
-    change.events += [secret_scan.not_learned(text, plan.conversation) for text in plan.withheld]
+    change.events += withheld_events(plan)
     learned.events = change.events[first:]
     return learned
+
+
+def withheld_events(plan: LearningPlan) -> list[Event]:
+    """The facts of a plan not learned because they held a secret, as WITHHELD events (never written)."""
+    from memvault import secret_scan
+
+    return [secret_scan.not_learned(text, plan.conversation) for text in plan.withheld]
+
+
+def _pending_texts(change, conversation: str) -> set[str]:
+    """The texts of the facts already waiting for review in the conversation."""
+    return {m.text for m in change.vault.iter_memories(conversation, roles=(PENDING_ROLE,))}
 
 
 # -- predict-calibrate (extraction_mode = "predict-calibrate", docs/design.md "Episodes") ---------
@@ -229,11 +343,13 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
 
     None when either prompt gets no valid answer or the model fails: the caller learns from each
     message instead (`plan`), so no turn goes unread."""
+    from memvault import secret_scan
     from memvault.errors import LLMError
     from memvault.extraction import calibrate, predict, reconcile
 
-    texts = [t.text for t in user_turns]
-    result = LearningPlan(conversation, episode_id=episode_id)
+    # Stored turns already hold placeholders; the words of add --extract do not yet
+    texts = [secret_scan.stored_text(vault, t.text) for t in user_turns]
+    result = LearningPlan(conversation, episode_id=episode_id, said=None if episode_id else "\n".join(texts))
     try:
         known = related_facts(vault.index, conversation, texts)
         prediction = predict(cfg, [m.text for m in known])
@@ -244,8 +360,6 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
         return None
     if facts is None:
         return None
-    from memvault import secret_scan
-
     facts, result.withheld = secret_scan.split_facts(vault, facts)
     result.prediction, result.facts = prediction, facts
     if not facts:
@@ -256,3 +370,193 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
     if summarize:
         _plan_summary(vault, cfg, result, warn)
     return result
+
+
+# -- the one learning path ---------------------------------------------------------------------
+# Every command that learns (chat, add --extract, add --jsonl --extract, episodes, import --extract)
+# goes through a Learner: the index brought in step (facts learned from the previous message are
+# candidates for this one), the model asked without the lock, the plan stored in one commit, and
+# what was learned summed up in `learned`.
+
+EXTRACTED = files.EXTRACTED
+# Turns that taught nothing are marked this many to a commit (a kill re-asks at most these).
+MARK_BATCH = 20
+
+
+class Learner:
+    """One command's learning: `message` per user message, `episode` per closed episode
+    (predict-calibrate), `learned` the sum of every change made.
+
+    vault: the store (vault.Vault); cfg: the LLM; command: the command named in the commits;
+    refresh: brings the index in step before each plan (None: the caller's index is current);
+    summarize: fold what is learned into the rolling summary (default: enable_summarization)."""
+
+    def __init__(self, vault, cfg, command: str, *, warn: Callable[[str], None] | None = None,
+                 refresh: Callable[[], object] | None = None, summarize: bool | None = None):
+        self.vault, self.cfg, self.command = vault, cfg, command
+        self.warn, self.refresh = warn, refresh
+        settings = vault.settings
+        self.summarize = settings.enable_summarization if summarize is None else summarize
+        self.learned = Learned()
+        self._quiet: list[Memory] = []  # turns learned from that taught nothing, to be marked
+
+    def plan(self, text: str, conversation: str, *, turn: Memory | None = None,
+             episode_id: str | None = None) -> LearningPlan:
+        """The plan for one message (LLM calls, nothing written)."""
+        if self.refresh is not None:
+            self.refresh()
+        result = plan(self.vault, self.cfg, text, conversation, summarize=self.summarize, warn=self.warn,
+                      reconcile_mode=self.vault.settings.reconcile_mode, learned_from=turn.id if turn else None)
+        result.episode_id = episode_id
+        return result
+
+    def plan_episode(self, user_turns: list[Memory], conversation: str, episode_id: str | None
+                     ) -> LearningPlan | None:
+        """The predict-calibrate plan for one episode (None: no valid answer; learn per message)."""
+        if self.refresh is not None:
+            self.refresh()
+        return plan_episode(self.vault, self.cfg, user_turns, conversation, episode_id, summarize=self.summarize,
+                            warn=self.warn, reconcile_mode=self.vault.settings.reconcile_mode)
+
+    def store(self, change, plan: LearningPlan, now: datetime | None) -> Learned:
+        """Write a plan inside the caller's change (the lock held), and add it to `learned`."""
+        settings = self.vault.settings
+        learned = apply(change, plan, now=now, max_entries=settings.max_entries, review=settings.learned_review)
+        self.learned.merge(learned)
+        return learned
+
+    def message(self, text: str, conversation: str, *, now: datetime | None, turn: Memory | None = None,
+                episode_id: str | None = None, commit_empty: bool = True, mark: bool = False,
+                title: str | None = None) -> Learned:
+        """Learn from one message in one commit. An LLMError propagates: nothing was written.
+
+        turn: the user turn the message is (its id becomes `learned_from`); mark: record on it
+        `extracted: true` in the same commit (a turn that taught nothing is marked with the next
+        MARK_BATCH such turns, or by `flush`). commit_empty: make the change even when there is
+        nothing to learn (eviction runs in it), else only when the plan changes something."""
+        if mark and turn is not None and turn.path is not None:
+            current = files.still_live(self.vault.root, turn.path, turn.id)
+            if current is not None and current.extra.get(EXTRACTED) is True:
+                return Learned()  # learned from meanwhile (a catch-up beside a chat): not twice
+        plan = self.plan(text, conversation, turn=turn, episode_id=episode_id)
+        if not plan.decisions and not commit_empty:
+            if mark and turn is not None:
+                self._quiet.append(turn)
+                if len(self._quiet) >= MARK_BATCH:
+                    self.flush()
+            # Nothing written, but a fact dropped for holding a secret is still shown in the sum
+            quiet = Learned(facts=list(plan.facts), events=withheld_events(plan))
+            self.learned.events += quiet.events
+            return quiet
+        with self.vault.change(self.command) as change:
+            if title:
+                change.title = title
+            learned = self.store(change, plan, now)
+            if mark and turn is not None:
+                mark_extracted(change, [turn])
+        return learned
+
+    def mark(self, change, turns: list[Memory]) -> None:
+        """Record in `change` that these user turns have been learned from (an episode's)."""
+        mark_extracted(change, turns)
+
+    def flush(self, change=None) -> None:
+        """Mark the turns that taught nothing: in `change`, else in a commit of their own."""
+        turns, self._quiet = self._quiet, []
+        if not turns:
+            return
+        if change is not None:
+            mark_extracted(change, turns)
+            return
+        with self.vault.change(self.command) as change:
+            change.title = f"{len(turns)} turn{'s' if len(turns) != 1 else ''} learned from, no new facts"
+            mark_extracted(change, turns)
+
+
+def mark_extracted(change, turns: list[Memory]) -> None:
+    """Record on each user turn, still as it was, that it has been learned from."""
+    for turn in turns:
+        current = files.still_live(change.root, turn.path, turn.id, turn.text)
+        if current is not None and current.extra.get(EXTRACTED) is not True:
+            current.extra[EXTRACTED] = True
+            change.rewrite(current)
+
+
+# -- catching up (`memvault learn`, and every `serve` / `mcp` start) -----------------------------------
+# A chat's user turn is written with `extracted: false` and marked true in the commit of what it
+# taught. A turn still false was never learned from: the server stopped before its upkeep ran, the
+# reply was cut short, the LLM was down. These are found through the index and learned from here.
+
+
+@dataclass
+class CatchUp:
+    """What a catch-up found (`turns`, oldest first) and did."""
+
+    turns: list[Memory] = field(default_factory=list)
+    done: int = 0  # turns learned from
+    no_answer: int = 0  # turns the model gave no valid answer for (still waiting)
+    error: str | None = None  # why it stopped (an LLM that is down); the rest still waits
+    learned: Learned = field(default_factory=Learned)
+    dry_run: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and not self.no_answer
+
+    def to_json(self) -> dict:
+        return {"dry_run": self.dry_run, "waiting": len(self.turns), "done": self.done,
+                "no_valid_answer": self.no_answer, "error": self.error,
+                "turns": [{"id": t.id, "conversation_id": t.conversation_id,
+                           "created_at": files.format_time(t.created_at), "text": t.text} for t in self.turns],
+                "changes": self.learned.to_json()}
+
+
+def unlearned_turns(vault, conversation: str | None = None, since: datetime | None = None,
+                    before: datetime | None = None) -> list[Memory]:
+    """The user turns still owed learning, oldest first: of one conversation (None: all), created
+    at or after `since` and before `before`; in extraction_mode predict-calibrate, not those of an
+    open episode (its close learns from them)."""
+    turns = []
+    for row in vault.index.unlearned_turn_rows(conversation):
+        turn = files.still_live(vault.root, vault.root / row["path"], row["id"])
+        if turn is None or turn.extra.get(EXTRACTED) is not False:
+            continue
+        if (since is None or turn.created_at >= since) and (before is None or turn.created_at < before):
+            turns.append(turn)
+    if vault.settings.extraction_mode == "predict-calibrate" and turns:
+        from memvault.episodes import open_turns
+
+        waiting_for_close = {t.id for c in {t.conversation_id for t in turns} for t in open_turns(vault, c)}
+        turns = [t for t in turns if t.id not in waiting_for_close]
+    return turns
+
+
+def catch_up(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None) -> CatchUp:
+    """Learn from each turn (oldest first), one commit per turn that taught something, the others
+    marked MARK_BATCH to a commit. A turn the model gives no valid answer for stays waiting; an LLM
+    that is down stops it (the rest stays waiting for the next catch-up)."""
+    from memvault.errors import LLMError, LLMNoValidAnswer
+
+    outcome = CatchUp(turns=list(turns), learned=learner.learned)
+    try:
+        for number, turn in enumerate(turns, 1):
+            try:
+                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
+                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id} (caught up)")
+            except LLMNoValidAnswer as exc:
+                outcome.no_answer += 1
+                if learner.warn:
+                    learner.warn(f"memvault: warning: turn {turn.id[:8]} not learned from: {exc}")
+                continue
+            except LLMError as exc:
+                outcome.error = f"{exc}; learned from {outcome.done} of {len(turns)} turns, the rest waits"
+                break
+            outcome.done += 1
+            if progress is not None:
+                progress(number, len(turns))
+    finally:
+        learner.flush()
+    if outcome.no_answer and outcome.error is None:
+        outcome.error = (f"the model gave no valid answer for {outcome.no_answer} of {len(turns)} turns; "
+                         "they wait for the next `memvault learn`")
+    return outcome

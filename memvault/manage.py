@@ -68,8 +68,14 @@ def remove(vault: Vault, ids: Sequence[str], now: datetime | None = None, reason
         for id_or_prefix in ids:
             memory = find_live(vault, id_or_prefix)
             memories.setdefault(memory.id, memory)
+        by_conversation: dict[str, list[Memory]] = {}
         for memory in memories.values():
             change.soft_delete(memory, "user", now=now, note=note)
+            by_conversation.setdefault(memory.conversation_id, []).append(memory)
+        from memvault import summaries
+
+        for conversation, gone in by_conversation.items():  # the summary no longer states what is gone
+            summaries.set_aside(change, conversation, gone, now=now)
     return list(memories.values())
 
 

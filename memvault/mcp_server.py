@@ -96,11 +96,35 @@ class Change(BaseModel):
     replaced_by: str | None = None
     new_text: str | None = None
     reason: str | None = None
+    would_replace: list[str] | None = Field(None, description="ADD of a proposal: the facts the user added it "
+                                                               "would retire; they stay until the user keeps it.")
 
 
 class AddResult(BaseModel):
     changes: list[Change]
     note: str | None = Field(None, description="Why nothing changed, when nothing did.")
+
+
+class ReviewFact(BaseModel):
+    id: str
+    text: str
+
+
+class ReviewEntry(BaseModel):
+    id: str
+    status: Literal["pending", "proposal", "learned"] = Field(
+        description="pending: waits, unused, until the user keeps it (setting learned_review); proposal: live, "
+                    "and would retire facts the user added, which stay until it is kept; learned: live.")
+    conversation: str
+    created_at: str
+    text: str
+    said: str | None = Field(None, description="The user's words it was learned from.")
+    would_replace: list[ReviewFact] = Field(description="Facts the user added that it would retire once kept.")
+    replaced: list[ReviewFact] = Field(description="Learned facts it retired (rejecting it brings them back).")
+
+
+class ReviewList(BaseModel):
+    facts: list[ReviewEntry] = Field(description="Newest first. `memvault review` keeps or rejects them.")
 
 
 class RecentMemories(BaseModel):
@@ -162,10 +186,12 @@ class _Server(MCPServer):
     """MCPServer that says in one sentence what is wrong with a call's arguments, and refuses
     arguments a tool does not take (the SDK drops them, so a misspelt `k` would go unnoticed)."""
 
-    def __init__(self, *args: Any, warm_up: Callable[[], None] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, warm_up: Callable[[], None] | None = None,
+                 after_warm_up: Callable[[], None] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.parameters: dict[str, list[str]] = {}
         self._warm_up = warm_up
+        self._after_warm_up = after_warm_up  # in the warm-up thread, once calls are let through
         self._ready = threading.Event()  # set once the warm-up is over (or failed)
         self._started = threading.Lock()
         if warm_up is None:
@@ -186,6 +212,8 @@ class _Server(MCPServer):
                 self._warm_up()
             finally:
                 self._ready.set()
+            if self._after_warm_up is not None:
+                self._after_warm_up()
 
         threading.Thread(target=run, name="memvault-warm-up", daemon=True).start()
 
@@ -239,7 +267,7 @@ def _change(row: dict[str, Any]) -> Change:
     return Change(event=row["event"], id=row["id"], kind=files.kind_of_role(row["role"]),
                   conversation=row["conversation_id"], text=row["text"], replaces=row.get("replaces"),
                   old_text=row.get("old_text"), replaced_by=row.get("replaced_by"), new_text=row.get("new_text"),
-                  reason=row.get("reason"))
+                  reason=row.get("reason"), would_replace=row.get("would_replace"))
 
 
 def _tags(meta: dict[str, Any]) -> list[str]:
@@ -251,8 +279,10 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
     """The MCP server of one open vault (a `Memvault`, ideally opened with watch=True). warm_up: load
     the models in a thread once the client has listed the tools (or made a first call, which waits
     for them), so that the first search does not pay for them."""
+    started = files.utcnow()
     server = _Server("memvault", title="memvault", version=__version__, instructions=INSTRUCTIONS,
-                     log_level="WARNING", warm_up=(lambda: _warm(vault)) if warm_up else None)
+                     log_level="WARNING", warm_up=(lambda: _warm(vault)) if warm_up else None,
+                     after_warm_up=(lambda: _catch_up(vault, started)) if warm_up else None)
     read_only = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
     def search_memory(
@@ -306,7 +336,12 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
                                  tags=tags)
         except (MemvaultError, OSError) as exc:
             raise _failure(exc) from None
-        return AddResult(changes=[Change(event="ADD", **_item(m)) for m in memories])
+        note = None
+        if not memories and memories.duplicates:
+            held = memories.duplicates[0][1]
+            note = (f"nothing stored: memory {held.id} ({held.kind}, conversation {held.conversation_id}) "
+                    "already says exactly this")
+        return AddResult(changes=[Change(event="ADD", **_item(m)) for m in memories], note=note)
 
     def get_memory(
         id: Annotated[str, Field(description="The memory's id, or a unique prefix of at least 4 characters.")],
@@ -375,6 +410,23 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
                           index=IndexState(rows=index["rows"], in_step=index["in_step"],
                                            out_of_step=index["out_of_step"]),
                           last_commit=data["last_commit"])
+    def review_memories(
+        conversation: Annotated[str | None, Field(
+            description="Only this conversation; leave out for every conversation.")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="How many to return.")] = 20,
+    ) -> ReviewList:
+        """What memvault learned that the user has not reviewed yet, newest first: each fact with the words
+        it came from, and the user's facts it would replace. Keeping or rejecting them is the user's call
+        (`memvault review`)."""
+        try:
+            items = vault.review(conversation, limit=limit)
+        except (MemvaultError, OSError) as exc:
+            raise _failure(exc) from None
+        return ReviewList(facts=[ReviewEntry(
+            id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
+            created_at=files.format_time(i.memory.created_at), text=i.memory.text, said=i.said,
+            would_replace=[ReviewFact(id=m.id, text=m.text) for m in i.would_replace],
+            replaced=[ReviewFact(id=m.id, text=m.text) for m in i.replaced]) for i in items])
 
     def conversation_summary(
         conversation: Annotated[str, Field(description="The conversation id, such as 'global' or 'work'.")],
@@ -404,6 +456,8 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
     server.tool_of(vault_stats, title="Vault stats", annotations=ToolAnnotations(title="Vault stats", **read_only))
     server.tool_of(conversation_summary, title="Conversation summary",
                    annotations=ToolAnnotations(title="Conversation summary", **read_only))
+    server.tool_of(review_memories, title="Learned facts to review",
+                   annotations=ToolAnnotations(title="Learned facts to review", **read_only))
     return server
 
 
@@ -440,6 +494,23 @@ def _leave(vault, signum: int) -> None:
         pass  # another process has held it all this time: no call of ours is in a change
     sys.stderr.flush()
     os._exit(0)
+def _catch_up(vault, before) -> None:
+    """The learning owed to turns from before this server started (`Memvault.learn`), each change said
+    on stderr; a failure is a warning (the turns wait for the next start or `memvault learn`)."""
+    from memvault.term import change_lines
+
+    try:
+        outcome = vault.learn(before=before)
+    except Exception as exc:
+        sys.stderr.write(f"memvault: warning: catching up on learning failed: {' '.join(str(exc).split())[:300]}\n")
+        return
+    for line in change_lines(outcome.learned.to_json()):
+        sys.stderr.write(f"memvault: {line}\n")
+    if outcome.turns:
+        sys.stderr.write(f"memvault mcp: caught up learning from {outcome.done} of {len(outcome.turns)} turn(s) "
+                         "never learned from\n")
+    if outcome.error:
+        sys.stderr.write(f"memvault: warning: {outcome.error}\n")
 
 
 def _warm(vault) -> None:

@@ -190,15 +190,18 @@ def estimate_tokens(text: str) -> int:
 
 # --- episodes and predict-calibrate (docs/design.md, "Episodes") -------------------------------
 
-# Title and narrative of one closed episode, from its turns.
+# Title and narrative of one closed episode, from its turns. No concrete example: given a short
+# conversation, the 1.5B model copied the one it was shown ("Planning a move to Lisbon ..."; issue
+# 26, bench/episode_grounding.py). The answer's shape is enough, and the JSON schema constrains it;
+# episodes.grounding rejects a record the turns do not bear out.
 EPISODE = """\
 You write a short record of one part of a conversation between a user and an assistant.
 Give a "title" of at most 8 words saying what it was about, and a "narrative" of 1 to 4 \
 sentences in the third person ("The user ..."): what the user told, asked or decided, and what \
-the assistant answered. Keep names, dates and numbers. Do not invent anything.
-Answer with JSON only, like \
-{"title": "Planning a move to Lisbon", "narrative": "The user said they will move to Lisbon in \
-May. The assistant suggested three neighbourhoods."}"""
+the assistant answered. Use only what this conversation says, with its own names, dates and \
+numbers. Do not invent anything.
+Answer with JSON only, in this shape: \
+{"title": "<what it was about>", "narrative": "The user <...>. The assistant <...>."}"""
 
 # Predict: given only what is known, what did the user most likely say? (An episode's known
 # facts, no turns.) What this misses is what the conversation taught.

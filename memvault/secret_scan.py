@@ -1,5 +1,5 @@
 """Secrets said to memvault never reach its files, its git history or a remote (docs/design.md,
-section 17, "Secrets").
+section 18, "Secrets").
 
 What a user pastes into a chat (an API key, a token, a password, a private key, a connection
 string with its password) is found here and replaced by a placeholder, `[secret: openai-key …a1b2]`,

@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memvault import __version__, files, signals
+from memvault import __version__, files, signals, term
 from memvault.errors import (LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound, UsageError,
                              VaultStateError, validation_problem)
 
@@ -320,6 +320,16 @@ class SearchBody(BaseModel):
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
 
 
+class ReviewBody(BaseModel):
+    """POST /v1/memories/review: what `memvault review --keep` / `--reject` take."""
+
+    model_config = ConfigDict(extra="forbid")
+    keep: list[str] = []
+    reject: list[str] = []
+    text: str | None = None
+    reason: str | None = None
+
+
 def checked(model: type[BaseModel], body: dict) -> Any:
     try:
         return model.model_validate(body)
@@ -409,16 +419,36 @@ class Upkeep:
             self.pending += 1
         self._pool.submit(self._run, turn)
 
-    def _run(self, turn) -> None:
+    def catch_up(self, vault, before) -> None:
+        """Queue the learning owed to turns from before this server started (`Memvault.learn`: a
+        server stopped before its upkeep, a reply cut short, an LLM that was down), each change logged."""
+        with self._lock:
+            self.pending += 1
+        self._pool.submit(self._run, None, lambda: self._catch_up(vault, before))
+
+    def _catch_up(self, vault, before) -> None:
+        outcome = vault.learn(before=before)
+        for line in term.change_lines(outcome.learned.to_json()):
+            self._notice(f"memvault: {line}")
+        if outcome.turns:
+            self._notice(f"memvault serve: caught up learning from {outcome.done} of {len(outcome.turns)} turn(s) "
+                         "never learned from")
+        if outcome.error:
+            self._notice(f"memvault: warning: {outcome.error}")
+
+    def _run(self, turn, call: Callable[[], Any] | None = None) -> None:
         try:
             if self.stopping:
                 with self._lock:
-                    self.skipped += 1
+                    self.skipped += turn is not None
                 return
             try:
-                result = turn.finish()
-                if result.upkeep_error:
-                    self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
+                if call is not None:
+                    call()
+                else:
+                    result = turn.finish()
+                    if result.upkeep_error:
+                        self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
             except Exception as exc:  # the turns are stored; say why learning failed and go on
                 self._notice(f"memvault: warning: memory upkeep failed: {as_api_error(exc).message}")
             if self._when_idle is not None and self.pending == 1 and not self.stopping:
@@ -799,6 +829,26 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever)
         return _json(outcome.to_json())
 
+    @app.get("/v1/memories/review")
+    async def review_list(conversation_id: str | None = None, limit: int | None = None):
+        items = await blocking(vault.review, conversation_id, limit=limit)
+        return _json([item.to_json(vault.root) for item in items])
+
+    @app.post("/v1/memories/review")
+    async def review(request: Request):
+        body: ReviewBody = checked(ReviewBody, await json_object(request))
+        if bool(body.keep) == bool(body.reject):
+            raise ApiError(400, "give the ids of learned facts to keep or to reject (one of the two)", "keep")
+        if body.text is not None and not body.keep:
+            raise ApiError(400, "text goes with keep", "text")
+        if body.reason is not None and not body.reject:
+            raise ApiError(400, "reason goes with reject", "reason")
+        if body.keep:
+            outcome = await blocking(vault.review_keep, body.keep, text=body.text)
+        else:
+            outcome = await blocking(vault.review_reject, body.reject, reason=body.reason)
+        return _json(outcome.to_json())
+
     @app.get("/v1/memories/{memory_id}")
     async def get(memory_id: str):
         memory = await blocking(vault.get, memory_id)
@@ -889,6 +939,7 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     from memvault import llm
 
     check_bind(options.host, options.api_key)
+    started = files.utcnow()  # turns from before this moment that were never learned from are caught up
     # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -903,6 +954,7 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
         except Exception as exc:  # the requests that need them will say what is wrong, one line each
             notice(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}")
     app, proxy = build_app(vault, options, notice)
+    proxy.upkeep.catch_up(vault, started)  # what earlier runs left unlearned, before any new turn's upkeep
     config = uvicorn.Config(app, log_config=log_config(options.access_log), access_log=options.access_log,
                             lifespan="off", timeout_graceful_shutdown=GRACE_REQUESTS, timeout_keep_alive=5,
                             server_header=False)

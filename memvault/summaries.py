@@ -35,20 +35,88 @@ def summary_path(vault, conversation: str) -> Path:
 
 
 def read_rolling_summary(vault, conversation: str) -> Memory | None:
+    """The rolling summary in use: None when there is none, or when it is set aside (`stale`)."""
+    summary = summary_file(vault, conversation)
+    return None if summary is None or summary.extra.get(STALE) else summary
+
+
+def summary_file(vault, conversation: str) -> Memory | None:
+    """The rolling summary's file as it is, set aside or not."""
     return files.read_optional(summary_path(vault, conversation), vault.root)
 
 
 def write_rolling_summary(change, conversation: str, text: str, now: datetime | None = None, **extra) -> Memory:
     """Create or rewrite the rolling summary; its id stays stable across updates."""
-    current = read_rolling_summary(change.vault, conversation)
+    current = summary_file(change.vault, conversation)
     stamp = files.format_time(now or files.utcnow())
     if current is not None:
         current.text = text.strip()
+        for key in (STALE, STALE_SINCE):
+            current.extra.pop(key, None)
         current.extra.update(summary_kind="rolling", updated_at=stamp, **extra)
         return change.rewrite(current)
     memory = files.new_memory(text, "summary", conversation, created_at=now or files.utcnow(),
                               extra={"summary_kind": "rolling", "updated_at": stamp, **extra})
     return change.add(memory)
+
+
+# -- the summary follows the facts (docs/design.md, "The write path") ----------------------------
+# The rolling summary is folded by a model, so it cannot be edited to drop one fact. When a fact it
+# may state leaves (removed, rejected in review, undone, replaced without a fold that says so), the
+# summary is set aside in the same commit: marked `stale`, kept in its file and in git, no longer
+# injected nor shown; the next fold (the next learning, or `summarize`) writes it again from the
+# live facts. No model is needed for that, so `rm` and `undo` work with the LLM down.
+
+STALE = "stale"
+STALE_SINCE = "stale_since"
+
+
+def may_state(summary: Memory, memory: Memory) -> bool:
+    """Whether the summary may state the memory: it is knowledge and the summary was written since
+    the memory was made (a summary older than a fact cannot hold it)."""
+    if memory.role not in KNOWLEDGE_ROLES:
+        return False
+    stamp = summary.extra.get("updated_at") or summary.created_at
+    try:
+        written = files.parse_time(stamp)
+    except ValueError:
+        return True
+    return written >= memory.created_at
+
+
+def states_any(text: str, memories: list[Memory]) -> bool:
+    """Whether a sentence of `text` still says all that one of the memories says (same words, same
+    polarity): a fold told a fact is gone that kept it anyway."""
+    import re
+
+    from memvault.extraction import _carries
+
+    sentences = [part for part in re.split(r"(?<=[.!?;])\s+|\n+", text or "") if part.strip()]
+    return any(_carries(sentence, memory.text) for memory in memories for sentence in sentences)
+
+
+def set_aside(change, conversation: str, gone: list[Memory], now: datetime | None = None,
+              force: bool = False) -> Memory | None:
+    """Mark the conversation's rolling summary stale in `change` when it may state one of the
+    memories that are gone (force: it does). Returns the summary set aside, or None."""
+    current = read_rolling_summary(change.vault, conversation)
+    if current is None or not gone or not (force or any(may_state(current, m) for m in gone)):
+        return None
+    current.extra[STALE] = True
+    current.extra[STALE_SINCE] = files.format_time(now or files.utcnow())
+    return change.rewrite(current)
+
+
+# A summary set aside is written again by the next learning from at most this many tokens of live
+# facts; a conversation with more waits for `summarize --rebuild` (depth by size).
+REFOLD_TOKENS = CHUNK_TOKENS
+
+
+def knowledge(vault, conversation: str, exclude: set = frozenset()) -> list[str] | None:
+    """The texts of the conversation's live facts, notes and decisions, oldest first (none of the
+    ids in `exclude`); None when they are over REFOLD_TOKENS."""
+    texts = [" ".join(m.text.split()) for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if m.id not in exclude]
+    return texts if estimate_tokens("\n".join(texts)) <= REFOLD_TOKENS else None
 
 
 def fold_in(cfg, previous: str | None, facts: list[str], gone: list[str] = ()) -> tuple[str, int]:

@@ -127,3 +127,23 @@ class stage_progress:
         if self.progress is not None:
             self.progress.stop()
         return False
+
+
+def change_lines(rows: list[dict]) -> list[str]:
+    """Each change as one line: the action, the id, the text, and what it replaced or was replaced by."""
+    lines = []
+    for row in rows:
+        text = " ".join(row["text"].split())
+        if row["event"] == "ADD" and row.get("role") == "pending":
+            text += "  (waits for `memvault review`)"
+        elif row.get("would_replace"):
+            names = ", ".join(i[:8] for i in row["would_replace"])
+            text += f"  (would replace {names}, a fact you added: `memvault review` keeps or rejects it)"
+        if row["event"] == "UPDATE":
+            text += f"  (replaces {row['replaces'][:8]}: {' '.join(row['old_text'].split())})"
+        elif row["event"] == "REPLACE":
+            text += f"  (replaced by {row['replaced_by'][:8]})"
+        elif row.get("reason") and row["event"] in ("DELETE", "WITHHELD"):
+            text += f"  ({row['reason']})"
+        lines.append(f"{row['event']:<7} {row['id'] or '-'}  {text}")  # a WITHHELD fact has no id
+    return lines

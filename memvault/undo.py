@@ -56,7 +56,10 @@ def undo(vault: Vault, commit: str | None = None) -> UndoResult:
     changes = _changes(vault, sha)
     if not changes:
         raise UsageError(f"commit {sha[:12]} ({subject!r}) changed no memories")
-    _refuse_if_changed_since(vault, sha, changes)
+    # A rolling summary written since is no reason to refuse (it changes with every lesson): it is
+    # left as it is and set aside below, so it no longer states what this undo takes back.
+    moved_on = _refuse_if_changed_since(vault, sha, changes, allowed=_is_rolling_summary)
+    changes = [(status, path) for status, path in changes if path not in moved_on]
     before = gitrepo.read_blobs(vault.root, [f"{sha}^:{path}" for status, path in changes if status != "A"])
     result = UndoResult(sha, subject)
     with vault.change("undo") as change:
@@ -72,12 +75,15 @@ def undo(vault: Vault, commit: str | None = None) -> UndoResult:
             change.restore_file(memory, target, content)
             if not files.is_deleted_path(PurePosixPath(path)):
                 restored_ids.add(memory.id)
+        taken_out: dict[str, list] = {}
         for status, path in changes:
             if status != "A":
                 continue
             target = vault.root / path
             memory = files.read_memory(target, vault.root)[0]
             change.take_out(memory, show=memory.id not in restored_ids)
+            taken_out.setdefault(memory.conversation_id, []).append(memory)
+        _summaries_follow(change, taken_out, moved_on)
     result.events = [e for e in change.events if e.action in (RESTORE, REMOVE) and e.memory.role != "summary"]
     result.commit_sha = change.commit_sha
     return result
@@ -111,7 +117,8 @@ def _pick(vault: Vault, commit: str | None) -> tuple[str, str, list[str]]:
             out = gitrepo.git_output(vault.root, "log", "-n1", "--format=%H%x1f%s%x1f%P", f"{commit}^{{commit}}", "--")
         except MemvaultError:
             raise NotFound(f"no commit {commit!r} in {vault.root}") from None
-        sha, subject, parents = out.strip().split("\x1f")
+        # strip("\n"), not strip(): \x1f is whitespace to Python, and a root commit's parent field is empty
+        sha, subject, parents = out.strip("\n").split("\x1f")
         return sha, subject, parents.split()
     # The newest memvault change not taken back yet, so that `undo`, `undo`, `undo` walks back
     # through the history; an undo's own trailer names what it took back. (Hand commits are
@@ -145,11 +152,35 @@ def _changes(vault: Vault, sha: str) -> list[tuple[str, str]]:
     return [(status, path) for status, path in rows if path.endswith(".md")]
 
 
-def _refuse_if_changed_since(vault: Vault, sha: str, changes: list[tuple[str, str]]) -> None:
-    """Every file must be as the commit left it (present with its content, or absent)."""
+def _is_rolling_summary(path: str) -> bool:
+    """entries/<conversation>/summaries/summary.md"""
+    parts = PurePosixPath(path).parts
+    return len(parts) == 4 and parts[0] == files.ENTRIES and parts[2:] == ("summaries", "summary.md")
+
+
+def _summaries_follow(change, taken_out: dict[str, list], moved_on: set[str]) -> None:
+    """The rolling summary no longer states what the undo took out (docs/design.md, "The write
+    path"): set aside when it changed since the commit (it was left as it is) or may state a memory
+    taken out; a summary put back as the commit found it predates them and stays."""
+    from memvault import summaries
+
+    for path in moved_on:
+        memory = files.read_optional(change.root / path, change.root)
+        if memory is not None:
+            summaries.set_aside(change, memory.conversation_id, taken_out.get(memory.conversation_id) or [memory],
+                                force=True)
+    for conversation, memories in taken_out.items():
+        summaries.set_aside(change, conversation, memories)
+
+
+def _refuse_if_changed_since(vault: Vault, sha: str, changes: list[tuple[str, str]],
+                             allowed=lambda path: False) -> set[str]:
+    """Every file must be as the commit left it (present with its content, or absent), but those
+    `allowed` may have changed: returns these."""
     from memvault import gitrepo
 
     after = gitrepo.read_blobs(vault.root, [f"{sha}:{path}" for status, path in changes if status != "D"])
+    moved_on: set[str] = set()
     for status, path in changes:
         target = vault.root / path
         expected = None if status == "D" else after[f"{sha}:{path}"]
@@ -159,8 +190,11 @@ def _refuse_if_changed_since(vault: Vault, sha: str, changes: list[tuple[str, st
             current = None
         except (OSError, UnicodeDecodeError):
             current = "\0"  # unreadable now: certainly not what the commit left
-        if current != expected:
+        if current != expected and allowed(path):
+            moved_on.add(path)
+        elif current != expected:
             later = gitrepo.git_output(vault.root, "log", "-n1", "--format=%h %s", f"{sha}..", "--", path).strip()
             by = f" by {later}" if later else " by hand (not committed)"
             raise MemvaultError(f"{path} changed since {sha[:8]}{by}; undo the later change first, nothing was "
                                 "written")
+    return moved_on

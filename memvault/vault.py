@@ -300,6 +300,8 @@ class Event:
             data["reason"] = self.reason
         if self.memory.extra.get(files.DELETED_NOTE) and self.action == DELETE:
             data["note"] = self.memory.extra[files.DELETED_NOTE]
+        if self.action == ADD and self.memory.extra.get("would_replace"):  # a proposal: `memvault review`
+            data["would_replace"] = list(self.memory.extra["would_replace"])
         if self.action == UPDATE and self.other is not None:
             data.update(replaces=self.other.id, old_text=self.other.text)
         elif self.action == REPLACE and self.other is not None:
@@ -481,6 +483,23 @@ class Change:
         self._move_to_deleted(old, reason, new.id, now)
         self.events.append(Event(UPDATE, new, old, reason))
         return new
+
+    def move(self, memory: Memory, role: str) -> Memory:
+        """A live memory becomes one of another role, with its id and its file name, in that role's
+        folder (a learned fact kept in review leaves pending/ for facts/): recorded as an ADD there."""
+        old_path = memory.path
+        memory.role = role
+        target = self.root / files.relative_path_for(memory)
+        if old_path is not None:
+            target = target.with_name(old_path.name)
+        self._write(memory, target)
+        if old_path is not None and old_path != target:
+            old_path.unlink(missing_ok=True)
+            self.written_paths.discard(old_path)
+            self.removed_paths.add(old_path)
+            self._pending.add(old_path)
+        self.events.append(Event(ADD, memory))
+        return memory
 
     def evict(self, conversation: str, max_entries: int, now: datetime | None = None) -> list[Memory]:
         """Past max_entries turns and learned facts (what memvault wrote itself) in the conversation,

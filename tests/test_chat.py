@@ -159,11 +159,12 @@ def test_dissimilar_facts_are_not_asked_about(vault_dir, llm_env, monkeypatch):
 def test_garbage_is_retried_then_nothing_is_invented(vault_dir, llm_env):
     llm_env.push("Sure! Here are the facts: none really", "{not json")
     result = run_cli("add", "--extract", "I think I'll have lunch soon, maybe")
-    assert result.exit_code == 0, result.stderr
+    # Garbage is a failure the user sees (issue 26, case 7), never "no facts found".
+    assert result.exit_code == 1
     assert len(llm_env.requests) == 2  # one retry, with the validation error quoted
     assert "valid" in json.dumps(llm_env.requests[1]["messages"][-1]).lower()
     assert live(vault_dir) == []
-    assert "no facts found" in result.stderr
+    assert "no valid answer" in result.stderr and "no facts found" not in result.stderr
 
 
 def test_reconcile_failure_adds_all_new_facts(vault_dir, llm_env, monkeypatch):

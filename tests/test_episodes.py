@@ -156,13 +156,91 @@ def test_a_model_that_is_down_still_gets_the_episode_written_in_message_mode(vau
     assert episode.text == "The user said: I am planning a trip to Japan in April"
 
 
+# -- grounded in the turns (issue 26, case 6) -------------------------------------------------------
+
+# What the 1.5B model answered for the conversation below: the example of the episode prompt it was
+# shown, copied word for word.
+COPIED_EXAMPLE = record("Planning a move to Lisbon", "The user said they will move to Lisbon in May. "
+                                                     "The assistant suggested three neighbourhoods.")
+SCHOOL = [("user", "My son Tom starts school in September."), ("assistant", "Exciting! Is it a local primary school?")]
+
+
+def test_an_imported_episode_the_model_invented_is_not_stored(vault_dir, tmp_path, llm_env, monkeypatch):
+    from export_fixtures import chatgpt_conversation, write_json
+
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    export = write_json(tmp_path / "conversations.json", [chatgpt_conversation("c-school", "School", SCHOOL)])
+    llm_env.push(facts("The user's son Tom starts school in September"), COPIED_EXAMPLE)
+    result = run_cli("import", "chatgpt", str(export), "--extract")
+    assert result.exit_code == 0, result.stderr
+    assert "not in its turns" in result.stderr  # said, not silently replaced
+    [episode] = live(vault_dir, "episode")
+    # The plain record, made from the turns themselves, and marked so.
+    assert episode.extra["title"] == "My son Tom starts school in September."
+    assert episode.text == "The user said: My son Tom starts school in September."
+    assert episode.extra["narrative_fallback"] is True
+    assert "Lisbon" not in episode.path.read_text()
+    found = json.loads(run_cli("search", "--json", "--kind", "episode", "move to Lisbon in May").stdout)
+    assert all("Lisbon" not in r["text"] and "Lisbon" not in (r["episode_title"] or "") for r in found)
+
+
+def test_episodes_close_keeps_a_narrative_the_turns_bear_out(vault_dir, llm_env, monkeypatch):
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    _turns(vault_dir, *((minutes, role, text) for minutes, (role, text) in enumerate(SCHOOL)))
+    told = "The user's son Tom starts school in September. The assistant asked whether it is a local primary school."
+    llm_env.push(record("Tom starting school", told))
+    result = run_cli("episodes", "--close", "--now", at(3))
+    assert result.exit_code == 0, result.stderr
+    assert "not in its turns" not in result.stderr
+    [episode] = live(vault_dir, "episode")
+    assert episode.text == told and episode.extra["title"] == "Tom starting school"
+    assert "narrative_fallback" not in episode.extra
+    # A title with no word of the turns in it, over a true narrative: the plain title, the narrative kept.
+    _turns(vault_dir, (10, "user", "My knee hurts after running."), (11, "assistant", "Rest it and ice it."))
+    llm_env.push(record("A weekend in Porto", "The user's knee hurts after running; the assistant said to rest and ice it."))
+    assert run_cli("episodes", "--close", "--now", at(12)).exit_code == 0
+    knee = live(vault_dir, "episode")[-1]
+    assert knee.extra["title"] == "My knee hurts after running." and knee.text.startswith("The user's knee hurts")
+    # The same conversation closed with the copied example instead: the plain record.
+    _turns(vault_dir, (30, "user", "My son Tom starts school in September."), (31, "assistant", "Exciting!"))
+    llm_env.push(COPIED_EXAMPLE)
+    assert run_cli("episodes", "--close", "--now", at(32)).exit_code == 0
+    second = live(vault_dir, "episode")[-1]
+    assert second.text == "The user said: My son Tom starts school in September." and "Lisbon" not in second.extra["title"]
+
+
+def test_what_the_grounding_check_accepts_and_rejects():
+    turns = [files.new_memory(text, role, created_at=T0) for role, text in SCHOOL]
+    assert episodes.grounding("Moving to Porto next spring", turns).touches is False  # a title of another story
+    assert episodes.grounding("Tom's first year", turns).touches is True  # a title in words of its own
+    assert episodes.grounding("The user said Tom moves to Porto next spring.", turns).grounded is False
+    assert episodes.grounding("The user talked.", turns).grounded is False  # nothing of the turns in it
+    copied = episodes.grounding("The user will move to Lisbon in May; three neighbourhoods.", turns)
+    assert copied.copied and not copied.grounded
+    # Half true, half the old example: what the 1.5B model wrote for a driving test (bench/episode_grounding.py).
+    test = [files.new_memory(text, "user", created_at=T0) for text in (
+        "I finally passed my driving test!", "Well done! Was it your first attempt?", "Third, actually.",
+        "Persistence pays off.")]
+    partly = episodes.grounding("The user reported passing their driving test, which was their third attempt. The "
+                                "assistant acknowledged their persistence and suggested they consider their options "
+                                "for moving to Lisbon in May.", test)  # word for word
+    assert partly.share >= episodes.MIN_GROUNDED and partly.copied and not partly.grounded
+    forum = [files.new_memory("I joined a fantasy literature forum and had a great talk about my fave books.", "user",
+                              created_at=T0)]
+    assert episodes.grounding("The user joined a fantasy literature forum and talked about their fave books. The "
+                              "assistant suggested three neighbourhoods for the user to explore.", forum).copied
+    moving = [files.new_memory("We are moving to Lisbon in May.", "user", created_at=T0)]
+    assert episodes.grounding("The user is moving to Lisbon in May.", moving).grounded  # their own Lisbon
+
+
 # -- predict-calibrate ------------------------------------------------------------------------------
 
 
 def test_predict_calibrate_learns_what_the_prediction_missed(vault_dir, llm_env, monkeypatch):
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
     monkeypatch.setenv("MEMVAULT_EXTRACTION_MODE", "predict-calibrate")
-    assert run_cli("add", "The user lives in Oslo").exit_code == 0
+    # A learned fact: one the user added is never retired by learning alone (test_review.py).
+    memvault.open_vault(vault_dir).add("The user lives in Oslo", meta={files.ORIGIN_KEY: "learned"})
     said = _turns(vault_dir, (0, "user", "I live in Bergen now, not in Oslo anymore."), (1, "assistant", "Noted!"))
     llm_env.push("Hi!", record("Moving to Bergen", "The user said they live in Bergen now."),
                  prediction("The user lives in Oslo"), facts("The user lives in Oslo", "The user lives in Bergen"), NO)

@@ -88,9 +88,12 @@ def test_extract_empty_list_from_model(fake_llm):
     assert len(fake_llm.requests) == 1
 
 
-def test_extract_invalid_twice_gives_empty(fake_llm):
+def test_extract_invalid_twice_is_an_error_not_no_facts(fake_llm):
+    from memvault.errors import LLMNoValidAnswer
+
     fake_llm.push("The user plays chess.", "Still not JSON")
-    assert extract_facts(fake_llm.config(), "I play chess.") == []
+    with pytest.raises(LLMNoValidAnswer, match="no valid answer after a retry"):
+        extract_facts(fake_llm.config(), "I play chess.")
     assert len(fake_llm.requests) == 2
 
 

@@ -31,7 +31,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from memvault.mcp_server import build_server  # noqa: E402
 
 TOOLS = ["search_memory", "add_memory", "get_memory", "delete_memory", "recent_memories", "memory_history",
-         "vault_stats", "conversation_summary"]
+         "vault_stats", "conversation_summary", "review_memories"]
 NO = '{"answer": "no"}'
 
 

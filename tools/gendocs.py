@@ -81,6 +81,9 @@ SETTING_HELP = {
     "extraction_mode": "When and how facts are learned: message (from each user message) or predict-calibrate "
                        "(from each closed episode: the model guesses from the related known facts what was "
                        "said, then keeps only what the guess missed or got wrong).",
+    "learned_review": "true: every learned fact waits for memvault review (stored and listed, never searched "
+                      "or injected, replacing nothing) until it is kept. false (the default): learned facts are "
+                      "live at once; only the retirement of a fact you added waits for review.",
 }
 
 
