@@ -184,6 +184,42 @@ def test_add_extract_learns_nothing_from_a_message_that_is_only_a_key(vault_dir,
     assert texts(vault_dir, "facts") == []
 
 
+def test_a_catch_up_shows_a_fact_held_back_for_a_key_and_marks_its_turn(vault_dir, llm_env, monkeypatch):
+    """`learn` (as import --extract and add --jsonl --extract) makes no commit for a turn that taught nothing:
+    the fact dropped for its key is still shown, and the turn is not asked about again."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    llm_env.push("Got it.", {"status": 500})  # the reply comes, the upkeep fails: the turn waits
+    assert run_cli("chat", f"The staging token is {GITHUB_TOKEN}").exit_code == 0
+    llm_env.push(facts(f"The staging token is {GITHUB_TOKEN}"))  # a small model copies the placeholder's value
+    result = run_cli("learn")
+    assert result.exit_code == 0, result.stderr
+    assert f"WITHHELD -  The staging token is [secret: github-token …{GITHUB_TOKEN[-4:]}]  (holds a secret: " \
+           "not learned)" in result.stdout
+    assert texts(vault_dir, "facts") == []
+    asked = len(llm_env.requests)
+    assert json.loads(run_cli("learn", "--json").stdout)["waiting"] == 0 and len(llm_env.requests) == asked
+    assert_only_withheld(vault_dir, GITHUB_TOKEN)
+
+
+def test_review_never_keeps_a_learned_fact_holding_a_secret(vault_dir, llm_env, monkeypatch):
+    """Learning drops such facts; a waiting fact edited by hand to hold a key is refused by keep, and so are
+    new words holding one; reject still works."""
+    monkeypatch.setenv("MEMVAULT_LEARNED_REVIEW", "true")
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    llm_env.push(facts("The user deploys the billing bot on Fridays"))
+    assert run_cli("add", "--extract", "I deploy the billing bot on Fridays").exit_code == 0
+    [waiting] = Vault(vault_dir).iter_memories(roles=("pending",))
+    refused = run_cli("review", "--keep", waiting.id, "--text", f"The user deploys with {GITHUB_TOKEN}")
+    assert refused.exit_code == 2 and "the new text holds a secret" in refused.stderr
+    waiting.path.write_text(waiting.path.read_text().replace("on Fridays", f"with {GITHUB_TOKEN}"))
+    refused = run_cli("review", "--keep", waiting.id)
+    assert refused.exit_code == 2 and f"{waiting.id} (" in refused.stderr and "holds a secret" in refused.stderr
+    assert GITHUB_TOKEN not in refused.stderr
+    assert texts(vault_dir, "facts") == []  # nothing went live
+    assert run_cli("review", "--reject", waiting.id).exit_code == 0
+    assert GITHUB_TOKEN.encode() not in git_objects(vault_dir)
+
+
 def test_a_summary_that_repeats_a_key_is_stored_with_the_placeholder(vault_dir, llm_env):
     """What memvault writes from a model's answer (summaries, episodes) passes the same door: a model that
     saw a key elsewhere and repeats it does not put it in a file."""
