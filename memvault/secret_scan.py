@@ -279,6 +279,8 @@ class _Detectors:
             if not value or _NOT_A_PASSWORD.match(value) or _filtered(value) or re.search(r"[(\[{<]", value[:1]) \
                     or re.search(r"\w[(\[]", value):
                 continue
+            if kind == "secret" and _PROSE_WORDS.fullmatch(value):
+                continue  # "secret_scan: held-out", "api_key: read-only": words, not a key (a passphrase stays one)
             yield Finding(kind, offset + start, offset + start + len(value), value)
 
     def _entropy_tokens(self, line: str, offset: int) -> Iterator[Finding]:
@@ -336,6 +338,10 @@ def _finding(line: str, offset: int, start: int, end: int, kind: str, base_kind:
         while end < len(line) and _TOKEN_CHAR.match(line[end]):
             end += 1
     return Finding(kind, offset + start, offset + end, line[start:end])
+
+
+# Lower-case words joined by hyphens or underscores: prose after a keyword, never a generated key.
+_PROSE_WORDS = re.compile(r"[a-z]+(?:[-_][a-z]+)+")
 
 
 def _refine(kind: str, value: str) -> str:

@@ -177,5 +177,7 @@ def negatives(seed: int = 32) -> list[str]:
         "token: ${{ secrets.GITHUB_TOKEN }}", "curl -H \"Authorization: Bearer $TOKEN\" https://api.example.com",
         "api_key: YOUR_API_KEY", "SECRET_KEY = get_random_secret_key()", "the key looks like sk-proj-xxxx…",
         "set `PGPASSWORD` before running psql", "mysql -u root -p (it asks for the password)",
+        # a keyword followed by prose words: this repository's own commit message was flagged
+        "bench/secret_scan: held-out technical prose", "the api_key: read-only for now, as agreed",
     ]
     return texts
