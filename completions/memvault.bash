@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm search serve show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm scrub search serve show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -238,6 +238,11 @@ _memvault() {
                 _memvault_compgen -W "$(_memvault_ids live)" -- "$cur"
             fi
             ;;
+        scrub)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --json --rewrite-history -h' -- "$cur"
+            fi
+            ;;
         search)
             case $prev in
                 -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight) :; return ;;
@@ -286,7 +291,7 @@ _memvault() {
                 --remote) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--help --json --no-push --remote -h' -- "$cur"
+                _memvault_compgen -W '--help --json --no-push --push-secrets --remote -h' -- "$cur"
             fi
             ;;
         undo)

@@ -98,6 +98,7 @@ complete -c memvault -n __memvault_needs_command -a reindex -d 'Sync the index w
 complete -c memvault -n __memvault_needs_command -a restore -d 'Bring one deleted or replaced memory back live, committed'
 complete -c memvault -n __memvault_needs_command -a review -d 'Look over what memvault learned: learned facts and proposals not yet reviewed, newest first'
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
+complete -c memvault -n __memvault_needs_command -a scrub -d 'Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
 complete -c memvault -n __memvault_needs_command -a serve -d 'Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
@@ -206,6 +207,9 @@ complete -c memvault -n '__memvault_using_command review' -a '(__memvault_ids li
 complete -c memvault -n '__memvault_using_command rm' -l json -d 'Print the removed memories as JSON'
 complete -c memvault -n '__memvault_using_command rm' -a '(__memvault_ids live)'
 
+complete -c memvault -n '__memvault_using_command scrub' -l rewrite-history -d 'Also make the commits not pushed yet again without the secrets (same messages, authors and dates); the old history is kept under refs/memvault/before-scrub/TIME until you delete it'
+complete -c memvault -n '__memvault_using_command scrub' -l json -d 'Print what was scrubbed and what git history still holds as JSON'
+
 complete -c memvault -n '__memvault_using_command search' -s k -l top-k -x -d 'How many results (default_top_k)'
 complete -c memvault -n '__memvault_using_command search' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation to search, plus global'
 complete -c memvault -n '__memvault_using_command search' -s a -l all-conversations -d 'Search every conversation'
@@ -245,6 +249,7 @@ complete -c memvault -n '__memvault_using_command summarize' -l json -d 'Print t
 
 complete -c memvault -n '__memvault_using_command sync' -l remote -x -d 'The git remote (default: the branch\'s upstream, else origin, else the only one)'
 complete -c memvault -n '__memvault_using_command sync' -l no-push -d 'Pull and merge only; push nothing'
+complete -c memvault -n '__memvault_using_command sync' -l push-secrets -d 'Push even when the commits hold what looks like a secret (an API key, a password): it then leaves this machine for the remote and its backups, and must be rotated'
 complete -c memvault -n '__memvault_using_command sync' -l json -d 'Print what was pulled, pushed, re-indexed and resolved as JSON'
 
 complete -c memvault -n '__memvault_using_command undo' -l json -d 'Print what was done as JSON'

@@ -318,8 +318,12 @@ class Memvault:
         """(new, the live memory that already says it) for each new memory whose exact text is held by
         a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
         what earlier batches held or added, kept across calls)."""
+        from memvault import secret_scan
+
         found: list[tuple[Memory, Memory]] = []
         groups: dict[tuple[str, str], list[Memory]] = {}
+        # The text as it will be stored: a key added again every night is held by its placeholder
+        stored = {id(m): secret_scan.stored_text(self._vault, m.text) for m in memories}
         for memory in memories:
             groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
         # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
@@ -327,17 +331,17 @@ class Memvault:
         index = self._vault.index if self.exists() else None
         for (conversation, role), group in groups.items():
             held = held_by_group.setdefault((conversation, role), {})
-            fresh = [m.text for m in group if m.text not in held]
+            fresh = [stored[id(m)] for m in group if stored[id(m)] not in held]
             rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
             for text, row in rows.items():
                 memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
                 if memory is not None:
                     held[text] = memory
             for memory in group:
-                if memory.text in held:
-                    found.append((memory, held[memory.text]))
+                if stored[id(memory)] in held:
+                    found.append((memory, held[stored[id(memory)]]))
                 else:
-                    held[memory.text] = memory  # a second copy in the same add is a duplicate too
+                    held[stored[id(memory)]] = memory  # a second copy in the same add is a duplicate too
         return found
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
@@ -858,7 +862,7 @@ class Memvault:
         with self._read_lock:
             return sync.reindex(self._vault, full=full, progress=progress)
 
-    def sync(self, remote: str | None = None, *, push: bool = True,
+    def sync(self, remote: str | None = None, *, push: bool = True, push_secrets: bool = False,
              progress: Callable[[str, int, int], None] | None = None):
         """One vault on several machines (docs/design.md, "One vault on several machines"): commit the
         hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
@@ -866,10 +870,22 @@ class Memvault:
         rules: never a conflict marker in a file), re-index only the files that changed, and push
         (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
         the credentials or rejects the push raises RemoteError (its `result`: what was done before);
-        nothing is lost, and the next sync finishes the job."""
+        nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed
+        (SecretsFound, naming each file and line) unless push_secrets (docs/design.md, "Secrets")."""
         from memvault import remote as remotes
 
-        return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
+        return remotes.sync(self._vault, remote, push=push, push_secrets=push_secrets, progress=progress,
+                            index_lock=self._read_lock)
+
+    def scrub(self, *, rewrite_history: bool = False):
+        """Replace the secrets (API keys, tokens, passwords, private keys) already in the vault's memory
+        files with placeholders, as one commit, and say where git history still holds them; with
+        rewrite_history, make the commits not pushed yet again without them (the old history kept under
+        a backup ref). Returns scrub.ScrubResult (docs/design.md, "Secrets")."""
+        from memvault import scrub
+
+        with self._read_lock:
+            return scrub.scrub(self._vault, rewrite_history=rewrite_history)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""
@@ -892,8 +908,11 @@ class Memvault:
         """Load now what the first search would load (the embedding model, the reranker, the index
         in step with the files, its full-text index and LanceDB's caches), so that a server's first
         call does not wait for it. Optional: every operation loads what it needs on first use."""
+        from memvault import secret_scan
+
         index = self._vault.index
         index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
+        secret_scan.warm(self._vault)  # a server's first chat does not wait for detect-secrets' import
         if self._vault.exists():
             # One search of every conversation: it loads the reranker (saying so once if it cannot),
             # opens the table and reads what a first query reads.

@@ -221,7 +221,7 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
           warn: Callable[[str], None], refresh: Callable[[], object] | None = None) -> ChatTurn:
     """Prepare an exchange: the session (folding old turns: a model call), the memories, the
     messages, and the user's turn on disk. Nothing here holds the lock for long."""
-    from memvault import llm, prompts
+    from memvault import llm, prompts, secret_scan
     from memvault.summaries import read_rolling_summary
 
     settings = vault.settings
@@ -250,7 +250,9 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
         found = search(message, top_k + len(in_session), now)
         result.memories = [r for r in found if r.id not in in_session and not r.meta.get("unanswered")][:top_k]
     summary = read_rolling_summary(vault, conversation)
-    messages = build_messages(message, result.memories, summary.text if summary else None, session, options.history,
+    # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder
+    summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
+    messages = build_messages(message, result.memories, summary_text, session, options.history,
                               options.user_message)
     # The user's words are on disk before the model is asked (indexed and committed with the reply,
     # which rewrites the file anyway: it loses its `unanswered` mark).

@@ -331,7 +331,7 @@ change_lines = term.change_lines  # each change as one line (also what serve log
 
 
 _ACTION_MARKS = {"added": "+", "edited": "~", "deleted": "-", "replaced": ">", "evicted": "x", "resolved": "=",
-                 "removed": "!", "restored": "^", "purged": "!"}
+                 "removed": "!", "restored": "^", "purged": "!", "scrubbed": "*"}
 
 
 # `log` lists this many changes of one commit unless -v or --json (an import is one commit of thousands).
@@ -729,6 +729,7 @@ def search(
 
 def _print_explain(outcome) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
@@ -745,7 +746,8 @@ def _print_explain(outcome) -> None:
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
                       number(s.get("session")), number(s.get("relevance")),
-                      number(s.get("recency")), number(s.get("score")), " ".join(r.text.split()))
+                      number(s.get("recency")), number(s.get("score")),
+                      escape(" ".join(r.text.split())))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
@@ -857,30 +859,96 @@ def sync(
                                          help="The git remote (default: the branch's upstream, else origin, else "
                                               "the only one)."),
     no_push: bool = typer.Option(False, "--no-push", help="Pull and merge only; push nothing."),
+    push_secrets: bool = typer.Option(False, "--push-secrets",
+                                      help="Push even when the commits hold what looks like a secret (an API key, "
+                                           "a password): it then leaves this machine for the remote and its "
+                                           "backups, and must be rotated. Without it, such a push is refused."),
     json_output: bool = typer.Option(False, "--json", help="Print what was pulled, pushed, re-indexed and "
                                                            "resolved as JSON."),
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
-    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job.
+    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed (exit 1, naming each file and line): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
     """
-    from memvault.errors import RemoteError, SyncConflict
+    from memvault.errors import RemoteError, SecretsFound, SyncConflict
 
     state = _state(ctx)
     as_json = json_output or state.json
     vault = state.open()
     try:
         with term.stage_progress(not state.quiet) as progress:
-            result = vault.sync(remote, push=not no_push, progress=progress)
+            result = vault.sync(remote, push=not no_push, push_secrets=push_secrets, progress=progress)
     except (RemoteError, SyncConflict) as exc:
         if as_json and exc.result is not None:
-            emit_json({**exc.result.to_json(), "error": str(exc)})
+            secrets = {"secrets": [f.to_json() for f in exc.findings]} if isinstance(exc, SecretsFound) else {}
+            emit_json({**exc.result.to_json(), "error": str(exc), **secrets})
         raise
     if as_json:
         emit_json(result.to_json())
         return
     for line in sync_lines(result):
         typer.echo(line)
+
+
+@app.command()
+def scrub(
+    ctx: typer.Context,
+    rewrite_history: bool = typer.Option(False, "--rewrite-history",
+                                         help="Also make the commits not pushed yet again without the secrets "
+                                              "(same messages, authors and dates); the old history is kept under "
+                                              "refs/memvault/before-scrub/TIME until you delete it. Pushed commits "
+                                              "are never rewritten."),
+    json_output: bool = typer.Option(False, "--json", help="Print what was scrubbed and what git history still "
+                                                           "holds as JSON."),
+) -> None:
+    """Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders.
+
+    The memory files, live and deleted, hand edits included, are rewritten with placeholders that name the kind of secret and the last four characters of a key (secret: openai-key …a1b2) as one commit (log shows it; undo does not take it back); the values go to .memvault/withheld.jsonl, never committed. Then it lists each secret git history still holds, by file, line and commit, and whether it was pushed: --rewrite-history takes them out of the commits not pushed yet; a pushed secret has left this machine and must be rotated. Runs whatever secret_scan says. Exit code 1 while a secret is left anywhere.
+    """
+    state = _state(ctx)
+    vault = state.open()
+    result = vault.scrub(rewrite_history=rewrite_history)
+    if json_output or state.json:
+        emit_json(result.to_json())
+    else:
+        for line in scrub_lines(result, vault.root):
+            typer.echo(line)
+    if result.history or result.left:
+        raise typer.Exit(1)
+
+
+def scrub_lines(result, root: Path) -> list[str]:
+    """What `scrub` prints: what it replaced, what is left in files and in git history, and what to do."""
+    lines = []
+    count = sum(len(w.labels) for w in result.scrubbed)
+    if count:
+        commit = f" (commit {result.commit[:8]})" if result.commit else ""
+        lines.append(f"scrubbed {count} secret{'s' if count != 1 else ''} in {len(result.scrubbed)} "
+                     f"memor{'y' if len(result.scrubbed) == 1 else 'ies'}{commit}; the values are only in "
+                     f"{root}/.memvault/withheld.jsonl (never committed):")
+        lines += [f"  {w.path}  {', '.join(w.labels)}" for w in result.scrubbed]
+    if result.left:
+        lines.append("left in files that are not memories (edit them yourself):")
+        lines += [f"  {f}" for f in result.left]
+    if result.rewrite is not None:
+        r = result.rewrite
+        lines.append(f"rewrote {r.commits} commit{'s' if r.commits != 1 else ''} not pushed yet ({r.cleaned} file "
+                     f"version{'s' if r.cleaned != 1 else ''} cleaned); the old history is under {r.backup_ref}: to "
+                     f"drop it for good, git -C {root} update-ref -d {r.backup_ref} && git -C {root} reflog expire "
+                     f"--expire=now --all && git -C {root} gc --prune=now")
+    if result.unpushed:
+        lines.append(f"git history still holds {len(result.unpushed)} in commits not pushed yet:")
+        lines += [f"  {f}" for f in result.unpushed]
+        lines.append("  `memvault scrub --rewrite-history` takes them out of those commits (they have not left "
+                     "this machine)")
+    if result.pushed:
+        lines.append(f"git history holds {len(result.pushed)} in commits already pushed:")
+        lines += [f"  {f}" for f in result.pushed]
+        lines.append("  those have left this machine: rotate them with their provider; memvault does not rewrite "
+                     "pushed commits (every machine and the remote hold them, and the next sync would merge them back)")
+    if not (count or result.left or result.history or result.rewrite):
+        lines.append("no secrets found in the memory files or in git history")
+    return lines
 
 
 def sync_lines(result) -> list[str]:

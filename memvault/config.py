@@ -47,6 +47,9 @@ class Settings:
     extraction_mode: str = "message"
     learned_review: bool = False
     lock_timeout: float = 600.0
+    # Withhold API keys, passwords and tokens at the door, keep learning off them, refuse to push them
+    # (memvault/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").
+    secret_scan: bool = True
     serve_api_key: str | None = field(default=None, repr=False)
 
     def replace(self, **changes: Any) -> "Settings":

@@ -90,6 +90,15 @@ class RemoteError(MemvaultError):
         self.result = result
 
 
+class SecretsFound(RemoteError):
+    """sync did not push: the commits to push hold secrets (API keys, passwords); `findings` names each
+    file and line (scrub.HistoryFinding), never the value."""
+
+    def __init__(self, message: str, findings=(), result=None):
+        super().__init__(message, kind="secrets", result=result)
+        self.findings = list(findings)
+
+
 class SyncConflict(MemvaultError):
     """What a sync does not settle by itself (a file outside entries/ changed on both sides, a file
     changed by hand and not committed that the remote changed too): names the file; nothing was

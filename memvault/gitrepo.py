@@ -378,6 +378,7 @@ class CommitRecord:
     evicted: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    scrubbed: list[str] = field(default_factory=list)  # secrets replaced by placeholders (memvault scrub)
     undoes: str | None = None
     conversations: list[tuple[str, int]] = field(default_factory=list)  # (conversation, memories added)
 
@@ -390,6 +391,7 @@ class CommitRecord:
         trailers += [f"Memvault-Evicted: {i}" for i in self.evicted]
         trailers += [f"Memvault-Restored: {i}" for i in self.restored]
         trailers += [f"Memvault-Removed: {i}" for i in self.removed]
+        trailers += [f"Memvault-Scrubbed: {i}" for i in self.scrubbed]
         trailers += [f"Memvault-Undoes: {self.undoes}"] if self.undoes else []
         return self.subject + ("\n\n" + "\n".join(trailers) if trailers else "") + "\n"
 

@@ -31,7 +31,8 @@ from memvault.errors import MemvaultError, NotFound, UsageError
 RS, US = "\x1e", "\x1f"
 # A commit's trailers (gitrepo.CommitRecord) as the action `log` shows for each memory they name.
 TRAILER_ACTIONS = {"Memvault-Added": "added", "Memvault-Deleted": "deleted", "Memvault-Edited": "edited",
-                   "Memvault-Evicted": "evicted", "Memvault-Restored": "restored", "Memvault-Removed": "removed"}
+                   "Memvault-Evicted": "evicted", "Memvault-Restored": "restored", "Memvault-Removed": "removed",
+                   "Memvault-Scrubbed": "scrubbed"}
 # The rest of a `Memvault-Resolved: <id or path>: <case>: <rest>` trailer (merge.Resolution.trailer).
 _RESOLVED = re.compile(r"^kept (?P<whose>.+?)(?: \((?P<path>.+?)(?: as of (?P<sha>[0-9a-f]{7,64}))?\))?"
                        r"(?:; the other is the tombstone (?P<sibling>.+))?$")
@@ -332,6 +333,8 @@ def _changes(rows, blobs: dict[str, str | None], root: Path, events: dict[str, s
     for change in changes:
         if (events or {}).get(change.id) == "restored":
             change.action = "restored"
+        elif (events or {}).get(change.id) == "scrubbed":  # its text before held the secret: not shown
+            change.action, change.before = "scrubbed", None
     return changes
 
 

@@ -366,7 +366,11 @@ class Importer:
             extra["links"] = note.links
         extra.update({"source": note.relative_path, files.ORIGIN_KEY: "import", IMPORTED_FROM: "markdown"})
         extra = _plain_values(extra)
-        extra[IMPORTED_SHA] = _note_hash(note.text, extra)
+        from memvault import secret_scan
+
+        # The hash is of the note as its file will hold it (a secret as its placeholder), which the next
+        # import compares with the vault's copy.
+        extra[IMPORTED_SHA] = _note_hash(*secret_scan.as_stored(self.vault, note.text, extra))
         memory_id = import_id("markdown", folder, note.relative_path)
         if self._changed_note(memory_id, note.text, extra, row, f"{folder}/{note.relative_path}"):
             return

@@ -570,6 +570,11 @@ class Index:
             if adopt:
                 files.write_memory(self.root, memory, path)
                 raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
+        if adopt:
+            from memvault import secret_scan
+
+            if secret_scan.withhold_hand_edit(self.vault, memory, path):  # a key typed into a file: never indexed
+                raw, stat = path.read_bytes(), path.stat()
         return memory, hashlib.sha256(raw).hexdigest(), stat, self._blob_id(raw)
 
     def _blob_id(self, raw: bytes) -> str:

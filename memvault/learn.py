@@ -17,7 +17,7 @@ from typing import Callable
 from memvault import files
 from memvault.files import Memory
 from memvault.index import Index
-from memvault.vault import ADD, DELETE, EVICT, REPLACE, UPDATE, Event
+from memvault.vault import ADD, DELETE, EVICT, REPLACE, UPDATE, WITHHELD, Event
 
 # A learned fact waiting for review (setting learned_review): stored, never searched nor injected.
 PENDING_ROLE = files.PENDING_ROLE
@@ -51,6 +51,7 @@ class LearningPlan:
     said: str | None = None  # the words the facts come from, when they are no stored turn (add --extract)
     episode_id: str | None = None  # the episode the facts come from (docs/design.md, "Episodes")
     prediction: list[str] = field(default_factory=list)  # predict-calibrate: what the known facts predicted
+    withheld: list[str] = field(default_factory=list)  # facts not learned: they held a secret (as placeholders)
 
 
 @dataclass
@@ -78,8 +79,9 @@ class Learned:
         return [e.memory for e in self.of(EVICT)]
 
     def to_json(self) -> list[dict]:
-        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT), as `--json` prints them."""
-        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT)]
+        """One row per change (ADD, UPDATE, REPLACE, DELETE, EVICT, and WITHHELD: a fact not learned
+        because it held a secret), as `--json` prints them."""
+        return [e.to_json() for e in self.of(ADD, UPDATE, REPLACE, DELETE, EVICT, WITHHELD)]
 
     def merge(self, other: "Learned | None") -> "Learned":
         """Add what another message or episode taught to this sum; returns self."""
@@ -132,10 +134,12 @@ def plan(vault, cfg, user_text: str, conversation: str, summarize: bool = True,
          learned_from: str | None = None) -> LearningPlan:
     """Extract and reconcile (LLM calls, no lock, nothing written). An LLMError from extraction
     propagates (nothing was learned; the caller says so); reconciliation falls back to adding."""
+    from memvault import secret_scan
     from memvault.extraction import extract_facts, reconcile
 
+    user_text = secret_scan.stored_text(vault, user_text)  # the model is shown placeholders, never a key
     result = LearningPlan(conversation, learned_from=learned_from, said=None if learned_from else user_text)
-    result.facts = extract_facts(cfg, user_text)
+    result.facts, result.withheld = secret_scan.split_facts(vault, extract_facts(cfg, user_text))
     if not result.facts:
         return result
     known, neighbours = nearest_facts(vault.index, conversation, result.facts)
@@ -286,8 +290,16 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
             summaries.set_aside(change, plan.conversation, untrue, now=now)
     if max_entries is not None:
         change.evict(plan.conversation, max_entries, now=now)
+    change.events += withheld_events(plan)
     learned.events = change.events[first:]
     return learned
+
+
+def withheld_events(plan: LearningPlan) -> list[Event]:
+    """The facts of a plan not learned because they held a secret, as WITHHELD events (never written)."""
+    from memvault import secret_scan
+
+    return [secret_scan.not_learned(text, plan.conversation) for text in plan.withheld]
 
 
 def _pending_texts(change, conversation: str) -> set[str]:
@@ -331,10 +343,12 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
 
     None when either prompt gets no valid answer or the model fails: the caller learns from each
     message instead (`plan`), so no turn goes unread."""
+    from memvault import secret_scan
     from memvault.errors import LLMError
     from memvault.extraction import calibrate, predict, reconcile
 
-    texts = [t.text for t in user_turns]
+    # Stored turns already hold placeholders; the words of add --extract do not yet
+    texts = [secret_scan.stored_text(vault, t.text) for t in user_turns]
     result = LearningPlan(conversation, episode_id=episode_id, said=None if episode_id else "\n".join(texts))
     try:
         known = related_facts(vault.index, conversation, texts)
@@ -346,6 +360,7 @@ def plan_episode(vault, cfg, user_turns: list[Memory], conversation: str, episod
         return None
     if facts is None:
         return None
+    facts, result.withheld = secret_scan.split_facts(vault, facts)
     result.prediction, result.facts = prediction, facts
     if not facts:
         return result
@@ -429,7 +444,10 @@ class Learner:
                 self._quiet.append(turn)
                 if len(self._quiet) >= MARK_BATCH:
                     self.flush()
-            return Learned(facts=list(plan.facts))
+            # Nothing written, but a fact dropped for holding a secret is still shown in the sum
+            quiet = Learned(facts=list(plan.facts), events=withheld_events(plan))
+            self.learned.events += quiet.events
+            return quiet
         with self.vault.change(self.command) as change:
             if title:
                 change.title = title

@@ -83,10 +83,11 @@ class MemoryDetail(MemoryItem):
 
 
 class Change(BaseModel):
-    event: Literal["ADD", "UPDATE", "REPLACE", "DELETE", "EVICT"] = Field(
+    event: Literal["ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "WITHHELD"] = Field(
         description="ADD: stored. UPDATE: stored, refining the memory `replaces`. REPLACE: this older memory "
-                    "was made untrue by `replaced_by` and set aside. DELETE, EVICT: set aside.")
-    id: str
+                    "was made untrue by `replaced_by` and set aside. DELETE, EVICT: set aside. WITHHELD: not "
+                    "learned, because it held a secret (no id; its text has a placeholder instead).")
+    id: str | None
     kind: str
     conversation: str
     text: str
@@ -390,7 +391,10 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             entries = vault.log(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
         except (MemvaultError, OSError) as exc:
             raise _failure(exc) from None
-        return History(entries=[HistoryEntry(**e.to_json()) for e in entries])
+        from memvault import secret_scan
+
+        # git history may hold a secret from before it was withheld; the agent's model is shown its placeholder
+        return History(entries=[HistoryEntry(**secret_scan.redact_history(vault, e.to_json())) for e in entries])
 
     def vault_stats() -> VaultStats:
         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the

@@ -101,8 +101,9 @@ class CloneResult:
 # -- sync --------------------------------------------------------------------------------------
 
 def sync(vault, remote: str | None = None, push: bool = True, progress: Progress | None = None,
-         index_lock=None) -> SyncResult:
-    """Commit hand edits, fetch, integrate (conflicts settled), re-index what changed, push.
+         index_lock=None, push_secrets: bool = False) -> SyncResult:
+    """Commit hand edits, fetch, integrate (conflicts settled), re-index what changed, push (not what
+    holds a secret, unless push_secrets: scrub.secrets_to_push).
     index_lock: held around the steps that write the index (a Memvault's: one index sync at a time
     in its process), not around the network."""
     from contextlib import nullcontext
@@ -157,6 +158,13 @@ def sync(vault, remote: str | None = None, push: bool = True, progress: Progress
         clock = time.perf_counter()
         ahead = int(gitrepo.git_output(root, "rev-list", "--count", result.head,
                                        *([f"^{theirs}"] if theirs else [])).strip() or 0)
+        if ahead and not push_secrets:
+            from memvault import scrub
+            from memvault.errors import SecretsFound
+
+            found = scrub.secrets_to_push(vault, result.head, theirs)
+            if found:
+                raise SecretsFound(scrub.refusal(found, f"{name}/{remote_branch}"), found, result)
         if ahead:
             _push(vault, name, url, branch, remote_branch, progress, result)
             result.pushed_commits, result.pushed = ahead, True

@@ -115,6 +115,7 @@ def keep(vault, ids: list[str], text: str | None = None, now: datetime | None = 
         if not text:
             raise UsageError("the new text is empty (reject the fact instead)")
         files.check_text(text)
+    _refuse_secrets(vault, targets, text)
     outcome = ReviewOutcome("keep")
     with vault.change("review") as change:
         change.title = f"kept {len(targets)} learned fact{'s' if len(targets) != 1 else ''}"
@@ -147,6 +148,25 @@ def keep(vault, ids: list[str], text: str | None = None, now: datetime | None = 
     outcome.events = _shown(change.events)
     outcome.commit = change.commit_sha
     return outcome
+
+
+def _refuse_secrets(vault, targets: list[Memory], text: str | None) -> None:
+    """A learned fact is never kept holding a secret or a placeholder of one (docs/design.md, "Secrets"):
+    learning drops such facts, but a vault from before, or a pending file edited by hand, may hold one.
+    Checked before anything is written."""
+    from memvault import secret_scan
+
+    if not secret_scan.enabled(vault):
+        return
+    if text is not None:
+        if secret_scan.holds_secret(text):
+            raise UsageError("the new text holds a secret (or a [secret: ...] placeholder); a learned fact never "
+                             "keeps one: give other words, or reject the fact")
+        return
+    for memory in targets:
+        if secret_scan.holds_secret(memory.text):
+            raise UsageError(f"{memory.id} ({vault.relative(memory.path)}) holds a secret; a learned fact never "
+                             f"keeps one: reject it, or keep it with other words; nothing was written")
 
 
 def reject(vault, ids: list[str], reason: str | None = None, now: datetime | None = None) -> ReviewOutcome:

@@ -103,6 +103,11 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
                 at_head[path] = field[:2] not in ("??", "A ", "AM")
     if not dirty:
         return
+    from memvault import secret_scan
+
+    rewritten = secret_scan.withhold_files(vault, change, [vault.root / rel for rel in dirty])
+    if rewritten:  # a key typed into a file by hand is committed, and indexed, as a placeholder
+        vault.index.take_in(rewritten)
     ids, actions = [], []
     for rel in dirty:
         memory_id = report.ids.get(rel)

@@ -143,7 +143,7 @@ def change_lines(rows: list[dict]) -> list[str]:
             text += f"  (replaces {row['replaces'][:8]}: {' '.join(row['old_text'].split())})"
         elif row["event"] == "REPLACE":
             text += f"  (replaced by {row['replaced_by'][:8]})"
-        elif row.get("reason") and row["event"] == "DELETE":
+        elif row.get("reason") and row["event"] in ("DELETE", "WITHHELD"):
             text += f"  ({row['reason']})"
-        lines.append(f"{row['event']:<7} {row['id']}  {text}")
+        lines.append(f"{row['event']:<7} {row['id'] or '-'}  {text}")  # a WITHHELD fact has no id
     return lines

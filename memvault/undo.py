@@ -50,6 +50,9 @@ def undo(vault: Vault, commit: str | None = None) -> UndoResult:
                          f"{sha[:12]}`)")
     if len(parents) != 1:
         raise UsageError(f"commit {sha[:12]} is a merge; undo takes back one memvault change at a time")
+    if subject.startswith("memvault scrub:"):
+        raise UsageError(f"commit {sha[:12]} is a scrub; undoing it would write the secrets back into the files "
+                         f"(their values are in {vault.sidecar / 'withheld.jsonl'})")
     changes = _changes(vault, sha)
     if not changes:
         raise UsageError(f"commit {sha[:12]} ({subject!r}) changed no memories")
@@ -132,6 +135,8 @@ def _pick(vault: Vault, commit: str | None) -> tuple[str, str, list[str]]:
         if subject.startswith("memvault undo:"):
             undone.update(target.split())
             continue
+        if subject.startswith("memvault scrub:"):
+            continue  # never taken back (undo refuses it by name): the changes before it are
         return sha, subject, parents.split()
     raise NotFound(f"no memvault change to undo in {vault.root}")
 

@@ -192,6 +192,10 @@ class Vault:
 
                         change.commit_sha = gitrepo.commit_paths(self.root, change.commit_record(),
                                                                  change.commit_paths())
+                if change.withheld:
+                    from memvault import secret_scan
+
+                    self.say(secret_scan.notice(change.withheld, self.root))
 
     # -- reading -------------------------------------------------------------
     def iter_memories(
@@ -259,6 +263,8 @@ class Vault:
 # Actions a change can record, as `Event.action`; what `--json` and the change lines show.
 ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
     "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE", "REMOVE")
+SCRUB = "SCRUB"  # `memvault scrub` replaced the secrets of a memory file with placeholders
+WITHHELD = "WITHHELD"  # a learned fact not stored: it held a secret (secret_scan.not_learned)
 # At most this many memories are evicted by one command. A chat turn writes at most five entries
 # (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
@@ -277,7 +283,9 @@ class Event:
     `memory` was made untrue by `other` (a new fact) and moved under deleted/. DELETE and EVICT:
     `memory` moved under deleted/ (reason: user, contradiction, update, evicted). EDIT: `memory`
     was rewritten in place. RESTORE: `memory` is live again (or as it was, after an undo). REMOVE:
-    `undo` took out a memory that the change it undid had added (git history keeps it).
+    `undo` took out a memory that the change it undid had added (git history keeps it). SCRUB: `memvault
+    scrub` rewrote `memory` in place with its secrets replaced by placeholders. WITHHELD: `memory`, a
+    fact learning found, was not written because it held a secret (it has no id).
     """
 
     action: str
@@ -286,7 +294,7 @@ class Event:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"event": self.action, "id": self.memory.id, "role": self.memory.role,
+        data: dict[str, Any] = {"event": self.action, "id": self.memory.id or None, "role": self.memory.role,
                                 "conversation_id": self.memory.conversation_id, "text": self.memory.text}
         if self.reason:
             data["reason"] = self.reason
@@ -320,6 +328,7 @@ class Change:
     progress: Callable[[int, int], None] | None = None  # (done, total) while the written files are embedded
     expected: int | None = None  # how many memories a bulk change will add, for `progress`
     index: bool = True  # False: write only; a later change of the same command indexes the files
+    withheld: list = field(default_factory=list)  # secret_scan.Withheld: secrets kept out of the files written
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
@@ -357,6 +366,9 @@ class Change:
         return [e for e in self.events if e.action in actions]
 
     def _write(self, memory: Memory, path: Path | None = None) -> Path:
+        from memvault import secret_scan
+
+        secrets = secret_scan.withhold(self.vault, memory)  # the one door every memory file passes
         try:
             written = files.write_memory(self.root, memory, path)
         except OSError as exc:
@@ -365,6 +377,8 @@ class Change:
             raise MemvaultError(f"cannot write {path or memory.id}: {exc.strerror or exc}") from None
         self.written_paths.add(written)
         self._pending.add(written)
+        if secrets:
+            self.withheld.append(secret_scan.keep(self.vault, self.command, memory, secrets))
         return written
 
     def add(self, memory: Memory, path: Path | None = None) -> Memory:
@@ -400,6 +414,9 @@ class Change:
             except MemoryFileError:
                 ids.append(rel.rsplit("__", 1)[-1].removesuffix(".md"))
         count = len(edited)
+        from memvault import secret_scan
+
+        secret_scan.withhold_files(self.vault, self, [self.root / rel for rel in edited])  # never a key into git
         record = gitrepo.CommitRecord(subject=f"memvault {self.command}: {count} hand edit{'s' if count != 1 else ''}"
                                               f", committed before the {self.command}", edited=ids)
         gitrepo.commit_paths(self.root, record, edited)
@@ -411,6 +428,13 @@ class Change:
         self.commit_hand_edits_first([memory.path])
         self._write(memory, memory.path)
         self.events.append(Event(EDIT, memory))
+        return memory
+
+    def scrub(self, memory: Memory) -> Memory:
+        """Rewrite in place a memory whose secrets `memvault scrub` replaced with placeholders (SCRUB). A
+        hand edit not committed yet goes into this commit: it may be what held the secret."""
+        self._write(memory, memory.path)
+        self.events.append(Event(SCRUB, memory))
         return memory
 
     def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
@@ -492,12 +516,19 @@ class Change:
 
     def restore_file(self, memory: Memory, path: Path, content: str) -> Memory:
         """Put a file back exactly as it was (undo): its old bytes at its old path."""
+        from memvault import secret_scan
+
         files.ensure_inside(self.root, path)
+        secrets = secret_scan.withhold(self.vault, memory)  # an old version that held a key comes back without it
+        if secrets:
+            content = files.render(memory)
         try:
             files.atomic_write(path, content)
         except OSError as exc:
             raise MemvaultError(f"cannot write {path}: {exc.strerror or exc}") from None
         memory.path = path
+        if secrets:
+            self.withheld.append(secret_scan.keep(self.vault, self.command, memory, secrets))
         self.written_paths.add(path)
         self._pending.add(path)  # indexed by this change, like every file it writes
         if not memory.is_deleted:
@@ -557,6 +588,7 @@ class Change:
             evicted=[e.memory.id for e in self.of(EVICT)],
             restored=[e.memory.id for e in self.of(RESTORE)],
             removed=[e.memory.id for e in self.of(REMOVE)],
+            scrubbed=[e.memory.id for e in self.of(SCRUB)],
             undoes=self.undoes,
         )
 
@@ -566,7 +598,7 @@ class Change:
         conversations = sorted({e.memory.conversation_id for e in self.events if e.memory.conversation_id})
         scope = f" ({', '.join(conversations[:3])}{', …' if len(conversations) > 3 else ''})" if conversations else ""
         added = self.of(ADD)
-        if added and len(added) == len(self.events):
+        if added and len(added) == len([e for e in self.events if e.action != WITHHELD]):
             n = len(added)
             within = f" in {len(conversations)} conversation{'' if len(conversations) == 1 else 's'}" \
                 if self.by_conversation else ""
@@ -574,6 +606,6 @@ class Change:
         counts = [(len(self.of(ADD)), "added"), (len(self.of(UPDATE, REPLACE)), "replaced"),
                   (len(self.of(DELETE)), "deleted"), (len(self.of(EVICT)), "evicted"),
                   (len(self.of(EDIT)), "edited"), (len(self.of(RESTORE)), "restored"),
-                  (len(self.of(REMOVE)), "taken out")]
+                  (len(self.of(REMOVE)), "taken out"), (len(self.of(SCRUB)), "scrubbed")]
         parts = [f"{n} {word}" for n, word in counts if n]
         return f"memvault {self.command}: {', '.join(parts) or 'changes'}{scope}"

@@ -123,3 +123,16 @@ def test_scale_quick(tmp_path):
         for key in ("search", "add", "reindex_noop", "reindex_edit", "log_n20", "show_id", "log_id"):
             assert 0 < size[key]["wall"]["median"] < 120 and 0 < size[key]["cpu"]["median"] < 120, key
         assert 0 < size["built"]["seconds"] and 10 < size["built"]["rss_mb"] < 4000
+
+
+@pytest.mark.skipif(not (LOCOMO / "locomo_memories.jsonl").exists(), reason="LoCoMo data not on this machine")
+def test_secret_scan_quick(tmp_path):
+    stdout, report = run_quick("secret_scan.py", tmp_path)
+    assert "false positives" in stdout and "cost per stored turn" in stdout
+    assert report["false_positives"]["locomo"]["texts"] == 300
+    detection = report["detection"]
+    assert detection["kinds_count"] >= 15 and detection["samples"] >= 60
+    assert detection["kinds_all_withheld"] == detection["kinds_count"]
+    assert 0 < report["cost"]["cpu_mean_ms"] < 50
+    assert report["cold_imports"]["search"]["imports_detect_secrets"] is False
+    assert report["cold_imports"]["add"]["imports_detect_secrets"] is True

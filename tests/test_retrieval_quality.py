@@ -110,9 +110,9 @@ def test_an_unrelated_question_injects_no_memories_into_chat(vault_dir, llm_env)
 
 
 def test_scores_compare_across_searches_and_the_threshold_applies_without_a_reranker(vault_dir):
-    seed(*ISSUE_VAULT, "My wifi password is zebra42", "The user's favourite colour is green")
+    seed(*ISSUE_VAULT, "My locker code word is zebra42", "The user's favourite colour is green")
     exact = search("zebra42")
-    assert exact[0]["text"] == "My wifi password is zebra42"
+    assert exact[0]["text"] == "My locker code word is zebra42"
     assert all(r["score"] < exact[0]["score"] / 2 for r in exact[1:])  # no tie with an unrelated memory
     precise = search("What is my wife's name?")[0]
     vague = search("what should I not eat")[0]

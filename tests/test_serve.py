@@ -665,3 +665,33 @@ def test_stats_says_what_reindex_check_says(proxy):
     found = proxy.http("POST", "/v1/memories/search", json={"query": "hens", "conversation_id": "stats"}).json()
     assert found[0]["text"] == "The user keeps hens on the roof"  # a read syncs the hand edit
     assert proxy.http("GET", "/v1/stats").json()["index"]["in_step"] is True and check_exit() == 0
+
+
+def test_a_key_in_a_request_reaches_the_upstream_as_sent_and_is_stored_as_a_placeholder(proxy):
+    """Issue 31: the user meant to send the key to the model, so the request goes upstream unchanged; the
+    turns stored hold a placeholder, memvault's own extraction call is shown the placeholder, and nothing
+    committed holds the key."""
+    from secret_samples import samples
+
+    fake, vault = proxy.fake, proxy.vault
+    key = next(s.value for s in samples() if s.kind == "stripe-key")
+    said = f"My Stripe key is {key} and the payouts fail."
+    fake.push(f"{key} is a live key; check its restrictions.")
+    before = len(fake.requests)
+    reply = proxy.client().chat.completions.with_raw_response.create(
+        model="test-model", messages=[{"role": "user", "content": said}], user="payments")
+    assert reply.parse().choices[0].message.content == f"{key} is a live key; check its restrictions."
+    proxy.idle()  # the upkeep (learning) ran
+    upstream, *upkeep = fake.requests[before:]
+    assert upstream["messages"][-1] == {"role": "user", "content": said}
+    assert upkeep and all(key not in json.dumps(request) for request in upkeep)
+    placeholder = f"[secret: stripe-key …{key[-4:]}]"
+    [turn] = memories_of(vault, "payments", "turns/user")
+    assert turn.text == f"My Stripe key is {placeholder} and the payouts fail."
+    assert turn.id == reply.headers["X-Memvault-User-Turn"]
+    assert [t.text for t in memories_of(vault, "payments", "turns/assistant")] == [
+        f"{placeholder} is a live key; check its restrictions."]
+    assert "memvault: withheld a secret (stripe-key" in proxy.stderr()
+    objects = subprocess.run(["git", "-C", str(vault), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    assert key.encode() not in objects

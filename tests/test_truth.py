@@ -607,6 +607,20 @@ def test_the_hints_of_sync_run(two_machines, tmp_path):
 # Every command memvault's messages tell the user to run ((module, command as written), f-string
 # parts as {}), and the test that runs it as written. A new hint without a test fails here.
 HINT_TESTS = {
+    # issue 26 (learning, review), merged into main without these rows
+    ("cli.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
+    ("mcp_server.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
+    ("term.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
+    ("learn.py", "memvault learn"): "test_learning_trust.py::test_a_chat_whose_upkeep_failed_is_caught_up_by_learn",
+    ("learn.py", "memvault summarize --rebuild"): "test_chat.py::test_summarize_rebuild_depth_by_size",
+    ("review.py", "memvault rm"): "test_show_edit_rm.py::test_rm_soft_deletes_commits_and_prints_what_went",
+    # issue 31 (secrets)
+    ("cli.py", "memvault scrub --rewrite-history"):
+        "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
+    ("scrub.py", "memvault scrub --rewrite-history"):
+        "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
+    ("scrub.py", "memvault sync --push-secrets"):
+        "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
     ("api.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
     ("browse.py", "memvault conversations"): "test_truth.py::test_a_conversation_that_is_not_there_is_said_with_the_close_ones",
     ("cli.py", "memvault reindex"): "test_truth.py::test_stats_and_check_agree_on_a_hand_edit",

@@ -77,6 +77,10 @@ SETTING_HELP = {
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",
+    "secret_scan": "Withhold secrets (API keys, tokens, passwords, private keys, URLs with a password): every "
+                   "memory file holds a placeholder instead, the value goes to .memvault/withheld.jsonl (never "
+                   "committed), nothing learned holds one, and sync does not push commits that do. Off: they are "
+                   "stored, committed, injected into prompts and pushed as said.",
     "extraction_mode": "When and how facts are learned: message (from each user message) or predict-calibrate "
                        "(from each closed episode: the model guesses from the related known facts what was "
                        "said, then keeps only what the guess missed or got wrong).",
