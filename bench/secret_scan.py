@@ -101,7 +101,7 @@ def _entropy(secret_type: str, value: str) -> float:
 
 
 def false_positives(texts: dict[str, list[str]], stock) -> dict:
-    from memvault import secret_scan
+    from memvault.store import secret_scan
 
     report = {}
     for name, items in texts.items():
@@ -116,7 +116,7 @@ def false_positives(texts: dict[str, list[str]], stock) -> dict:
 
 
 def detection(stock) -> dict:
-    from memvault import secret_scan
+    from memvault.store import secret_scan
 
     kinds: dict[str, dict] = {}
     for sample in samples():
@@ -143,7 +143,7 @@ def detection(stock) -> dict:
 
 
 def cost(texts: list[str]) -> dict:
-    from memvault import files, secret_scan
+    from memvault.store import files, secret_scan
 
     class Settings:
         secret_scan = True

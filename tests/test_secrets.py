@@ -22,8 +22,8 @@ import memvault
 from conftest import REPO, git, run_cli, run_memvault
 from export_fixtures import chatgpt_conversation, write_json
 from secret_samples import negatives, samples
-from memvault import files
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.vault import Vault
 
 WITHHELD = ".memvault/withheld.jsonl"
 
@@ -235,7 +235,7 @@ def test_a_summary_that_repeats_a_key_is_stored_with_the_placeholder(vault_dir, 
 def test_mcp_add_memory_stores_the_placeholder_and_its_history_shows_no_secret(vault_dir):
     from mcp import Client
 
-    from memvault.mcp_server import build_server
+    from memvault.faces.mcp_server import build_server
 
     git_init_with(vault_dir, f"old note with {GITHUB_TOKEN}")  # a commit from before memvault withheld keys
     vault = memvault.open_vault(vault_dir, watch=True)

@@ -667,7 +667,7 @@ def hints_in_source() -> set[tuple[str, str]]:
 
     import typer.main
 
-    from memvault.cli import app
+    from memvault.faces.cli import app
 
     commands = set(typer.main.get_command(app).commands)
     found = set()

@@ -1,0 +1,194 @@
+"""Settings: defaults < memvault.toml in the vault < MEMVAULT_* environment < flags.
+
+Every setting lives here with its type and bounds, so a bad value
+anywhere is reported with the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from memvault.errors import SettingsError
+
+DEFAULT_EMBEDDING_MODEL = "memvault/all-MiniLM-L6-v2-int8"  # bundled, loads offline
+DEFAULT_RERANKER_MODEL = "Xenova/ms-marco-MiniLM-L-6-v2"
+SETTINGS_FILE = "memvault.toml"
+ENV_PREFIX = "MEMVAULT_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    reranker_model: str = DEFAULT_RERANKER_MODEL
+    llm_model: str = "openai/qwen3:4b"
+    llm_base_url: str = "http://localhost:11434/v1"
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = 120.0
+    llm_temperature: float = 0.0
+    default_top_k: int = 5
+    max_entries: int = 500
+    mmr_lambda: float = 0.7
+    recency_weight: float = 0.2
+    score_threshold: float | None = None
+    relevance_floor: float = 0.15
+    session_weight: float = 0.4
+    llm_rerank: bool = False
+    enable_summarization: bool = True
+    enable_git_versioning: bool = True
+    soft_decay_minutes: float = 10.0
+    hard_decay_minutes: float = 30.0
+    max_session_tokens: int = 8000
+    reconcile_mode: str = "pairs"
+    extraction_mode: str = "message"
+    learned_review: bool = False
+    lock_timeout: float = 600.0
+    # Withhold API keys, passwords and tokens at the door, keep learning off them, refuse to push them
+    # (memvault/store/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").
+    secret_scan: bool = True
+    serve_api_key: str | None = field(default=None, repr=False)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+# Keys that must never be written to memvault.toml, which is committed to git.
+SECRET_KEYS = {"llm_api_key", "serve_api_key"}
+
+# (low, high) inclusive bounds for numeric keys; None means unbounded.
+BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "llm_timeout": (0.1, None),
+    "llm_temperature": (0.0, 2.0),
+    "default_top_k": (1, 1000),
+    "max_entries": (1, None),
+    "mmr_lambda": (0.0, 1.0),
+    "recency_weight": (0.0, 1.0),
+    "score_threshold": (0.0, 1.0),
+    "relevance_floor": (0.0, 1.0),
+    "session_weight": (0.0, 1.0),
+    "soft_decay_minutes": (0.0, None),
+    "hard_decay_minutes": (0.0, None),
+    "max_session_tokens": (100, None),
+    "lock_timeout": (1.0, None),
+}
+
+# Allowed values of string keys that are a choice.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "reconcile_mode": ("pairs", "list"),
+    "extraction_mode": ("message", "predict-calibrate"),
+}
+
+FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def _base_type(name: str) -> type:
+    annotation = str(FIELDS[name].type)
+    for kind in (bool, int, float, str):
+        if annotation.startswith(kind.__name__):
+            return kind
+    raise AssertionError(f"unhandled settings type for {name}: {annotation}")
+
+
+def _optional(name: str) -> bool:
+    return "None" in str(FIELDS[name].type)
+
+
+def coerce(name: str, value: Any, origin: str) -> Any:
+    """Turn a raw value (TOML value or environment string) into the key's type, or fail clearly."""
+    if name not in FIELDS:
+        known = ", ".join(sorted(FIELDS))
+        raise SettingsError(f"unknown setting '{name}' in {origin} (known: {known})")
+    kind = _base_type(name)
+    bad = f"invalid value {value!r} for setting '{name}' in {origin}"
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        if _optional(name):
+            return None
+        if kind is str and value == "":
+            raise SettingsError(f"{bad}: must not be empty")
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{bad}: expected true or false")
+    if kind in (int, float):
+        if isinstance(value, bool):
+            raise SettingsError(f"{bad}: expected a number")
+        try:
+            number = kind(value) if kind is float or isinstance(value, int) else int(str(value).strip())
+        except (TypeError, ValueError):
+            raise SettingsError(f"{bad}: expected {'an integer' if kind is int else 'a number'}") from None
+        low, high = BOUNDS.get(name, (None, None))
+        if (low is not None and number < low) or (high is not None and number > high):
+            span = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise SettingsError(f"{bad}: must be {span}")
+        return number
+    if not isinstance(value, str):
+        raise SettingsError(f"{bad}: expected a string")
+    if name in CHOICES and value not in CHOICES[name]:
+        raise SettingsError(f"{bad}: expected one of {', '.join(CHOICES[name])}")
+    return value
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid TOML ({exc})") from None
+    # Allow an optional [memvault] table as well as top-level keys.
+    if isinstance(data.get("memvault"), dict):
+        data = {**{k: v for k, v in data.items() if k != "memvault"}, **data["memvault"]}
+    for key in data:
+        if key in SECRET_KEYS:
+            raise SettingsError(
+                f"{path}: '{key}' must not be stored in {SETTINGS_FILE} (it is committed to git); "
+                f"set {ENV_PREFIX}{key.upper()} instead"
+            )
+    return data
+
+
+def load_settings(
+    vault_root: Path | None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge defaults, the vault's memvault.toml, MEMVAULT_* variables and explicit overrides."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    if vault_root is not None:
+        path = vault_root / SETTINGS_FILE
+        if path.is_file():
+            for key, raw in read_settings_file(path).items():
+                values[key] = coerce(key, raw, str(path))
+    for name in FIELDS:
+        env_key = ENV_PREFIX + name.upper()
+        if env_key in environ:
+            values[name] = coerce(name, environ[env_key], f"environment variable {env_key}")
+    for name, raw in (overrides or {}).items():
+        if raw is not None:
+            values[name] = coerce(name, raw, f"option --{name.replace('_', '-')}")
+    settings = Settings(**values)
+    if settings.hard_decay_minutes < settings.soft_decay_minutes:
+        raise SettingsError(
+            "setting 'hard_decay_minutes' must be at least 'soft_decay_minutes' "
+            f"({settings.hard_decay_minutes} < {settings.soft_decay_minutes})"
+        )
+    return settings
+
+
+def default_vault_path(environ: Mapping[str, str] | None = None) -> Path:
+    """--vault > MEMVAULT_DIR > $XDG_DATA_HOME/memvault (~/.local/share/memvault)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("MEMVAULT_DIR"):
+        return Path(environ["MEMVAULT_DIR"]).expanduser()
+    data_home = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home).expanduser() / "memvault"
