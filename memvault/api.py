@@ -255,8 +255,8 @@ class Memvault:
         if not count:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
         if extract and not turns:
-            raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
-                             '"role": "user" or "assistant"')
+            raise UsageError(f"extract with jsonl learns from chat turns: {origin} has no line with "
+                             '"role": "user" or "assistant"', params=("extract", "jsonl"))
         memories = ingest.iter_jsonl(text, origin, defaults)
         if extract:  # learning is owed to each user turn until it is done (docs/design.md, "The write path")
             memories = (_owed_learning(m) for m in memories)
@@ -340,12 +340,25 @@ class Memvault:
                     held[memory.text] = memory  # a second copy in the same add is a duplicate too
         return found
 
+    @staticmethod
+    def check_extract(kind: str = "fact", **add_options: Any) -> None:
+        """Refuse what does not go with extract (a kind other than fact; tags, source, rationale,
+        alternatives, allow_duplicate): the one rule every face checks before `add_extracted`."""
+        from memvault.ingest import check_extract
+
+        check_extract(kind, **add_options)
+
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
-                      now: datetime | str | None = None):
+                      now: datetime | str | None = None, each_line: bool = False):
         """Let the LLM extract facts from the user's words and reconcile them with what is known:
-        one commit per text. Returns a `learn.Learned` with every change (ADD, UPDATE, REPLACE,
-        DELETE, EVICT). An LLM that is down raises LLMError; nothing is written for that text."""
+        one commit per text (with each_line, per non-empty line). Returns a `learn.Learned` with every
+        change (ADD, UPDATE, REPLACE, DELETE, EVICT). An LLM that is down raises LLMError; nothing is
+        written for that text."""
         files.check_conversation_id(conversation)
+        if each_line and isinstance(text, str):
+            from memvault.ingest import split_lines
+
+            text = split_lines(text)
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
         if not texts:
@@ -678,7 +691,7 @@ class Memvault:
         files.new_memory(message, "user", conversation)  # refuse what could not be stored before any model runs
         cfg = LLMConfig.from_settings(self.settings)
         if model is not None:
-            cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", model, "option --model")})
+            cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", model, "option model", param="model")})
         options = chat.ChatOptions(conversation=conversation, learn=learn, use_memory=use_memory, stream=stream,
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
@@ -1091,6 +1104,6 @@ def _time(value: datetime | str | None, name: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return files.parse_time(value, f"--{name}")
+        return files.parse_time(value, name)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), params=name) from None

@@ -96,7 +96,7 @@ class MemvaultGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MemvaultError as exc:
-            _error(str(exc))
+            _error(self._in_flags(ctx, exc))
             raise typer.Exit(exc.exit_code) from None
         except BrokenPipeError:
             # `memvault log | head`: the reader left; that is not an error.
@@ -114,6 +114,23 @@ class MemvaultGroup(TyperGroup):
             detail = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", " ".join(str(exc).split()))
             _error(f"the index under .memvault/ is unreadable ({detail}); `memvault reindex` repairs it")
             raise typer.Exit(1) from None
+
+
+    def _in_flags(self, ctx, exc: MemvaultError) -> str:
+        """The library's message with each parameter it names (`since`) as the command's flag
+        (`--since`): the library speaks of its arguments, the CLI of its options."""
+        message = str(exc)
+        command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+        if not getattr(exc, "params", ()) or command is None:
+            return message
+        options = [p for p in command.params if getattr(p, "param_type_name", "") == "option"]
+        for sub in getattr(command, "commands", {}).values():  # `memvault import chatgpt ...`
+            options += [p for p in sub.params if getattr(p, "param_type_name", "") == "option"]
+        for name in exc.params:
+            flag = next((max(p.opts, key=len) for p in options if p.name in (name, name.rstrip("s"))), None)
+            if flag:
+                message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", flag, message, count=1)
+        return message
 
 
 app = typer.Typer(
@@ -270,8 +287,11 @@ def add(
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
-    if extract and kind != Kind.fact:
-        raise UsageError("--extract learns facts; it does not go with --kind " + kind.value)
+    if extract and jsonl is None:
+        from memvault.api import Memvault
+
+        Memvault.check_extract(kind.value, tags=tag or (), source=source, rationale=rationale,
+                               alternatives=alternative or (), allow_duplicate=allow_duplicate)
     vault = state.open()
     started = time.perf_counter()
     with term.progress_bar(not state.quiet, label="adding") as bar:
@@ -284,9 +304,7 @@ def add(
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
             if extract:
-                from memvault.ingest import split_lines
-
-                learned = vault.add_extracted(split_lines(raw) if each_line else [raw], conversation=conversation)
+                learned = vault.add_extracted(raw, conversation=conversation, each_line=each_line)
                 _print_learned(ctx, learned, as_json, stream=sys.stdout)
                 return
             added = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,

@@ -8,9 +8,16 @@ class MemvaultError(Exception):
 
 
 class UsageError(MemvaultError):
-    """Bad arguments or settings: exit code 2, like a usage error."""
+    """Bad arguments or settings: exit code 2, like a usage error.
+
+    The message names the library's own parameters (`since`, `created_at`); `params` lists the
+    ones it names, so that a face can put its own name for each (the CLI: `--since`)."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", params: str | tuple[str, ...] = ()):
+        super().__init__(message)
+        self.params = (params,) if isinstance(params, str) else tuple(params)
 
 
 class SettingsError(UsageError):

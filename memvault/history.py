@@ -208,7 +208,7 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
     since_args, since_time = [], None
     if since:
         try:  # ISO dates are compared exactly; git's own parser takes the rest ("2 weeks ago")
-            since_time = files.parse_time(since, "--since")
+            since_time = files.parse_time(since, "since")
         except ValueError:
             since_args.append(f"--since={since}")
     if follow:

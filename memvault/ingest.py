@@ -117,6 +117,21 @@ def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Mem
         yield memory
 
 
+def check_extract(kind: str = "fact", *, tags: Iterable[str] = (), source: str | None = None,
+                  rationale: str | None = None, alternatives: Iterable[str] = (),
+                  allow_duplicate: bool = False) -> None:
+    """The rules of adding with extract, in one place for every face: the LLM picks the facts and
+    stores them as facts, with nothing of the add's own (kind, tags, source, ...) to carry."""
+    if kind != "fact":
+        raise UsageError(f"extract learns facts; it does not go with kind {kind!r}", params=("extract", "kind"))
+    given = {"tags": list(tags or []), "source": source, "rationale": rationale,
+             "alternatives": list(alternatives or []), "allow_duplicate": allow_duplicate}
+    extra = [name for name, value in given.items() if value]
+    if extra:
+        raise UsageError(f"extract stores the facts it finds as they are; leave out {extra[0]} "
+                         "(or store the text as it is, without extract)", params=("extract", extra[0]))
+
+
 def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERSATION, kind: str = "fact",
                  tags: Iterable[str] | None = None, source: str | None = None, rationale: str | None = None,
                  alternatives: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
@@ -125,7 +140,8 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
     files.check_conversation_id(conversation)
     role = role_for_kind(kind)
     if kind != "decision" and (rationale or list(alternatives or [])):
-        raise UsageError("--rationale and --alternative are for decisions (--kind decision)")
+        raise UsageError("rationale and alternatives are for decisions (kind decision)",
+                         params=("rationale", "alternatives", "kind"))
     extra = extra_fields(kind, tags, source, rationale, alternatives)
     clash = sorted(set(meta or {}) & set(files.CORE_KEYS))
     if clash:

@@ -323,11 +323,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         stored and, with extract, what was updated or replaced (older memories are set aside, never erased)."""
         try:
             if extract:
-                if kind != "fact":
-                    raise MemvaultError(f"extract learns facts; it does not go with kind {kind!r}")
-                if tags:
-                    raise MemvaultError("extract stores the facts it finds without tags; leave tags out, "
-                                        "or store the text as it is (extract false)")
+                vault.check_extract(kind, tags=tags)
                 learned = vault.add_extracted(text, conversation=conversation or files.DEFAULT_CONVERSATION)
                 changes = [_change(row) for row in learned.to_json()]
                 return AddResult(changes=changes, note=None if changes else "no facts found in the text")

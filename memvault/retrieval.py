@@ -52,13 +52,13 @@ class Query:
                       mmr_lambda: float | None = None, threshold: float | None = None,
                       relevance_floor: float | None = None, **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
-        settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
+        settings (bounds named in the error), so a bad recency_weight reads like a bad setting."""
         from memvault.config import coerce
 
         def pick(name: str, value: Any, setting: str) -> Any:
             if value is None:
                 return getattr(settings, setting)
-            return coerce(setting, value, f"option --{name.replace('_', '-')}")
+            return coerce(setting, value, f"option {name}", param=name)
 
         return cls(text=text, top_k=pick("top_k", top_k, "default_top_k"),
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),

@@ -114,8 +114,8 @@ def as_api_error(exc: BaseException) -> ApiError:
         if exc.status in (400, 422):  # the upstream refused what the client asked for (a bad option)
             return ApiError(400, str(exc), code="upstream_refused")
         return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable")
-    if isinstance(exc, UsageError):
-        return ApiError(400, str(exc))
+    if isinstance(exc, UsageError):  # the library names the body's fields, which are its parameters
+        return ApiError(400, str(exc), exc.params[-1] if exc.params else None)
     if isinstance(exc, LockTimeout):
         return ApiError(503, str(exc), kind="server_error", code="vault_busy")
     if isinstance(exc, VaultStateError):
@@ -804,13 +804,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         body: AddBody = checked(AddBody, await json_object(request))
         conversation = body.conversation_id or options.conversation
         if body.extract:
-            if body.kind != "fact":
-                raise ApiError(400, f"extract learns facts; it does not go with kind {body.kind!r}", "kind")
-            extra = [name for name in ("tags", "source", "rationale", "alternatives", "each_line", "allow_duplicate")
-                     if getattr(body, name)]
-            if extra:
-                raise ApiError(400, f"extract stores the facts it finds as they are; leave out {extra[0]}", extra[0])
-            learned = await blocking(vault.add_extracted, body.text, conversation=conversation)
+            vault.check_extract(body.kind, tags=body.tags, source=body.source, rationale=body.rationale,
+                                alternatives=body.alternatives, allow_duplicate=body.allow_duplicate)
+            learned = await blocking(vault.add_extracted, body.text, conversation=conversation,
+                                     each_line=body.each_line)
             return _json(learned.to_json())
         added = await blocking(vault.add, body.text, conversation=conversation, kind=body.kind, tags=body.tags,
                                source=body.source, rationale=body.rationale, alternatives=body.alternatives,
