@@ -36,7 +36,7 @@ from memvault import __version__, files, signals
 from memvault.errors import MemvaultError, validation_problem
 
 Kind = Literal["fact", "note", "decision"]
-SearchKind = Literal["fact", "note", "decision", "turn"]
+SearchKind = Literal["fact", "note", "decision", "turn", "episode"]
 # What recent_memories lists when no kind is asked for: what a user or an agent stored, not chat turns.
 RECENT_KINDS = ("fact", "note", "decision")
 # memory_history lists at most this many changes of one commit: an import commits thousands at once.

@@ -301,14 +301,15 @@ class AddBody(BaseModel):
 
 
 class SearchBody(BaseModel):
-    """POST /v1/memories/search: what `memvault search` takes."""
+    """POST /v1/memories/search: what `memvault search` takes (checked against
+    request_options.SEARCH by tests/test_requests.py)."""
 
     model_config = ConfigDict(extra="forbid")
     query: str
     top_k: int | None = Field(None, ge=1, le=1000)
     conversation_id: str | None = None
     all_conversations: bool = False
-    kinds: list[Literal["fact", "note", "decision", "turn"]] = []
+    kinds: list[Literal["fact", "note", "decision", "turn", "episode"]] = []
     tags: list[str] = []
     since: str | None = None
     until: str | None = None
@@ -318,6 +319,7 @@ class SearchBody(BaseModel):
     mmr_lambda: float | None = Field(None, ge=0, le=1)
     threshold: float | None = Field(None, ge=0, le=1)
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    relevance_floor: float | None = Field(None, ge=0, le=1)
 
 
 class ReviewBody(BaseModel):
@@ -823,7 +825,8 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             vault.search, body.query, top_k=body.top_k, conversation=body.conversation_id or options.conversation,
             all_conversations=body.all_conversations, kinds=body.kinds or None, tags=body.tags, since=body.since,
             until=body.until, now=body.now, rerank=body.rerank, recency_weight=body.recency_weight,
-            mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever)
+            mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever,
+            relevance_floor=body.relevance_floor)
         return _json(outcome.to_json())
 
     @app.get("/v1/memories/review")
