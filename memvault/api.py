@@ -910,6 +910,20 @@ class Memvault:
             # opens the table and reads what a first query reads.
             self._run_search(self._query("warm up", all_conversations=True, top_k=1))
 
+    def warm_llm(self) -> None:
+        """Import the LLM library now (litellm: seconds), not during a server's first request nor in
+        two request threads at once."""
+        from memvault.llm import _lib
+
+        _lib()
+
+    def hold_lock(self, timeout: float, holder: str):
+        """The vault lock, as a context manager: a long-running face that is stopping takes it (and
+        keeps it until the process is gone), so that no thread of its is half way through a change."""
+        from memvault.lock import vault_lock
+
+        return vault_lock(self._vault.lock_path, timeout=timeout, holder=holder)
+
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
                conversation: str = DEFAULT_CONVERSATION, tags: Iterable[str] = (), **options: Any):

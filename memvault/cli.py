@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 
 from memvault import __version__, term
 from memvault.completion import complete_conversation, complete_live_memory_id, complete_memory_id
-from memvault.errors import MemvaultError, UsageError
+from memvault.errors import MemvaultError, UsageError, as_memvault_error
 
 
 # Options of the whole program that are also taken after the command (`memvault search -q ...`),
@@ -108,12 +108,12 @@ class MemvaultGroup(TyperGroup):
             where = f"{exc.filename}: " if exc.filename else ""
             _error(f"{where}{exc.strerror or exc}")
             raise typer.Exit(1) from None
-        except RuntimeError as exc:
-            if "lance error" not in str(exc).lower():
+        except Exception as exc:
+            failure = as_memvault_error(exc)  # LanceDB's and git's failures, in the words every face gives
+            if failure is None:
                 raise
-            detail = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", " ".join(str(exc).split()))
-            _error(f"the index under .memvault/ is unreadable ({detail}); `memvault reindex` repairs it")
-            raise typer.Exit(1) from None
+            _error(str(failure))
+            raise typer.Exit(failure.exit_code) from None
 
 
     def _in_flags(self, ctx, exc: MemvaultError) -> str:

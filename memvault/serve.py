@@ -48,8 +48,8 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault import __version__, files, signals, term
-from memvault.errors import (LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound, UsageError,
-                             VaultStateError, validation_problem)
+from memvault.errors import (IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound,
+                             UsageError, VaultStateError, as_memvault_error, validation_problem)
 
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
@@ -106,6 +106,9 @@ def as_api_error(exc: BaseException) -> ApiError:
     line (an LLM failure names the upstream URL and never the key)."""
     if isinstance(exc, ApiError):
         return exc
+    exc = as_memvault_error(exc) or exc  # LanceDB's and git's failures in the words the CLI gives
+    if isinstance(exc, IndexUnreadable):
+        return ApiError(503, str(exc), kind="server_error", code="index_unreadable")
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), kind="not_found_error", code="memory_not_found")
     if isinstance(exc, LLMTimeout):
@@ -720,8 +723,6 @@ class Proxy:
         """After the HTTP server stopped: let the running upkeep finish (a few seconds), store the
         replies still waiting for the model, and take the vault lock so that no thread of this
         process is half way through a write when it leaves. Returns what to tell the user."""
-        from memvault.lock import vault_lock
-
         under_way = self.turns.stop(GRACE_UPKEEP)
         not_done = self.upkeep.stop(GRACE_UPKEEP)
         waiting = 0
@@ -732,7 +733,7 @@ class Proxy:
                 self.notice(f"memvault: warning: {exc}")
         stack = contextlib.ExitStack()
         try:  # held until the process is gone (the kernel releases it): no thread of ours is mid-write
-            stack.enter_context(vault_lock(self.vault.vault.lock_path, timeout=GRACE_LOCK, holder="serve (stopping)"))
+            stack.enter_context(self.vault.hold_lock(GRACE_LOCK, "serve (stopping)"))
         except (MemvaultError, OSError):
             pass
         said = "memvault serve: stopped"
@@ -936,15 +937,13 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     The caller installs signals.stop_on_signals() first: a signal during the warm-up then raises
     signals.Stopped once the step under way is done (at once in a wait for the vault lock), and no
     request is served."""
-    from memvault import llm
-
     check_bind(options.host, options.api_key)
     started = files.utcnow()  # turns from before this moment that were never learned from are caught up
     # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
     sock = listen(options.host, options.port)
-    for warm_up in (vault.warm, llm._lib):  # a stop signal meanwhile: the step under way ends, then Stopped
+    for warm_up in (vault.warm, vault.warm_llm):  # a stop signal meanwhile: the step under way ends, then Stopped
         if signals.requested.is_set():
             raise signals.Stopped()
         try:

@@ -506,6 +506,30 @@ def test_the_hint_of_an_unreadable_index_runs(vault_dir):
     assert "The user keeps bees" in run_cli("search", "bees").stdout and check().exit_code == 0
 
 
+def test_an_unreadable_index_reads_the_same_in_every_face(vault_dir):
+    """LanceDB's failure is translated once (errors.as_memvault_error): the CLI, serve (a 503, not a
+    500) and an MCP tool give the same words and the same hint."""
+    from memvault.errors import IndexUnreadable, as_memvault_error
+    from memvault.mcp_server import _failure
+    from memvault.serve import as_api_error
+
+    seed("The user keeps bees")
+    for data in (vault_dir / ".memvault" / "index").rglob("data/*.lance"):
+        data.unlink()
+    vault = memvault.open_vault(vault_dir)
+    try:
+        with pytest.raises(Exception) as raised:
+            vault.search("bees")
+    finally:
+        vault.close()
+    failure = as_memvault_error(raised.value)
+    assert isinstance(failure, IndexUnreadable) and "`memvault reindex` repairs it" in str(failure)
+    answered = as_api_error(raised.value)
+    assert (answered.status, answered.message) == (503, str(failure))
+    assert str(_failure(raised.value)) == str(failure)
+    assert run_cli("search", "bees").stderr == f"memvault: error: {failure}\n"
+
+
 @pytest.mark.parametrize("which", ["switch <branch>", "switch -c <new-branch>"])
 def test_the_hints_of_a_detached_head_run(vault_dir, which):
     seed("one")
