@@ -114,7 +114,8 @@ def _pick(vault: Vault, commit: str | None) -> tuple[str, str, list[str]]:
             out = gitrepo.git_output(vault.root, "log", "-n1", "--format=%H%x1f%s%x1f%P", f"{commit}^{{commit}}", "--")
         except MemvaultError:
             raise NotFound(f"no commit {commit!r} in {vault.root}") from None
-        sha, subject, parents = out.strip().split("\x1f")
+        # Not strip(): it takes \x1f for white space, and a first commit's parent list is empty.
+        sha, subject, parents = out.rstrip("\n").split("\x1f")
         return sha, subject, parents.split()
     # The newest memvault change not taken back yet, so that `undo`, `undo`, `undo` walks back
     # through the history; an undo's own trailer names what it took back. (Hand commits are

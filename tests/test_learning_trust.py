@@ -272,16 +272,17 @@ def test_a_removed_fact_leaves_the_summary_and_it_is_written_again(vault_dir, ll
 
 
 def test_undo_of_an_older_lesson_is_not_blocked_by_the_summary(vault_dir, llm_env):
-    llm_env.push(facts("The user is named One word"), "The user is named One word.")
-    assert run_cli("add", "--extract", "One word.").exit_code == 0
+    # A statement the model misreads (a small model takes the sister's name for the user's).
+    llm_env.push(facts("The user is named Juno"), "The user is named Juno.")
+    assert run_cli("add", "--extract", "My sister's name is Juno.").exit_code == 0
     wrong = git(vault_dir, "rev-parse", "HEAD").strip()
-    llm_env.push(facts("The user's sister lives in Lisbon"), "One word's sister lives in Lisbon.")
+    llm_env.push(facts("The user's sister lives in Lisbon"), "Juno's sister lives in Lisbon.")
     assert run_cli("add", "--extract", "My sister lives in Lisbon.").exit_code == 0
     result = run_cli("undo", wrong)  # summary.md changed since: refused before the fix
     assert result.exit_code == 0, result.stderr
-    assert "REMOVE" in result.stdout and "One word" in result.stdout
+    assert "REMOVE" in result.stdout and "Juno" in result.stdout
     assert live(vault_dir) == ["The user's sister lives in Lisbon"]
-    assert memvault.open_vault(vault_dir).summary() is None  # it said "One word": set aside
+    assert memvault.open_vault(vault_dir).summary() is None  # it said "Juno": set aside
     assert git(vault_dir, "status", "--porcelain") == ""
     # The newest lesson, its summary untouched since: taken back exactly, the summary with it.
     llm_env.push(facts("The user likes tea"), "The user's sister lives in Lisbon; the user likes tea.")
