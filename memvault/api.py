@@ -917,6 +917,12 @@ class Memvault:
 
         _lib()
 
+    def llm_endpoint(self) -> str:
+        """The LLM endpoint's URL as it may be shown (credentials left out)."""
+        from memvault.llm import display_url
+
+        return display_url(self.settings.llm_base_url)
+
     def hold_lock(self, timeout: float, holder: str):
         """The vault lock, as a context manager: a long-running face that is stopping takes it (and
         keeps it until the process is gone), so that no thread of its is half way through a change."""

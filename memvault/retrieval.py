@@ -395,9 +395,3 @@ def _one_line(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
-
-def read_summary(vault, conversation: str) -> str | None:
-    from memvault.summaries import read_rolling_summary
-
-    memory = read_rolling_summary(vault, conversation)
-    return memory.text if memory else None

@@ -964,7 +964,7 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     settings = vault.settings
     if not signals.requested.is_set():
         notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
-               f"model {settings.llm_model} at {llm.display_url(settings.llm_base_url)})")
+               f"model {settings.llm_model} at {vault.llm_endpoint()})")
         server.run(sockets=[sock])
     said = proxy.stop()
     vault.close()
