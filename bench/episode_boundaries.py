@@ -83,8 +83,8 @@ def score(found: list[int], truth: list[int]) -> tuple[int, int, int]:
 def main() -> int:
     import numpy as np
 
-    from memvault import episodes
-    from memvault.models import get_embedder
+    from memvault.learning import episodes
+    from memvault.store.models import get_embedder
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)

@@ -38,9 +38,10 @@ from checkout import REPO, git_commit
 
 sys.path.insert(0, str(REPO))
 
-from memvault import episodes, files, prompts  # noqa: E402
+from memvault.learning import episodes, prompts
+from memvault.store import files  # noqa: E402
 from memvault.errors import LLMError  # noqa: E402
-from memvault.llm import LLMConfig  # noqa: E402
+from memvault.store.llm import LLMConfig  # noqa: E402
 
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo" / "locomo_memories.jsonl"
 OLD_PROMPT = """\
@@ -115,7 +116,7 @@ def main() -> int:
         return 2
     if args.prompt == "old":
         prompts.EPISODE = OLD_PROMPT
-    from memvault.config import load_settings
+    from memvault.store.config import load_settings
 
     cfg = LLMConfig.from_settings(load_settings(None)) if saved is None else None
     rows, seconds, turns_of = [], [], {}

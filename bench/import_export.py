@@ -6,7 +6,7 @@
     python bench/import_export.py --table bench/out/import_export.json
 
 Each step is a fresh process (wall time, CPU time and its own peak RSS from wait4):
-1. the reader alone: memvault.jsonstream over the file, against `json.load` of it (the memory a
+1. the reader alone: memvault.moving.jsonstream over the file, against `json.load` of it (the memory a
    reader that holds the whole export would need);
 2. `memvault import chatgpt` into a new vault (no --extract: no LLM);
 3. the same import again: everything is there, nothing is written;
@@ -106,7 +106,7 @@ READER = """
 import json, sys, time
 start = time.perf_counter()
 if sys.argv[1] == "stream":
-    from memvault.jsonstream import iter_array
+    from memvault.moving.jsonstream import iter_array
     n = sum(1 for _ in iter_array(sys.argv[2]))
 else:
     with open(sys.argv[2], encoding="utf-8") as handle:

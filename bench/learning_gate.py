@@ -26,7 +26,7 @@ names it kept before the statement), `none`.
 --extract-only stops after extraction (one call per message that reaches the model): created and
 learned are measured, replaced is not (a cheaper baseline when the shared model is slow).
 
---gate picks what runs before extraction: `product` (the rules of memvault/statements.py; what
+--gate picks what runs before extraction: `product` (the rules of memvault/learning/statements.py; what
 ships), `model` (the rules, then the model's own yes/no "does this tell anything lasting?" with
 its token probabilities, stopping at p(no) >= 0.5: measured, not shipped), `none` (extraction on
 the whole message, as before issue #11: the baseline).
@@ -54,9 +54,10 @@ from checkout import REPO, git_commit
 sys.path.insert(0, str(REPO))
 
 import memvault  # noqa: E402
-from memvault import extraction, learn, llm, prompts, statements  # noqa: E402
+from memvault.learning import extraction, learn, prompts, statements
+from memvault.store import llm  # noqa: E402
 from memvault.errors import MemvaultError  # noqa: E402
-from memvault.llm import LLMConfig  # noqa: E402
+from memvault.store.llm import LLMConfig  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # What states nothing about the user (issue 11's kinds, then issue 26's: reply instructions, tag
@@ -97,7 +98,7 @@ P_NOTHING = []  # every p(no) the gate gave, for the report
 
 def extract_after_model_gate(cfg: LLMConfig, user_text: str) -> list[str]:
     """The rules, then the model's yes/no on what they kept; extraction only on a yes."""
-    from memvault.statements import statement_part
+    from memvault.learning.statements import statement_part
 
     statement = statement_part(user_text)
     if statement and not extraction.is_small_talk(statement):

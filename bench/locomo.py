@@ -352,7 +352,7 @@ def text_fts(vault) -> None:
     """BM25 on the bare text, beside the product's (variants without turn context read it)."""
     import warnings
 
-    from memvault.index import FTS_OPTIONS
+    from memvault.store.index import FTS_OPTIONS
 
     table = vault.vault.index.table()
     if "text_idx" not in {getattr(i, "name", "") for i in table.list_indices()}:

@@ -58,7 +58,8 @@ def gold_summaries(data: Path) -> dict[tuple[str, int], str]:
 
 def narratives(kind: str, sessions, workdir: Path, data: Path, log) -> dict[tuple[str, int], tuple[str, str]]:
     """(title, narrative) per (conversation, session)."""
-    from memvault import episodes, files
+    from memvault.learning import episodes
+    from memvault.store import files
 
     out: dict[tuple[str, int], tuple[str, str]] = {}
     if kind == "gold":
@@ -71,8 +72,8 @@ def narratives(kind: str, sessions, workdir: Path, data: Path, log) -> dict[tupl
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     cfg = None
     if kind == "model":
-        from memvault.config import load_settings
-        from memvault.llm import LLMConfig
+        from memvault.store.config import load_settings
+        from memvault.store.llm import LLMConfig
 
         cfg = LLMConfig.from_settings(load_settings(None))
     started = time.perf_counter()
@@ -100,8 +101,8 @@ def _time(value: str) -> datetime:
 
 def write_episodes(vault_path: Path, conv: str, sessions, records, log) -> None:
     """Replace the vault's episode files with one per session of `conv`."""
-    from memvault import files
-    from memvault.vault import Vault
+    from memvault.store import files
+    from memvault.store.vault import Vault
 
     vault = Vault.open(vault_path)
     by_memory_id = {m.extra.get("memory_id"): m for m in vault.iter_memories(roles=("user", "assistant"))}
@@ -165,7 +166,7 @@ def main() -> int:
     import numpy as np
 
     import memvault
-    from memvault import episodes
+    from memvault.learning import episodes
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)

@@ -3,7 +3,7 @@
 
 Not the product's numbers (bench/locomo.py measures those, through the CLI): a re-implementation
 of the read path's arithmetic in numpy (exact dense cosine, as LanceDB's flat search computes it)
-with LanceDB's own BM25 (same full-text options as memvault/index.py), so that one variant of the
+with LanceDB's own BM25 (same full-text options as memvault/store/index.py), so that one variant of the
 *indexed text* costs one embedding pass (cached on disk) instead of building vaults, and one
 variant of the *ranking* costs seconds. Every choice made here was checked afterwards with
 bench/locomo.py on the product itself.
@@ -77,7 +77,7 @@ class Vectors:
     @property
     def embedder(self):
         if self._embedder is None:
-            from memvault.models import get_embedder
+            from memvault.store.models import get_embedder
 
             self._embedder = get_embedder()
         return self._embedder
@@ -114,7 +114,7 @@ class Bm25:
     """One LanceDB table per (conversation, text variant), FTS index with the product's options."""
 
     def __init__(self, root: Path):
-        from memvault.index import import_lancedb
+        from memvault.store.index import import_lancedb
 
         self.root = root
         self.db = import_lancedb().connect(str(root))
@@ -125,7 +125,7 @@ class Bm25:
 
         import pyarrow as pa
 
-        from memvault.index import FTS_OPTIONS
+        from memvault.store.index import FTS_OPTIONS
 
         key = name + "-" + hashlib.sha1(json.dumps([ids, texts]).encode()).hexdigest()[:12]
         if key in self.tables:

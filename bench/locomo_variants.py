@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from memvault import index, ranking, retrieval
-from memvault.config import Settings
+from memvault.store import index
+from memvault.reading import ranking, retrieval
+from memvault.store.config import Settings
 
 _S = Settings()
 

@@ -44,7 +44,7 @@ LOCOMO = HERE.parent.parent / "shared" / "bench" / "locomo" / "locomo_memories.j
 def padding(n: int, repeats: int) -> dict:
     from tokenizers import Tokenizer
 
-    from memvault.models import get_embedder
+    from memvault.store.models import get_embedder
 
     tok_dir = Path(__import__("memvault").__file__).parent / "data" / "minilm-tokenizer"
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
@@ -81,7 +81,7 @@ def fragments(repeats: int) -> dict:
     import lancedb
     import numpy as np
 
-    from memvault.index import FTS_OPTIONS
+    from memvault.store.index import FTS_OPTIONS
 
     texts = [r["text"] for r in synth.memories(3000)]
     rng = np.random.default_rng(0)
@@ -166,7 +166,7 @@ def front_matter(n: int, repeats: int, baseline: Path | None) -> dict:
 
     import yaml
 
-    from memvault import files
+    from memvault.store import files
 
     impls = {"this checkout": files}
     if baseline is not None:

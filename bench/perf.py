@@ -66,7 +66,7 @@ TextEmbedding.add_custom_model("floor/minilm", pooling=PoolingType.MEAN, normali
 model = TextEmbedding("floor/minilm", specific_model_path=str(tok))
 vector = list(model.query_embed("what did I decide about the migration"))[0]
 if len(sys.argv) > 1 and sys.argv[1] == "--reranker":
-    from memvault.models import get_reranker
+    from memvault.store.models import get_reranker
     r = get_reranker(sys.argv[2])
     r.score("what did I decide about the migration", ["one text", "another text"])
 """

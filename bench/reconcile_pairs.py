@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reconciliation question alone, on labelled (memory, new fact) pairs, with a real model.
 
-memvault asks one question per pair: "is the memory still true?" (memvault/prompts.py
+memvault asks one question per pair: "is the memory still true?" (memvault/learning/prompts.py
 STILL_TRUE), replaces the memory when the model's probability of "no" is at least
 extraction.MIN_UNTRUE, and only asks about memories with cosine >= learn.SIMILARITY_FLOOR.
 This prints, for the pairs of reconcile_pairs.jsonl, how often that decision is right, and the
@@ -29,10 +29,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from memvault import prompts  # noqa: E402
-from memvault.extraction import MIN_UNTRUE, StillTrue  # noqa: E402
-from memvault.learn import SIMILARITY_FLOOR  # noqa: E402
-from memvault.llm import LLMConfig, structured_probs  # noqa: E402
+from memvault.learning import prompts  # noqa: E402
+from memvault.learning.extraction import MIN_UNTRUE, StillTrue  # noqa: E402
+from memvault.learning.learn import SIMILARITY_FLOOR  # noqa: E402
+from memvault.store.llm import LLMConfig, structured_probs  # noqa: E402
 
 
 def main() -> int:
@@ -44,7 +44,7 @@ def main() -> int:
     if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
         print("set the LLM first: eval \"$(../shared/llm/local-llm.sh env)\"", file=sys.stderr)
         return 2
-    from memvault.models import get_embedder
+    from memvault.store.models import get_embedder
 
     cfg = LLMConfig(os.environ.get("MEMVAULT_LLM_MODEL", "openai/qwen2.5-coder-1.5b"),
                     os.environ["MEMVAULT_LLM_BASE_URL"], api_key=os.environ.get("MEMVAULT_LLM_API_KEY"),

@@ -47,8 +47,8 @@ def build(table, variant: str) -> None:
 
 def measure(table, variant: str) -> dict:
     import synth
-    from memvault.index import where_clause
-    from memvault.models import get_embedder
+    from memvault.store.index import where_clause
+    from memvault.store.models import get_embedder
 
     embedder = get_embedder("memvault/all-MiniLM-L6-v2-int8")
     queries = [(conversation, q, embedder.embed([q])[0]) for conversation, q in synth.QUERIES]
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.index_dir is None or args.variant is None:
         ap.error("give INDEX_DIR and VARIANT (or --compare)")
-    from memvault.index import import_lancedb
+    from memvault.store.index import import_lancedb
 
     table = import_lancedb().connect(str(args.index_dir)).open_table("memories")
     if args.build:

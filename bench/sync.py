@@ -44,7 +44,7 @@ def git(*args: str) -> str:
 
 def one_round(work: Path, n: int, mv: list[str], env: dict, r: int) -> dict:
     import memvault
-    from memvault import models
+    from memvault.store import models
 
     if work.exists():
         shutil.rmtree(work)

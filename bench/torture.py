@@ -65,7 +65,7 @@ def cli(vault: Path, *args: str, input: str | bytes | None = None) -> Ran:
     """The CLI in this process (fast: models stay loaded), stdout and stderr apart."""
     from typer.testing import CliRunner
 
-    from memvault.cli import app
+    from memvault.faces.cli import app
 
     result = CliRunner().invoke(app, ["--vault", str(vault), *args], input=input, catch_exceptions=True)
     crashed = None
@@ -145,7 +145,7 @@ class Run:
     # -- invariants ---------------------------------------------------------------------------
     def intact(self, vault: Path) -> set[Path]:
         """Every file under entries/ is a whole memory or an ignored temp file; returns the temp files."""
-        from memvault import files
+        from memvault.store import files
         from memvault.errors import MemoryFileError
 
         memories = set(files.walk_entries(vault, include_deleted=True))
@@ -169,9 +169,9 @@ class Run:
 
     def converges(self, vault: Path) -> None:
         """reindex, --check, index == files, git clean and sound, search finds everything."""
-        from memvault import files
-        from memvault.index import Index
-        from memvault.vault import Vault
+        from memvault.store import files
+        from memvault.store.index import Index
+        from memvault.store.vault import Vault
 
         for args in (["reindex"], ["reindex", "--check"]):
             ran = cli(vault, *args)
@@ -264,8 +264,8 @@ class Run:
         self.say("calibrating the write phases")
         spans = {}
         for name, args, mark in (
-            ("add", ["add", "memory: calibration"], "memvault/vault.py:change"),
-            ("reindex --full", ["reindex", "--full"], "memvault/index.py:_reset"),
+            ("add", ["add", "memory: calibration"], "memvault/store/vault.py:change"),
+            ("reindex --full", ["reindex", "--full"], "memvault/store/index.py:_reset"),
         ):
             proc = spawn(vault, *args, env={"PAUSE_AT": f"{mark};1;0"})
             while "pause_at" not in (proc.stderr.readline() or "pause_at"):
@@ -303,24 +303,24 @@ class Run:
                 target = vault if kind != "add (new vault)" else self.workdir / f"fresh-{trial}"
                 text = f"memory {trial}: written while being killed ({kind})"
                 # inside `git update-index` (1st process commit_paths starts) or `git commit` (2nd)
-                in_git = (f"memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.randint(1, 6)};"
+                in_git = (f"memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.randint(1, 6)};"
                           f"{self.rng.uniform(0, 0.015):.3f}")
                 if kind.startswith("add"):
-                    args, mark, span = ["add", text], "memvault/vault.py:change", spans["add"] + 1.0
-                    steps = ["memvault/vault.py:change>c:posix.replace", "memvault/files.py:_fsync_dir",
-                             "memvault/index.py:_apply",
-                             "memvault/index.py:_arrow_rows", "memvault/state.py:write", in_git, in_git]
+                    args, mark, span = ["add", text], "memvault/store/vault.py:change", spans["add"] + 1.0
+                    steps = ["memvault/store/vault.py:change>c:posix.replace", "memvault/store/files.py:_fsync_dir",
+                             "memvault/store/index.py:_apply",
+                             "memvault/store/index.py:_arrow_rows", "memvault/store/state.py:write", in_git, in_git]
                     if kind == "add (new vault)":
-                        steps += [f"memvault/gitrepo.py:init_repo;1;{self.rng.uniform(0, 0.5):.3f}"] * 2
+                        steps += [f"memvault/store/gitrepo.py:init_repo;1;{self.rng.uniform(0, 0.5):.3f}"] * 2
                 elif kind == "reindex --full":
-                    args, mark, span = ["reindex", "--full"], "memvault/index.py:_reset", spans["reindex --full"]
-                    steps = ["memvault/index.py:_reset", "memvault/models.py:embed", "memvault/index.py:_arrow_rows",
-                             "memvault/index.py:ensure_fts", "memvault/state.py:write", "c:posix.replace"]
+                    args, mark, span = ["reindex", "--full"], "memvault/store/index.py:_reset", spans["reindex --full"]
+                    steps = ["memvault/store/index.py:_reset", "memvault/store/models.py:embed", "memvault/store/index.py:_arrow_rows",
+                             "memvault/store/index.py:ensure_fts", "memvault/store/state.py:write", "c:posix.replace"]
                 else:
                     args, mark, span = ["chat", "--no-stream", f"Trial {trial}: I torture software for a living"], \
-                        "memvault/learn.py:plan", spans["chat upkeep"]
-                    steps = ["memvault/learn.py:apply", "memvault/summaries.py:write_rolling_summary",
-                             "memvault/vault.py:evict", "memvault/state.py:write", in_git]
+                        "memvault/learning/learn.py:plan", spans["chat upkeep"]
+                    steps = ["memvault/learning/learn.py:apply", "memvault/learning/summaries.py:write_rolling_summary",
+                             "memvault/store/vault.py:evict", "memvault/store/state.py:write", in_git]
                     llm.push(f"Reply {trial}.")
                 delay = self.rng.uniform(0, span)
                 env = dict(llm_env) if kind == "chat upkeep" else {}
@@ -364,7 +364,7 @@ class Run:
             llm.close()
 
     def after_kill(self, vault: Path, trial: int) -> None:
-        from memvault import files
+        from memvault.store import files
 
         self.temp_files |= self.intact(vault)
         self.fig.temp_files_left_and_ignored = len(self.temp_files)
@@ -561,7 +561,7 @@ class Run:
                 path.chmod(path.stat().st_mode | 0o200)
 
     def count(self) -> None:
-        from memvault import files
+        from memvault.store import files
 
         written = found = 0
         for vault, texts in self.expected.items():

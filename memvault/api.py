@@ -28,9 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault import files
+from memvault.store import files
 from memvault.errors import MemvaultError, NotFound, UsageError
-from memvault.files import DEFAULT_CONVERSATION, Memory
+from memvault.store.files import DEFAULT_CONVERSATION, Memory
 
 __all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
 
@@ -48,11 +48,11 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
     process's native memory for a long life, so that it does not creep up: native_memory.py).
     The folder is created by the first write, not here.
     """
-    from memvault.config import default_vault_path
-    from memvault.vault import Vault
+    from memvault.store.config import default_vault_path
+    from memvault.store.vault import Vault
 
     if watch:
-        from memvault.native_memory import settle_for_long_life
+        from memvault.store.native_memory import settle_for_long_life
 
         settle_for_long_life()  # before LanceDB and ONNX Runtime start their threads
     root = Path(path).expanduser() if path is not None else default_vault_path()
@@ -66,8 +66,8 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
     `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`; a new or empty folder) and build
     its index. progress(stage, done, total) while git transfers and while the index is built.
     Returns remote.CloneResult, whose `vault` is the opened Memvault."""
-    from memvault import remote
-    from memvault.config import default_vault_path
+    from memvault.moving import sync as remote
+    from memvault.store.config import default_vault_path
 
     root = Path(path).expanduser() if path is not None else default_vault_path()
     return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
@@ -150,7 +150,7 @@ class EpisodesOutcome:
     dry_run: bool = False
 
     def to_json(self, root: Path | None = None) -> dict[str, Any]:
-        from memvault.episodes import episode_json
+        from memvault.learning.episodes import episode_json
 
         return {"conversation_id": self.conversation, "dry_run": self.dry_run,
                 "episodes": [episode_json(e, root) for e in self.episodes],
@@ -209,7 +209,7 @@ class Memvault:
     def _say_if_unknown(self, conversation: str) -> None:
         """A conversation asked for by name that the vault does not have (a typo?): said with the ones
         whose names are close, on the notice channel; asking is not an error."""
-        from memvault import browse
+        from memvault.reading import browse
 
         if conversation == DEFAULT_CONVERSATION or not self._vault.entries.is_dir() \
                 or (self._vault.entries / files.conversation_slug(conversation)).is_dir():
@@ -227,7 +227,7 @@ class Memvault:
         conversation and kind already holds word for word is not stored again (so a cron job can
         add the same file every night) unless allow_duplicate. Returns the stored memories (an
         `Added`, which also lists the duplicates)."""
-        from memvault import ingest
+        from memvault.store import ingest
 
         pieces = [text] if isinstance(text, str) else list(text)
         if each_line:
@@ -249,7 +249,7 @@ class Memvault:
         learned from (per message, or per episode in extraction_mode predict-calibrate) and cut into
         episodes, the batch's last one closed (`Added.learned`, `Added.episodes`). The memories are made,
         written and indexed a batch at a time (one commit)."""
-        from memvault import ingest
+        from memvault.store import ingest
 
         count, turns = ingest.check_jsonl(text, origin, defaults)
         if not count:
@@ -290,8 +290,8 @@ class Memvault:
         """Store memories made with `files.new_memory` (a list, or an iterator that makes them as they are
         written) in one commit; with allow_duplicate=False, not those a live memory already holds word
         for word (same conversation and kind), nor a second copy within them."""
-        from memvault import ingest
-        from memvault.vault import ADD
+        from memvault.store import ingest
+        from memvault.store.vault import ADD
 
         duplicates: list[tuple[Memory, Memory]] = []
         source = memories if allow_duplicate else self._without_duplicates(memories, duplicates)
@@ -304,7 +304,7 @@ class Memvault:
         earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
         from itertools import islice
 
-        from memvault.vault import INDEX_BATCH
+        from memvault.store.vault import INDEX_BATCH
 
         held: dict[tuple[str, str], dict[str, Memory]] = {}
         source = iter(memories)
@@ -344,7 +344,7 @@ class Memvault:
     def check_extract(kind: str = "fact", **add_options: Any) -> None:
         """Refuse what does not go with extract (a kind other than fact; tags, source, rationale,
         alternatives, allow_duplicate): the one rule every face checks before `add_extracted`."""
-        from memvault.ingest import check_extract
+        from memvault.store.ingest import check_extract
 
         check_extract(kind, **add_options)
 
@@ -356,7 +356,7 @@ class Memvault:
         written for that text."""
         files.check_conversation_id(conversation)
         if each_line and isinstance(text, str):
-            from memvault.ingest import split_lines
+            from memvault.store.ingest import split_lines
 
             text = split_lines(text)
         texts = [text] if isinstance(text, str) else list(text)
@@ -382,8 +382,8 @@ class Memvault:
     def _learner(self, command: str, summarize: bool | None = None):
         """The one learning path (learn.Learner) for a command of this vault: the index brought in
         step before each plan, warnings through the vault's notices."""
-        from memvault.learn import Learner
-        from memvault.llm import LLMConfig
+        from memvault.learning.learn import Learner
+        from memvault.store.llm import LLMConfig
 
         return Learner(self._vault, LLMConfig.from_settings(self.settings), command, warn=self._say,
                        refresh=self._fresh_index, summarize=summarize)
@@ -393,7 +393,7 @@ class Memvault:
         """Change a memory: to `text` (the front matter kept), or in an editor (`$VISUAL`/`$EDITOR`
         unless `editor` is given) on a copy that must still be a valid memory. Indexed and committed.
         Returns manage.EditResult (memory, changed)."""
-        from memvault import manage
+        from memvault.changing import manage
 
         if text is not None:
             return manage.set_text(self._vault, id_or_prefix, text)
@@ -404,7 +404,7 @@ class Memvault:
         """Soft-delete memories (moved under deleted/, reason user), in one commit; one bad id
         removes nothing. reason: why, in the user's words, kept in the tombstone's front matter
         as `deleted_note` (and shown by `log`)."""
-        from memvault import manage
+        from memvault.changing import manage
 
         return manage.remove(self._vault, [ids] if isinstance(ids, str) else list(ids), now=now, reason=reason)
 
@@ -412,14 +412,14 @@ class Memvault:
         """Take back one memvault change as a new commit (default: the newest): what it added is taken
         out, what it replaced, evicted or deleted is live again; re-indexed. Refuses a commit memvault did
         not make, and one whose files changed since. Returns undo.UndoResult."""
-        from memvault import undo
+        from memvault.changing import undo
 
         return undo.undo(self._vault, commit)
 
     def restore(self, id_or_prefix: str):
         """Bring one deleted or replaced memory back live (committed, re-indexed); returns the RESTORE
         vault.Event."""
-        from memvault import undo
+        from memvault.changing import undo
 
         return undo.restore(self._vault, id_or_prefix)
 
@@ -431,8 +431,8 @@ class Memvault:
         rebuild: cut the turns the episodes cover again (old episode files soft-deleted with
         replaced_by; nothing learned again). dry_run: say what would be written, call no model,
         write nothing."""
-        from memvault import episodes
-        from memvault.llm import LLMConfig
+        from memvault.learning import episodes
+        from memvault.store.llm import LLMConfig
 
         files.check_conversation_id(conversation)
         self._vault.require_existing()
@@ -465,7 +465,7 @@ class Memvault:
         taught something; resumable). since: only what was said at or after. progress(stage, done,
         total) with stages "reading", "indexing", "learning". Returns importing.ImportResult: what
         was added per conversation, what was there, what was left out and why (`problems`)."""
-        from memvault import importing
+        from memvault.moving import importing
 
         options = importing.ImportOptions(source, Path(path).expanduser(), conversation_prefix, extract,
                                           _time(since, "since"), dry_run).check()
@@ -491,7 +491,7 @@ class Memvault:
         line: what `import_from("jsonl", ...)` reads back into the same files) or "markdown" (a digest
         per conversation: summary, facts, notes, decisions, newest first). output: a path (written
         whole or not at all) or an open text stream. Returns exporting.ExportResult."""
-        from memvault import exporting
+        from memvault.moving import exporting
 
         files.check_conversation_id(conversation)
         return exporting.export(self._vault, output, conversations=None if all_conversations else [conversation],
@@ -501,7 +501,7 @@ class Memvault:
     def get(self, id_or_prefix: str) -> Memory:
         """A memory by id or unique prefix of at least 4 characters; a deleted one too (live ones
         win over tombstones). NotFound or an ambiguous-prefix UsageError otherwise."""
-        from memvault import manage
+        from memvault.changing import manage
 
         return manage.find(self._vault, id_or_prefix)
 
@@ -513,13 +513,13 @@ class Memvault:
         within since..until, at most `limit`; with deleted, the deleted ones instead. Found by file
         name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read (and
         those a tag filter must look into); no index, no model. `memvault ls` prints it."""
-        from memvault import listing
+        from memvault.reading import listing
 
         if conversation is not None:
             files.check_conversation_id(conversation)
             self._say_if_unknown(conversation)
         roles = files.roles_for_kinds(kinds)
-        from memvault.state import owner_lookup
+        from memvault.store.state import owner_lookup
 
         with owner_lookup(self._vault.sidecar / "state.db") as owner_of:  # the index's record, not the index
             return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
@@ -578,14 +578,14 @@ class Memvault:
     def prompt_block(self, outcome, conversation: str = DEFAULT_CONVERSATION) -> str:
         """The block a chat sends the model before the user's message: the conversation's rolling
         summary and the results, labelled as background context, never instructions."""
-        from memvault.retrieval import injection_block
+        from memvault.reading.retrieval import injection_block
 
         summary = self.summary(conversation)
         return injection_block(outcome.results, summary.text if summary else None)
 
     def summary(self, conversation: str = DEFAULT_CONVERSATION) -> Memory | None:
         """The conversation's rolling summary, if it has one."""
-        from memvault.summaries import read_rolling_summary
+        from memvault.learning.summaries import read_rolling_summary
 
         files.check_conversation_id(conversation)
         return read_rolling_summary(self._vault, conversation)
@@ -596,8 +596,8 @@ class Memvault:
         the story of that memory, through its replacements. Returns history.LogEntry items.
         max_changes: list at most this many changes of one commit (`changes_total` counts them
         all): an import is one commit of thousands of files, each read to be listed."""
-        from memvault import gitrepo
-        from memvault.history import history
+        from memvault.store import gitrepo
+        from memvault.reading.history import history
 
         self._vault.require_existing()
         missing = self._vault.history_missing()
@@ -634,7 +634,7 @@ class Memvault:
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest
         activity and whether it has a summary, newest first (browse.ConversationInfo items)."""
-        from memvault import browse
+        from memvault.reading import browse
 
         self._vault.require_existing()
         return browse.conversations(self._vault)
@@ -642,7 +642,7 @@ class Memvault:
     def stats(self) -> dict[str, Any]:
         """The vault in numbers: memories by kind and conversation, the index's rows and state, the
         models, the last commit, disk use."""
-        from memvault import browse
+        from memvault.reading import browse
 
         self._vault.require_existing()
         return browse.stats(self._vault)
@@ -651,7 +651,7 @@ class Memvault:
         """The embedding model and the reranker: name, whether they load, and why not.
         download: fetch them into fastembed's cache (the only network access memvault makes
         on its own account)."""
-        from memvault.models import ModelError, get_embedder, get_reranker
+        from memvault.store.models import ModelError, get_embedder, get_reranker
 
         settings = self.settings
         status: dict[str, dict[str, Any]] = {}
@@ -680,9 +680,9 @@ class Memvault:
         are instead of memvault's own session. user_message: with history, the client's own message
         object for this message (its content may carry images besides `message`, its text), sent as
         it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...)."""
-        from memvault import chat
-        from memvault.config import coerce
-        from memvault.llm import LLMConfig
+        from memvault.learning import chat
+        from memvault.store.config import coerce
+        from memvault.store.llm import LLMConfig
 
         files.check_conversation_id(conversation)
         message = (message or "").strip()
@@ -708,7 +708,7 @@ class Memvault:
     def llm_models(self) -> list[dict[str, Any]]:
         """The models the configured LLM endpoint serves (its `/models` list, OpenAI shape: each with
         an `id`). LLMError naming the endpoint when it cannot be asked."""
-        from memvault import llm
+        from memvault.store import llm
 
         return llm.list_models(llm.LLMConfig.from_settings(self.settings))
 
@@ -718,7 +718,7 @@ class Memvault:
 
     def session(self, conversation: str = DEFAULT_CONVERSATION, now: datetime | str | None = None) -> SessionView:
         """The conversation's current chat session (what the next `chat` will send)."""
-        from memvault import sessions
+        from memvault.learning import sessions
 
         files.check_conversation_id(conversation)
         clock = _time(now, "now") or files.utcnow()
@@ -732,7 +732,7 @@ class Memvault:
 
     def clear_session(self, conversation: str = DEFAULT_CONVERSATION, now: datetime | str | None = None) -> None:
         """Start a fresh chat session: later chats do not see the earlier turns (memories still apply)."""
-        from memvault import chat
+        from memvault.learning import chat
 
         files.check_conversation_id(conversation)
         clock = _time(now, "now") or files.utcnow()
@@ -744,9 +744,9 @@ class Memvault:
         """Write the conversation's episodes that have closed (the last one too, when `end` says why),
         learning from them in extraction_mode predict-calibrate. A model that fails is a warning (strict:
         an LLMError): the turns stay, and the next close (a chat, `memvault episodes`) takes them up."""
-        from memvault import episodes
+        from memvault.learning import episodes
         from memvault.errors import LLMError
-        from memvault.llm import LLMConfig
+        from memvault.store.llm import LLMConfig
 
         if not self.exists():
             return []
@@ -765,7 +765,7 @@ class Memvault:
         """The learned facts not reviewed yet, newest first (review.ReviewItem: the fact, its status
         `pending` / `proposal` / `learned`, the words it came from, what it would replace or replaced);
         of one conversation, or of every one (None)."""
-        from memvault import review
+        from memvault.changing import review
 
         if conversation is not None:
             files.check_conversation_id(conversation)
@@ -779,7 +779,7 @@ class Memvault:
         """Keep learned facts, in one commit: a waiting one goes live, a proposal retires the facts
         of yours it names; each is marked reviewed. text: keep one fact with these words instead.
         Returns review.ReviewOutcome."""
-        from memvault import review
+        from memvault.changing import review
 
         return review.keep(self._vault, [ids] if isinstance(ids, str) else list(ids), text=text,
                            now=_time(now, "now"))
@@ -789,7 +789,7 @@ class Memvault:
         """Reject learned facts, in one commit: each is soft-deleted with reason `rejected` (reason: why,
         in your words, kept as `deleted_note`), and the facts it retired come back. Returns
         review.ReviewOutcome."""
-        from memvault import review
+        from memvault.changing import review
 
         return review.reject(self._vault, [ids] if isinstance(ids, str) else list(ids), reason=reason,
                              now=_time(now, "now"))
@@ -801,7 +801,7 @@ class Memvault:
         before its upkeep, a reply cut short, an LLM that was down), oldest first: of one conversation
         (None: every one), created at or after `since` and before `before`. dry_run: list them, call no
         model. Returns learn.CatchUp; an LLM that is down stops it (`error`), the rest waits."""
-        from memvault import learn
+        from memvault.learning import learn
 
         if conversation is not None:
             files.check_conversation_id(conversation)
@@ -819,8 +819,8 @@ class Memvault:
         """Find clusters of near-duplicate or conflicting facts and let the LLM decide which stay.
         The model is asked without the lock; the plan is applied in one commit, skipping memories
         that changed meanwhile. An LLM that is down or answers garbage raises LLMError."""
-        from memvault import consolidate
-        from memvault.llm import LLMConfig
+        from memvault.learning import consolidate
+        from memvault.store.llm import LLMConfig
 
         files.check_conversation_id(conversation)
         self._vault.require_existing()
@@ -841,9 +841,9 @@ class Memvault:
                   style: str = "conversation", now: datetime | str | None = None):
         """Update the rolling summary with what is new since it was written, or rebuild it from every
         entry (depth by size). The model is asked without the lock. Returns summaries.SummaryOutcome."""
-        from memvault import summaries
-        from memvault.llm import LLMConfig
-        from memvault.prompts import STYLES
+        from memvault.learning import summaries
+        from memvault.store.llm import LLMConfig
+        from memvault.learning.prompts import STYLES
 
         files.check_conversation_id(conversation)
         if style not in STYLES:
@@ -863,7 +863,7 @@ class Memvault:
     def reindex(self, full: bool = False, progress: Callable[[int, int], None] | None = None):
         """Bring the index in line with the files and commit the hand edits it accepted; `full`
         rebuilds it. progress(done, total) is called while embedding. Returns index.SyncReport."""
-        from memvault import sync
+        from memvault.store import reindex as sync
 
         self._vault.require_existing()
         with self._read_lock:
@@ -878,13 +878,13 @@ class Memvault:
         (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
         the credentials or rejects the push raises RemoteError (its `result`: what was done before);
         nothing is lost, and the next sync finishes the job."""
-        from memvault import remote as remotes
+        from memvault.moving import sync as remotes
 
         return remotes.sync(self._vault, remote, push=push, progress=progress, index_lock=self._read_lock)
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""
-        from memvault import sync
+        from memvault.store import reindex as sync
 
         self._vault.require_existing()
         return sync.check(self._vault)
@@ -892,8 +892,8 @@ class Memvault:
     def watch(self, on_report: Callable[[Any], None], stop: threading.Event | None = None,
               on_start: Callable[[], None] | None = None) -> None:
         """Reindex whenever files under entries/ change, until `stop` is set (or Ctrl-C)."""
-        from memvault import sync
-        from memvault.native_memory import settle_for_long_life
+        from memvault.store import reindex as sync
+        from memvault.store.native_memory import settle_for_long_life
 
         settle_for_long_life()  # a long-lived process (native_memory.py)
         self._vault.require_existing()
@@ -913,27 +913,27 @@ class Memvault:
     def warm_llm(self) -> None:
         """Import the LLM library now (litellm: seconds), not during a server's first request nor in
         two request threads at once."""
-        from memvault.llm import _lib
+        from memvault.store.llm import _lib
 
         _lib()
 
     def llm_endpoint(self) -> str:
         """The LLM endpoint's URL as it may be shown (credentials left out)."""
-        from memvault.llm import display_url
+        from memvault.store.llm import display_url
 
         return display_url(self.settings.llm_base_url)
 
     def hold_lock(self, timeout: float, holder: str):
         """The vault lock, as a context manager: a long-running face that is stopping takes it (and
         keeps it until the process is gone), so that no thread of its is half way through a change."""
-        from memvault.lock import vault_lock
+        from memvault.store.lock import vault_lock
 
         return vault_lock(self._vault.lock_path, timeout=timeout, holder=holder)
 
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
                conversation: str = DEFAULT_CONVERSATION, tags: Iterable[str] = (), **options: Any):
-        from memvault.retrieval import Query
+        from memvault.reading.retrieval import Query
 
         files.check_conversation_id(conversation)
         if retriever not in ("hybrid", "dense", "bm25"):
@@ -947,7 +947,7 @@ class Memvault:
     def _run_search(self, query):
         import time
 
-        from memvault.retrieval import load_reranker, search
+        from memvault.reading.retrieval import load_reranker, search
 
         self._vault.require_existing()
         started = time.perf_counter()
@@ -958,7 +958,7 @@ class Memvault:
         loaded = time.perf_counter()
         by_llm = self.settings.llm_rerank and query.rerank and reranker is None
         if by_llm:  # the LLM reads more than top_k results, then top_k are kept
-            from memvault.llm_rerank import DEPTH
+            from memvault.reading.llm_rerank import DEPTH
 
             wide = dataclasses.replace(query, top_k=max(query.top_k, DEPTH))
             outcome = search(index, wide, None, notes[0] if notes else None)
@@ -969,7 +969,7 @@ class Memvault:
         else:
             outcome = search(index, query, reranker, notes[0] if notes else None)
         if outcome.results:
-            from memvault.episodes import annotate
+            from memvault.learning.episodes import annotate
 
             annotate(index, outcome.results)  # each result's episode, for --json and the grouped prompt block
         outcome.timings = {"sync": synced - started, "reranker": loaded - synced, **outcome.timings}
@@ -983,8 +983,8 @@ class Memvault:
     def _llm_rerank(self, question: str, results: list) -> list:
         """The results in the LLM's order (setting llm_rerank); in their own order, said once on
         stderr, when the LLM cannot be reached."""
-        from memvault.llm import LLMConfig, LLMError
-        from memvault.llm_rerank import rerank
+        from memvault.store.llm import LLMConfig, LLMError
+        from memvault.reading.llm_rerank import rerank
 
         if not results:
             return results
@@ -1005,7 +1005,7 @@ class Memvault:
         file after a folder was created, moved or removed."""
         import errno
 
-        from memvault.lock import vault_lock
+        from memvault.store.lock import vault_lock
 
         vault = self._vault
         index = vault.index

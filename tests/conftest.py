@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memvault.cli import app
+from memvault.faces.cli import app
 from fixtures_models import *  # noqa: F401,F403  (embedder, tiny_reranker_dir)
 from fake_llm import *  # noqa: F401,F403  (fake_llm, refused_url)
 

@@ -1,7 +1,7 @@
 """A tiny ONNX cross-encoder with predictable logits, built with the ``onnx`` package.
 
 ``build_tiny_cross_encoder(folder)`` writes ``model.onnx`` plus the bundled MiniLM tokenizer
-files into ``folder``, which ``memvault.models.get_reranker(str(folder))`` (fastembed's
+files into ``folder``, which ``memvault.store.models.get_reranker(str(folder))`` (fastembed's
 TextCrossEncoder) loads as a local model folder.
 
 Logit formula, for one (query, document) pair::

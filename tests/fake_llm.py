@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from memvault.llm import LLMConfig
+from memvault.store.llm import LLMConfig
 
 __all__ = ["FakeLLM", "fake_llm", "refused_url"]
 

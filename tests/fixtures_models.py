@@ -14,7 +14,7 @@ __all__ = ["embedder", "tiny_reranker_dir"]
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled default embedder, loaded once per test session (get_embedder caches it)."""
-    from memvault.models import get_embedder
+    from memvault.store.models import get_embedder
 
     return get_embedder()
 

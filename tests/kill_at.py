@@ -1,14 +1,14 @@
 """Run the memvault CLI and SIGKILL it (or pause it) at an exact point of its work.
 
-    KILL_AT='memvault/state.py:write'    python tests/kill_at.py add "some text"
+    KILL_AT='memvault/store/state.py:write'    python tests/kill_at.py add "some text"
     KILL_AT='c:posix.replace'              ...   # before the first os.replace (a builtin call)
-    KILL_AT='memvault/gitrepo.py:commit_paths;1;0.3'  # 0.3 s after the 1st call: inside git
-    PAUSE_AT='memvault/models.py:embed;1;20'        # sleep 20 s there instead of dying
-    PAUSE_AT='memvault/remote.py:_push;1;/tmp/go'   # wait there until /tmp/go exists (at most 300 s)
+    KILL_AT='memvault/store/gitrepo.py:commit_paths;1;0.3'  # 0.3 s after the 1st call: inside git
+    PAUSE_AT='memvault/store/models.py:embed;1;20'        # sleep 20 s there instead of dying
+    PAUSE_AT='memvault/moving/sync.py:_push;1;/tmp/go'   # wait there until /tmp/go exists (at most 300 s)
 
 A spec is ``<where>[;<nth call>[;<delay seconds>]]``; ``<where>`` is ``<file suffix>:<function>``
 for a Python function or ``c:<module>.<name>`` for a builtin (posix.replace, posix.fsync...).
-Stages chain with ``>``: ``memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;2;0.005``
+Stages chain with ``>``: ``memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;2;0.005``
 is 5 ms after the second process started once commit_paths began (`git commit`).
 The kill is a real SIGKILL of the whole process group when this process leads one (start it
 with start_new_session=True), so git children die with it, as they do when a terminal or a
@@ -83,13 +83,13 @@ def _import_heavy_first() -> None:
     import importlib
 
     for name in ("numpy", "pyarrow", "lancedb", "git", "yaml", "onnxruntime", "fastembed", "watchdog.observers",
-                 "memvault.cli", "memvault.index", "memvault.models", "memvault.gitrepo", "memvault.retrieval"):
+                 "memvault.faces.cli", "memvault.store.index", "memvault.store.models", "memvault.store.gitrepo", "memvault.reading.retrieval"):
         try:
             importlib.import_module(name)
         except ImportError:
             pass
     if "chat" in sys.argv:
-        from memvault import llm
+        from memvault.store import llm
 
         llm._lib()  # litellm, imported the way memvault does it (no cost-map download)
 
@@ -116,7 +116,7 @@ def main() -> None:
                     time.sleep(0.05)
 
         _install(spec, sleep)
-    from memvault.cli import main as cli_main
+    from memvault.faces.cli import main as cli_main
 
     sys.argv = ["memvault", *sys.argv[1:]]
     cli_main()

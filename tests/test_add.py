@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import git, run_cli, run_memvault, seed
-from memvault import files
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.vault import Vault
 
 
 def live_memories(vault: Path):
@@ -104,7 +104,7 @@ def test_a_bulk_add_is_written_and_indexed_a_batch_at_a_time_in_one_commit(vault
     """A 100,000-line add must not hold every memory, its vector and its row at once: the memories
     are made as they are written and indexed every INDEX_BATCH (here 4), one commit for all, and a
     text repeated across batches is still a duplicate."""
-    from memvault import index, vault
+    from memvault.store import index, vault
 
     monkeypatch.setattr(vault, "INDEX_BATCH", 4)
     indexed = []

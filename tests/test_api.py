@@ -128,7 +128,7 @@ def test_a_warm_vault_sees_whole_folders_change_and_edits_made_while_another_pro
     because another process held the lock is synced by the next read."""
     import shutil
 
-    from memvault.lock import vault_lock
+    from memvault.store.lock import vault_lock
 
     vault = memvault.open_vault(vault_dir, watch=True)
     try:

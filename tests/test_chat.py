@@ -11,8 +11,8 @@ import pytest
 import memvault
 from conftest import git, run_cli
 from fake_llm import refused_url
-from memvault import files
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.vault import Vault
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -16,8 +16,9 @@ import typer.main
 from typer._click.shell_completion import ShellComplete
 
 from conftest import REPO
-from memvault import completion, files
-from memvault.cli import app
+from memvault.faces import completion
+from memvault.store import files
+from memvault.faces.cli import app
 
 BASH = REPO / "completions" / "memvault.bash"
 ZSH_DIR = REPO / "completions"

@@ -3,7 +3,7 @@
 import subprocess
 
 from conftest import git, stop_process
-from memvault import files
+from memvault.store import files
 
 
 def test_twenty_parallel_adds_all_land(vault_dir):
@@ -40,7 +40,7 @@ def test_a_writer_behind_a_long_chat_says_whom_it_waits_for_then_lands(vault_dir
     """A cron `add` while a chat holds the vault (the LLM is answering) waits, says why, and lands."""
     import os
 
-    from memvault.vault import Vault
+    from memvault.store.vault import Vault
 
     vault = Vault.open(vault_dir)
     vault.create()
@@ -64,7 +64,7 @@ def test_a_writer_behind_a_long_chat_says_whom_it_waits_for_then_lands(vault_dir
 def test_a_writer_gives_up_after_lock_timeout_naming_the_holder(vault_dir):
     import os
 
-    from memvault.vault import Vault
+    from memvault.store.vault import Vault
 
     vault = Vault.open(vault_dir)
     vault.create()

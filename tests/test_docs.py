@@ -65,7 +65,7 @@ def test_generation_is_deterministic():
 def test_every_setting_is_described():
     import dataclasses
 
-    from memvault.config import Settings
+    from memvault.store.config import Settings
 
     assert {f.name for f in dataclasses.fields(Settings)} == set(gendocs.SETTING_HELP)
 

@@ -13,8 +13,9 @@ import numpy as np
 import memvault
 from conftest import git, run_cli
 from fake_llm import refused_url
-from memvault import episodes, files
-from memvault.vault import Vault
+from memvault.learning import episodes
+from memvault.store import files
+from memvault.store.vault import Vault
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -23,9 +23,9 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(autouse=True)
 def loud_again():
-    """`-q` sets a process-wide flag (memvault.term); later tests in this process start loud."""
+    """`-q` sets a process-wide flag (memvault.faces.term); later tests in this process start loud."""
     yield
-    from memvault import term
+    from memvault.faces import term
 
     term.configure(quiet=False)
 

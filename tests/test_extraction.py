@@ -8,11 +8,11 @@ import pytest
 from fake_llm import *  # noqa: F403  (the fake_llm fixture, FakeLLM, refused_url)
 from fake_llm import refused_url
 
-from memvault.extraction import (
+from memvault.learning.extraction import (
     MAX_PAIRS_PER_FACT, Decision, StillTrue, extract_facts, is_small_talk, reconcile, third_person,
 )
-from memvault.llm import LLMConfig, LLMError, structured_probs
-from memvault.prompts import still_true_messages
+from memvault.store.llm import LLMConfig, LLMError, structured_probs
+from memvault.learning.prompts import still_true_messages
 
 ID_TEA = "3f6c1d2e-0000-4000-8000-000000000001"
 ID_CITY = "3f6c1d2e-0000-4000-8000-000000000002"

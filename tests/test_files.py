@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memvault import files
+from memvault.store import files
 from memvault.errors import InvalidConversationId, MemoryFileError
-from memvault.vault import Vault
+from memvault.store.vault import Vault
 
 
 def write(path: Path, content: str | bytes) -> Path:

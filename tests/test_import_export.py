@@ -20,7 +20,8 @@ import memvault
 from conftest import git, run_cli, seed
 from export_fixtures import (START, TRIP, WORK, chatgpt_conversation, chatgpt_message, claude_conversation,
                              write_json)
-from memvault import files, jsonstream
+from memvault.store import files
+from memvault.moving import jsonstream
 
 KILL_AT = Path(__file__).with_name("kill_at.py")
 
@@ -174,7 +175,7 @@ def test_a_truncated_export_imports_the_whole_conversations_and_the_full_file_la
     assert tree(vault_dir) == tree(reference)
 
 
-@pytest.mark.parametrize("point", ["memvault/files.py:atomic_write;5", "memvault/gitrepo.py:commit_paths"])
+@pytest.mark.parametrize("point", ["memvault/store/files.py:atomic_write;5", "memvault/store/gitrepo.py:commit_paths"])
 def test_an_import_killed_half_way_converges_when_run_again(vault_dir, tmp_path, point):
     export = write_json(tmp_path / "conversations.json",
                         [chatgpt_conversation(f"c-{n}", f"Chat {n}", TRIP, start=START + n * 1000) for n in range(3)])
@@ -288,7 +289,7 @@ def rich_vault(vault_dir: Path, tmp_path: Path) -> None:
     vault = memvault.open_vault(vault_dir)
     vault.remove([gone.id])
     with vault.vault.change("summarize") as change:
-        from memvault import summaries
+        from memvault.learning import summaries
 
         summaries.write_rolling_summary(change, trip, "Planning a May trip to Lisbon with Anne.")
     dropped = vault_dir / "entries" / "global" / "scribble.md"

@@ -36,8 +36,8 @@ import pytest
 import memvault
 from conftest import git, run_cli, seed
 from export_fixtures import chatgpt_conversation, write_json
-from memvault import files
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.vault import Vault
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 NO = '{"answer": "no"}'
@@ -399,7 +399,7 @@ def test_review_over_rest_and_mcp(vault_dir, tmp_path):
     from mcp import Client
 
     from fake_llm import FakeLLM
-    from memvault.mcp_server import build_server
+    from memvault.faces.mcp_server import build_server
     from test_serve import server_env, serving
 
     vault = memvault.open_vault(vault_dir)
@@ -439,7 +439,7 @@ def test_review_over_rest_and_mcp(vault_dir, tmp_path):
 def test_mcp_add_memory_says_why_a_duplicate_changed_nothing(vault_dir):
     from mcp import Client
 
-    from memvault.mcp_server import build_server
+    from memvault.faces.mcp_server import build_server
 
     [held] = seed("The user keeps bees")
 

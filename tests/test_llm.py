@@ -1,4 +1,4 @@
-"""memvault.llm against a real HTTP server, through real litellm (never patched)."""
+"""memvault.store.llm against a real HTTP server, through real litellm (never patched)."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 from fake_llm import *  # noqa: F403  (the fake_llm fixture, FakeLLM, refused_url)
 from fake_llm import refused_url
 
-from memvault.llm import LLMConfig, LLMError, chat, chat_stream, json_schema, structured
+from memvault.store.llm import LLMConfig, LLMError, chat, chat_stream, json_schema, structured
 
 SECRET = "sk-test-secret-4f1c9e"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -32,7 +32,7 @@ def assert_one_clean_line(message: str) -> None:
 
 
 def test_importing_memvault_llm_does_not_import_litellm():
-    code = "import sys, memvault.llm, memvault.extraction, memvault.prompts; print('litellm' in sys.modules)"
+    code = "import sys, memvault.store.llm, memvault.learning.extraction, memvault.learning.prompts; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

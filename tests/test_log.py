@@ -5,8 +5,8 @@ import subprocess
 from datetime import datetime, timezone
 
 from conftest import git, run_cli, seed
-from memvault import files
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.vault import Vault
 
 
 def test_log_shows_adds_replacements_and_hand_edits(vault_dir):

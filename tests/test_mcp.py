@@ -21,14 +21,14 @@ import pytest
 import memvault
 from conftest import REPO, git, run_cli, run_memvault, stop_process
 from fake_llm import refused_url
-from memvault import files
+from memvault.store import files
 
 pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from memvault.mcp_server import build_server  # noqa: E402
+from memvault.faces.mcp_server import build_server  # noqa: E402
 
 TOOLS = ["search_memory", "add_memory", "get_memory", "delete_memory", "recent_memories", "memory_history",
          "vault_stats", "conversation_summary", "review_memories"]
@@ -446,7 +446,7 @@ def noisy(self, *args, **kwargs):
     return search(self, *args, **kwargs)
 memvault.api.Memvault.search = noisy
 
-from memvault.cli import main
+from memvault.faces.cli import main
 sys.argv = ["memvault", "mcp"]
 main()
 """

@@ -1,4 +1,4 @@
-"""memvault.models with the real bundled model, a real tiny ONNX cross-encoder and no network."""
+"""memvault.store.models with the real bundled model, a real tiny ONNX cross-encoder and no network."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from crossencoder_fixture import TOKENIZER_FILES, build_tiny_cross_encoder, expected_logit
 from fixtures_models import embedder, tiny_reranker_dir  # noqa: F401
-from memvault import models
+from memvault.store import models
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def test_default_embedder_uses_no_network_and_no_telemetry(tmp_path):
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from memvault import models
+        from memvault.store import models
         print(models.get_embedder().embed(["hello"]).shape)
         """,
         {}, tmp_path,
@@ -182,7 +182,7 @@ def test_default_reranker_offline_returns_none_fast_and_warns_once(tmp_path, dea
     result = run_python(
         """
         import json, time
-        from memvault import models
+        from memvault.store import models
         import fastembed  # imported up front so the timing covers the lookup alone
         warnings = []
         start = time.perf_counter()
@@ -245,7 +245,7 @@ def test_import_is_lazy(tmp_path):
     result = run_python(
         """
         import sys
-        import memvault.models
+        import memvault.store.models
         print([m for m in ("fastembed", "onnxruntime", "numpy", "huggingface_hub") if m in sys.modules])
         """,
         {}, tmp_path,

@@ -1,4 +1,4 @@
-"""A long-lived process settles its native memory (memvault/native_memory.py): glibc's malloc
+"""A long-lived process settles its native memory (memvault/store/native_memory.py): glibc's malloc
 arenas bounded, the embedding model without ONNX Runtime's CPU arena. What keeps `memvault
 serve`'s memory from creeping up (bench/serve.py measures the growth itself).
 
@@ -31,7 +31,7 @@ elif how == "cli":
     import memvault
     memvault.open_vault(path).search("tea")
 if how in ("watch", "cli"):
-    from memvault import models
+    from memvault.store import models
     session = models.get_embedder()._model.model.model  # fastembed's onnxruntime InferenceSession
     print("onnx cpu arena:", session.get_session_options().enable_cpu_mem_arena)
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from memvault import ranking
+from memvault.reading import ranking
 
 
 def test_rrf_sums_reciprocal_ranks():
@@ -47,7 +47,7 @@ def test_mmr_trades_relevance_for_diversity():
 
 
 def test_fuse_scores_convex():
-    from memvault.retrieval import Result, fuse_scores
+    from memvault.reading.retrieval import Result, fuse_scores
 
     def pool():
         items = [Result(id=i, path="", role="memory", conversation_id="global", created_at="", text="", meta={})
@@ -65,8 +65,8 @@ def test_fuse_scores_convex():
 
 
 def test_candidate_depth():
-    from memvault.config import Settings
-    from memvault.retrieval import Query, candidate_depth
+    from memvault.store.config import Settings
+    from memvault.reading.retrieval import Query, candidate_depth
 
     assert candidate_depth(Query.from_settings(Settings(), "q", top_k=5)) == 15
     assert candidate_depth(Query.from_settings(Settings(), "q", top_k=25)) == 75

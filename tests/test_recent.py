@@ -12,7 +12,7 @@ import pytest
 
 import memvault
 from conftest import git, run_cli
-from memvault import files
+from memvault.store import files
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

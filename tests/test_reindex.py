@@ -57,7 +57,7 @@ def test_a_save_landing_while_reindex_reads_the_file_is_indexed_next_time(vault_
     """reindex hashes the bytes it parsed, in one read: when it read the file twice, an editor's
     save in between left the index vouching for the new file while holding the old text, and
     search kept showing the old text until the file changed again."""
-    from memvault import files
+    from memvault.store import files
 
     path = vault_dir / add("The user lives in Berlin")[0]
     path.write_text(path.read_text().replace("Berlin", "Paris"))
@@ -223,7 +223,7 @@ def test_a_watcher_waiting_for_the_vault_lock_stops_at_once_on_a_signal(vault_di
     SIGINT: a long-running command handles it in every state). It does not go on watching once the lock
     is free. The Ctrl-C cases send SIGINT as the thing tested, to a child started with SIGINT set
     explicitly, at its default or ignored."""
-    from memvault.vault import Vault
+    from memvault.store.vault import Vault
 
     add("The user keeps bees")
     vault = Vault.open(vault_dir)
@@ -251,7 +251,7 @@ def test_a_stop_while_the_watcher_syncs_lets_the_sync_finish(vault_dir, tmp_path
     note.parent.mkdir(parents=True, exist_ok=True)
     note.write_text("The user rows on Sundays\n")
     go = tmp_path / "go"
-    proc = start_memvault("reindex", "--watch", env={"PAUSE_AT": f"memvault/index.py:reindex;1;{go}"})
+    proc = start_memvault("reindex", "--watch", env={"PAUSE_AT": f"memvault/store/index.py:reindex;1;{go}"})
     try:
         wait_for_line(proc, "pause_at")  # inside the sync, the vault lock held
         proc.send_signal(signal.SIGTERM)
@@ -272,8 +272,8 @@ def test_a_stop_while_the_watcher_syncs_lets_the_sync_finish(vault_dir, tmp_path
 def test_scan_entries_finds_what_walk_entries_finds(tmp_path):
     from pathlib import Path
 
-    from memvault import files
-    from memvault.index import _scan_entries
+    from memvault.store import files
+    from memvault.store.index import _scan_entries
 
     root = tmp_path / "v"
     for rel in ["entries/global/facts/a.md", "entries/global/facts/.hidden.md", "entries/global/facts/#x.md#",
@@ -294,9 +294,9 @@ def test_scan_entries_finds_what_walk_entries_finds(tmp_path):
 
 
 def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeypatch):
-    from memvault import models
-    from memvault.index import Index
-    from memvault.vault import Vault
+    from memvault.store import models
+    from memvault.store.index import Index
+    from memvault.store.vault import Vault
 
     add("The user owns a kayak", "The user bakes bread")
     Index(Vault.open(vault_dir)).catch_up()  # takes in the add's commit (the record notes what it is synced to)
@@ -314,8 +314,8 @@ def test_noop_sync_neither_loads_the_model_nor_rewrites_state(vault_dir, monkeyp
 
 
 def test_many_single_adds_are_compacted(vault_dir):
-    from memvault.index import COMPACT_FRAGMENTS, Index, _fragments
-    from memvault.vault import Vault
+    from memvault.store.index import COMPACT_FRAGMENTS, Index, _fragments
+    from memvault.store.vault import Vault
 
     for i in range(COMPACT_FRAGMENTS + 4):
         assert run_cli("add", f"The user wrote memory number {i}").exit_code == 0
@@ -377,8 +377,8 @@ def test_a_memory_file_git_ignores_is_indexed_and_its_edits_seen(vault_dir):
 def test_an_uncommitted_write_deleted_by_hand_leaves_the_index(vault_dir):
     """A chat's user turn is indexed before it is committed; if the process dies and the file is
     deleted by hand, git never knew it: the record still watches it."""
-    from memvault import files
-    from memvault.vault import Vault
+    from memvault.store import files
+    from memvault.store.vault import Vault
 
     add("The user reads science fiction")
     assert top("science fiction") == "The user reads science fiction"  # the record is synced to HEAD
@@ -402,8 +402,8 @@ def test_without_git_every_file_is_compared(vault_dir):
 
 
 def test_a_state_json_of_an_earlier_memvault_is_carried_over_without_embedding_again(vault_dir, monkeypatch):
-    from memvault.index import Index
-    from memvault.vault import Vault
+    from memvault.store.index import Index
+    from memvault.store.vault import Vault
 
     rels = add("The user drives a blue Volvo", "The user reads science fiction")
     state_db = vault_dir / ".memvault/state.db"
@@ -413,7 +413,7 @@ def test_a_state_json_of_an_earlier_memvault_is_carried_over_without_embedding_a
     state_db.unlink()
     (vault_dir / ".memvault/state.json").write_text(json.dumps({"version": 1, "model": model, "files": {
         path: {"id": i, "size": size, "mtime_ns": mtime, "sha256": digest} for path, i, size, mtime, digest in rows}}))
-    from memvault import models
+    from memvault.store import models
 
     def no_loading(*args, **kwargs):
         raise AssertionError("carrying state.json over loaded the embedding model")
@@ -464,8 +464,8 @@ def test_the_bm25_index_takes_in_a_bulk_add_and_leaves_a_few_rows_to_the_scan(va
     """Upkeep after a write: compaction only past COMPACT_FRAGMENTS fragments (at 100,000 rows it
     rewrites them all), the BM25 index brought up to date once more than FTS_UNINDEXED_MAX rows or
     1% of the rows are outside it; the few rows of single adds are searched by a scan meanwhile."""
-    from memvault import index
-    from memvault.vault import Vault
+    from memvault.store import index
+    from memvault.store.vault import Vault
 
     monkeypatch.setattr(index, "FTS_UNINDEXED_MAX", 3)
     add(*[f"The user noted item number {n} of the inventory" for n in range(300)])

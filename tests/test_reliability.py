@@ -81,9 +81,9 @@ import pytest
 
 from conftest import git, run_cli, seed, stop_process, wait_for_line
 from conftest import start_memvault as start
-from memvault import files
-from memvault.index import Index
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.store.index import Index
+from memvault.store.vault import Vault
 
 SECRET = "sk-test-SECRET-4242-do-not-print"
 
@@ -145,15 +145,15 @@ def assert_converges(vault_dir: Path, must_have: set[str]) -> None:
 # -- kills -------------------------------------------------------------------------------------
 
 KILL_POINTS_ADD = [
-    "memvault/vault.py:change>c:posix.replace",  # the temp file is written and fsynced, not yet renamed
-    "memvault/state.py:write",                   # file in place, rows in LanceDB, state.db not written
+    "memvault/store/vault.py:change>c:posix.replace",  # the temp file is written and fsynced, not yet renamed
+    "memvault/store/state.py:write",                   # file in place, rows in LanceDB, state.db not written
     # 1 ms into `git update-ref` (the sixth process commit_paths starts), which moves HEAD: git
     # dies too, its locks stay
-    "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;6;0.001",
+    "memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;6;0.001",
 ]
 # Then, alone (it leaves its file staged, so an add after it commits through `git commit --only`):
 # 2 ms into `git commit-tree`.
-KILL_POINT_COMMIT_TREE = "memvault/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;5;0.002"
+KILL_POINT_COMMIT_TREE = "memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;5;0.002"
 
 
 def test_kill_add_at_each_step_loses_nothing(vault_dir):
@@ -181,13 +181,13 @@ def test_kill_add_at_each_step_loses_nothing(vault_dir):
     assert_converges(vault_dir, kept)
     # The memories whose file was in place when the process died are kept and committed too.
     texts = {m.text for m in Vault(vault_dir).iter_memories()}
-    assert "memory 1 written while being killed at memvault/state.py:write" in texts
+    assert "memory 1 written while being killed at memvault/store/state.py:write" in texts
 
 
 def test_kill_during_full_reindex_while_a_search_waits(vault_dir):
     texts = {"memory: the user keeps bees", "memory: the user rows on Sundays", "memory: the user reads Tolstoy"}
     add(*texts)
-    proc = start("reindex", "--full", env={"PAUSE_AT": "memvault/models.py:embed;1;600"})
+    proc = start("reindex", "--full", env={"PAUSE_AT": "memvault/store/models.py:embed;1;600"})
     try:
         wait_for_line(proc, "pause_at")  # old index gone, new table empty, vault lock held
         outcome: dict = {}
@@ -543,7 +543,7 @@ def hook(event, args):
     elif event == "socket.getaddrinfo":
         seen.append(repr(args[:2]))
 sys.addaudithook(hook)
-from memvault.cli import app
+from memvault.faces.cli import app
 report = {}
 for name, argv in json.loads(sys.argv[1]):
     start = len(seen)

@@ -12,9 +12,9 @@ import pytest
 import typer
 
 import memvault
-from memvault import files
+from memvault.store import files
 from memvault.api import Memvault
-from memvault.cli import app
+from memvault.faces.cli import app
 from memvault.request_options import FACES, REQUESTS, SEARCH
 
 
@@ -25,7 +25,7 @@ def cli_params(command: str) -> set[str]:
 
 
 def serve_fields(route: str) -> set[str]:
-    from memvault import serve
+    from memvault.faces import serve
 
     body = {"POST /v1/memories/search": serve.SearchBody, "POST /v1/memories": serve.AddBody}[route]
     return set(body.model_fields)
@@ -34,7 +34,7 @@ def serve_fields(route: str) -> set[str]:
 def mcp_schemas(vault_dir) -> dict[str, dict]:
     from mcp import Client
 
-    from memvault.mcp_server import build_server
+    from memvault.faces.mcp_server import build_server
 
     vault = memvault.open_vault(vault_dir)
 
@@ -76,7 +76,7 @@ def test_the_mcp_tools_take_every_option(vault_dir):
 def test_every_face_offers_every_kind_of_search(vault_dir):
     """serve's search body lacked `episode` (and relevance_floor): drift this catches."""
     kinds = set(files.SEARCH_KINDS)
-    from memvault import cli, serve
+    from memvault.faces import cli, serve
 
     assert {k.value for k in cli.SearchKind} == kinds
     (item,) = typing.get_args(serve.SearchBody.model_fields["kinds"].annotation)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_cli, seed
 from crossencoder_fixture import expected_logit
-from memvault import ranking
+from memvault.reading import ranking
 
 DISTRACTORS = [
     "The user works as a software engineer in Berlin",
@@ -197,7 +197,7 @@ def test_read_path_makes_no_network_connection(vault_dir):
         "        seen.append((event, str(args)[:80]))\n"
         "        raise OSError('network use in the read path')\n"
         "sys.addaudithook(hook)\n"
-        "from memvault.cli import app\n"
+        "from memvault.faces.cli import app\n"
         "try:\n"
         "    app(['search', '--explain', 'tennis'], standalone_mode=False)\n"
         "finally:\n"
@@ -215,7 +215,7 @@ def test_search_defers_lancedbs_rest_client_without_losing_it(vault_dir):
     add_lines("The user's wife is named Anne", "The user plays chess")
     script = """
 import sys
-from memvault.cli import main
+from memvault.faces.cli import main
 sys.argv = ["memvault", "search", "--json", "-k", "1", "wife"]
 try:
     main()

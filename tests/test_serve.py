@@ -29,7 +29,7 @@ import pytest
 
 from conftest import REPO, git, stop_process
 from fake_llm import FakeLLM
-from memvault import files
+from memvault.store import files
 
 openai = pytest.importorskip("openai")
 
@@ -624,7 +624,7 @@ def test_responses_are_not_held_back_by_nagle():
     import asyncio
     import socket
 
-    from memvault.serve import listen
+    from memvault.faces.serve import listen
 
     async def accepted_nodelay() -> int:
         found: asyncio.Future = asyncio.get_running_loop().create_future()

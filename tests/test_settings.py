@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import run_cli
-from memvault.config import Settings, load_settings
+from memvault.store.config import Settings, load_settings
 from memvault.errors import SettingsError
 
 

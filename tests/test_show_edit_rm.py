@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from conftest import git, run_cli, run_memvault
-from memvault import files, manage
-from memvault.config import default_vault_path
-from memvault.vault import Vault
+from memvault.store import files
+from memvault.changing import manage
+from memvault.store.config import default_vault_path
+from memvault.store.vault import Vault
 
 
 @pytest.fixture(autouse=True)
 def loud_again():
-    """`-q` sets a process-wide flag (memvault.term); later tests in this process start loud."""
+    """`-q` sets a process-wide flag (memvault.faces.term); later tests in this process start loud."""
     yield
-    from memvault import term
+    from memvault.faces import term
 
     term.configure(quiet=False)
 

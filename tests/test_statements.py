@@ -1,6 +1,6 @@
 """Learning only from statements (issues #11 and #26): what of a user message may teach the vault anything.
 
-The rules (memvault/statements.py) cut questions, requests, greetings, reactions, instructions about
+The rules (memvault/learning/statements.py) cut questions, requests, greetings, reactions, instructions about
 the reply, tag questions, hypotheticals and wishes, and reported speech out before a model sees the
 message; extraction sees only what is left. The figures with the local 1.5B model are in
 bench/README.md (bench/learning_gate.py, three sets).
@@ -13,9 +13,9 @@ import json
 import pytest
 
 from conftest import run_cli
-from memvault.vault import Vault
-from memvault.extraction import extract_facts
-from memvault.statements import statement_part
+from memvault.store.vault import Vault
+from memvault.learning.extraction import extract_facts
+from memvault.learning.statements import statement_part
 
 
 @pytest.mark.parametrize("text", [

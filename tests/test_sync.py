@@ -21,10 +21,11 @@ import pytest
 
 import memvault
 from conftest import git, run_memvault, start_memvault, stop_process, wait_for_line
-from memvault import files, merge
+from memvault.store import files
+from memvault.moving import merge
 from memvault.errors import RemoteError, SyncConflict
-from memvault.index import Index
-from memvault.vault import Vault
+from memvault.store.index import Index
+from memvault.store.vault import Vault
 
 MARKERS = ("<<<<<<<", ">>>>>>>")
 
@@ -414,7 +415,7 @@ def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_
     a, b, _ = machines
     memvault.open_vault(a).add("Written on A: the user learns Welsh")
     go = tmp_path / "go"
-    proc = start_memvault("--vault", str(a), "sync", env={"PAUSE_AT": f"memvault/remote.py:_push;1;{go}"})
+    proc = start_memvault("--vault", str(a), "sync", env={"PAUSE_AT": f"memvault/moving/sync.py:_push;1;{go}"})
     try:
         wait_for_line(proc, "pause_at")  # A fetched and integrated; B pushes before A does
         memvault.open_vault(b).add("Written on B meanwhile: the user bought a kayak")
@@ -438,11 +439,11 @@ def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_
 # -- kills -----------------------------------------------------------------------------------------
 
 KILL_POINTS = [
-    "memvault/remote.py:_fetch>c:_posixsubprocess.fork_exec;1;0.02",  # inside git fetch
-    "memvault/merge.py:_write>c:posix.replace;2",  # two pulled files in place, the rest not
-    "memvault/merge.py:checkout>c:_posixsubprocess.fork_exec;3;0.005",  # inside git update-ref
-    "memvault/remote.py:_integrate>memvault/state.py:write",  # files and branch moved, index record not saved
-    "memvault/remote.py:_push>c:_posixsubprocess.fork_exec;1;0.02",  # inside git push
+    "memvault/moving/sync.py:_fetch>c:_posixsubprocess.fork_exec;1;0.02",  # inside git fetch
+    "memvault/moving/merge.py:_write>c:posix.replace;2",  # two pulled files in place, the rest not
+    "memvault/moving/merge.py:checkout>c:_posixsubprocess.fork_exec;3;0.005",  # inside git update-ref
+    "memvault/moving/sync.py:_integrate>memvault/store/state.py:write",  # files and branch moved, index record not saved
+    "memvault/moving/sync.py:_push>c:_posixsubprocess.fork_exec;1;0.02",  # inside git push
 ]
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import run_cli, run_memvault, seed, stop_process
-from memvault import term
+from memvault.faces import term
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
 COLOUR_CODES = {str(n) for n in [*range(30, 39), *range(40, 49), *range(90, 98), *range(100, 108)]}
@@ -50,9 +50,9 @@ def run_in_pty(args: list[str], env: dict, timeout: float = 120) -> str:
 
 @pytest.fixture(autouse=True)
 def loud_again():
-    """`-q` sets a process-wide flag (memvault.term); later tests in this process start loud."""
+    """`-q` sets a process-wide flag (memvault.faces.term); later tests in this process start loud."""
     yield
-    from memvault import term
+    from memvault.faces import term
 
     term.configure(quiet=False)
 
@@ -167,7 +167,7 @@ def test_colour_only_on_a_terminal_without_no_color(vault_with_memories):
 
 
 def test_progress_bars_only_on_a_terminal_without_no_color_or_quiet(monkeypatch):
-    from memvault.term import progress_bar as _progress_bar
+    from memvault.faces.term import progress_bar as _progress_bar
 
     class Tty:
         def isatty(self):

@@ -30,7 +30,7 @@ from pathlib import Path
 import memvault
 from conftest import git, run_cli, run_memvault
 from fake_llm import refused_url
-from memvault import files
+from memvault.store import files
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 NO = '{"answer": "no"}'

@@ -510,8 +510,8 @@ def test_an_unreadable_index_reads_the_same_in_every_face(vault_dir):
     """LanceDB's failure is translated once (errors.as_memvault_error): the CLI, serve (a 503, not a
     500) and an MCP tool give the same words and the same hint."""
     from memvault.errors import IndexUnreadable, as_memvault_error
-    from memvault.mcp_server import _failure
-    from memvault.serve import as_api_error
+    from memvault.faces.mcp_server import _failure
+    from memvault.faces.serve import as_api_error
 
     seed("The user keeps bees")
     for data in (vault_dir / ".memvault" / "index").rglob("data/*.lance"):
@@ -677,7 +677,7 @@ def hints_in_source() -> set[tuple[str, str]]:
 
     import typer.main
 
-    from memvault.cli import app
+    from memvault.faces.cli import app
 
     commands = set(typer.main.get_command(app).commands)
     found = set()

@@ -5,8 +5,8 @@
     python tools/gendocs.py --check   # exit 1 (and say which) if any of them is out of date
 
 Everything is read from the command tree that typer builds from
-memvault/cli.py (commands, options, help, metavars, choices) and from the
-Settings dataclass in memvault/config.py, so adding a command or an option only
+memvault/faces/cli.py (commands, options, help, metavars, choices) and from the
+Settings dataclass in memvault/store/config.py, so adding a command or an option only
 needs a rerun of this script. The output is deterministic: commands and settings
 are sorted by name; options keep the order in which the command declares them.
 """
@@ -35,7 +35,7 @@ FISH = REPO / "completions" / "memvault.fish"
 MAN = REPO / "man" / "memvault.1"
 
 # What each setting means (the man page's ENVIRONMENT section). A new key in
-# memvault/config.py Settings must be described here: generation fails until it is.
+# memvault/store/config.py Settings must be described here: generation fails until it is.
 SETTING_HELP = {
     "embedding_model": "Embedding model: the bundled offline all-MiniLM-L6-v2 (int8, 384 dimensions) by default, "
                        "or any fastembed model name (fetch it once with memvault models --download). "
@@ -157,10 +157,10 @@ def _base_type(annotation):
 
 
 def _completion_callback(param) -> str | None:
-    """The memvault.completion function given as typer autocompletion=, if any."""
+    """The memvault.faces.completion function given as typer autocompletion=, if any."""
     _annotation, info = _param_info(param)
     callback = getattr(info, "autocompletion", None)
-    if callback is not None and getattr(callback, "__module__", None) == "memvault.completion":
+    if callback is not None and getattr(callback, "__module__", None) == "memvault.faces.completion":
         return _CALLBACK_KINDS.get(callback.__name__)
     return None
 
@@ -243,7 +243,7 @@ def _is_option(param) -> bool:
 def load_cli() -> Cli:
     import typer.main
 
-    from memvault.cli import app
+    from memvault.faces.cli import app
 
     group = typer.main.get_command(app)
     ctx = typer.Context(group, info_name=PROG)
@@ -268,7 +268,7 @@ def load_cli() -> Cli:
 
 def settings_rows() -> list[tuple[str, str, str]]:
     """(key, default as shown, help) for every Settings key, sorted by key."""
-    from memvault.config import Settings
+    from memvault.store.config import Settings
 
     rows = []
     missing = []

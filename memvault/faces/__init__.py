@@ -1,0 +1,1 @@
+"""The faces: the CLI, `memvault serve`, `memvault mcp`, and what only they use (completion, terminal)."""

@@ -1,0 +1,1 @@
+"""Moving memories in and out: import, export, and sync with a git remote (merge)."""

@@ -1,0 +1,1 @@
+"""Reading: search (retrieval, ranking, LLM rerank), listing, history and browsing."""

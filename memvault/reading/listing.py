@@ -1,0 +1,116 @@
+"""The newest live memories, found by file name (docs/design.md, "The vault on disk").
+
+memvault names a memory `<ts>__<id>.md` with `<ts>` its creation time in UTC, so names sort by
+time: the newest memories are found by listing folders and sorting names, and only the files
+returned are read. A file without such a name (dropped in by hand) is read to learn its time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterable
+
+from memvault.store import files
+from memvault.errors import MemoryFileError, UsageError
+from memvault.store.files import Memory
+
+_STAMPED = re.compile(r"^(\d{8}T\d{12}Z)__")
+# Folder (under entries/<conversation>/) -> the role memvault writes there; summaries are not listed.
+_FOLDER_ROLES = {tuple(folder.split("/")): role for role, folder in files.ROLE_FOLDERS.items() if role != "summary"}
+LISTED_ROLES = tuple(_FOLDER_ROLES.values())
+
+
+def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
+           roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
+           tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
+           deleted: bool = False, owner_of: Callable[[str], str | None] | None = None) -> list[Memory]:
+    """At most `limit` live memories, newest first: of one conversation (None: all), of these
+    roles (None: every role but summary), with all these tags, created within since..until; or,
+    with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
+    and are passed over, and so is a file claiming an id that owner_of(id) (the index's record)
+    gives another file that is there: the index leaves such a copy out too. The time in a name
+    prunes before any file is read; tags are read."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+    wanted = set(roles or LISTED_ROLES) - {"summary"}
+    if conversation is not None:
+        folders = [entries / files.conversation_slug(conversation)]
+    else:
+        try:
+            folders = [entries / name for name in os.listdir(entries) if not name.startswith(".")]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    wanted_tags = set(tags)
+    low = files.file_stamp(since) if since else None
+    high = files.file_stamp(until) if until else None
+
+    def keep(memory: Memory) -> bool:
+        return (memory.role in wanted and wanted_tags <= set(memory.tags)
+                and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until))
+
+    stamped: list[tuple[str, Path]] = []
+    read: dict[Path, Memory] = {}  # files read already (no time in their name)
+    for folder in folders:
+        for path, folder_role in _candidates(folder, deleted):
+            if folder_role is not None and folder_role not in wanted:
+                continue
+            match = _STAMPED.match(path.name)
+            if match:
+                if (low is None or match.group(1) >= low) and (high is None or match.group(1) <= high):
+                    stamped.append((match.group(1), path))
+                continue
+            memory = _read(path, entries.parent, on_error)
+            if memory is not None and memory.role in wanted:
+                read[path] = memory
+                stamped.append((files.file_stamp(memory.created_at), path))
+    stamped.sort(reverse=True)
+    found: list[Memory] = []
+    for _stamp, path in stamped:
+        memory = read.get(path) or _read(path, entries.parent, on_error)
+        if memory is None or not keep(memory):
+            continue
+        owner = owner_of(memory.id) if owner_of is not None and not deleted else None
+        if owner is not None and (entries.parent / owner) != path and (entries.parent / owner).is_file():
+            from memvault.store.index import id_taken
+
+            if on_error is not None:
+                on_error(MemoryFileError(path, id_taken(memory.id, owner)))
+            continue
+        found.append(memory)
+        if len(found) == limit:
+            break
+    found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name
+    return found
+
+
+def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
+    """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
+    under deleted/, summaries still left out), with the role their folder stands for (None for a
+    folder memvault does not write)."""
+    if deleted:
+        conversation_dir = conversation_dir / files.DELETED
+    if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
+        return
+    for folder, dirs, names in os.walk(conversation_dir, followlinks=False):
+        here = Path(folder)
+        rel = here.relative_to(conversation_dir).parts
+        if not rel:
+            dirs[:] = [d for d in dirs if d not in (files.DELETED, "summaries")]
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        role = _FOLDER_ROLES.get(rel)
+        for name in names:
+            path = here / name
+            if files.is_memory_file(path):
+                yield path, role
+
+
+def _read(path: Path, root: Path, on_error) -> Memory | None:
+    try:
+        return files.read_memory(path, root)[0]
+    except MemoryFileError as exc:
+        if on_error is not None:
+            on_error(exc)
+        return None

@@ -1,0 +1,1144 @@
+"""The LanceDB sidecar under .memvault/: disposable, rebuilt from the files by content hash.
+
+Sync (docs/design.md, "The index"): look at the files git says may differ from what the record
+(state.py) holds since the commit it is synced to (every file under entries/ without git),
+compare size, mtime and ctime with the record, hash only what changed, parse only changed
+bytes, embed only new or changed text in batches, drop rows of vanished files, and write the
+record in one transaction *last*, so a sync killed at any point is finished by the next one
+(rows are always replaced by path, which makes redoing a half-done sync harmless).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import stat as stat_module
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from memvault.store import files
+from memvault.errors import MemoryFileError
+from memvault.store.files import Memory
+
+TABLE = "memories"
+STATE_VERSION = 1
+EMBED_BATCH = 256
+# Rows per table.add: each add makes a fragment and a table version. As many as a bulk add's batch
+# (vault.INDEX_BATCH), so that 100,000 memories make 13 fragments, under COMPACT_FRAGMENTS: no
+# compaction after them (at 100,000 rows it held 200 MB more at the end of the add).
+ADD_ROWS = 32 * EMBED_BATCH
+# More rows than this, or 1% of the rows, outside the BM25 index (searched by a scan meanwhile) and
+# the upkeep takes them in (optimize); see _bm25_behind.
+FTS_UNINDEXED_MAX = 1000
+# Every `add` appends a small fragment to the table; searches slow down with their number (1,000
+# one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
+COMPACT_FRAGMENTS = 16
+# When git names more files than this as possibly changed that are not (touched, copied: its stat
+# data is stale), the sync has git renew its stat data, so that the next sync is not told again.
+GIT_REFRESH_AFTER = 200
+RACY_NS = 1_000_000_000  # see _stat_fields
+# LanceDB's caches of index files and of table metadata, per connection. Its defaults (6 GiB and 1
+# GiB) let a long-lived process (serve, mcp, watch) keep the entries of every table version it has
+# read: each write makes a version and each `optimize` new index files (`memvault serve`: +31 MB of
+# cache over 1,000 requests, and rising). What searches use is far smaller (Session.size_bytes after
+# 300 searches: 1.1 MB at 10,000 memories, 9 MB at 100,000: 2.5 of index, 6.5 of metadata); the least
+# recently used entries beyond these bounds go.
+INDEX_CACHE_BYTES = 8 << 20
+METADATA_CACHE_BYTES = 8 << 20
+# Bitmap indexes on the filter columns, from this many rows on (Index.ensure_filter_indexes).
+FILTER_INDEX_ROWS = 5000
+FILTER_INDEX_COLUMNS = ("role", "conversation_id")
+# The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
+FTS_COLUMN = "index_text"
+FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
+               "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
+
+
+# lancedb imports the generated REST client of lance-namespace at start (its package __init__
+# loads nine API modules with ~150 pydantic models) though a local folder never uses it: 0.65 s
+# of the 1.2 s `import lancedb`, paid by every search and add. `import_lancedb` loads that
+# package without running its __init__, which runs the first time anything asks the package
+# itself for a name (a REST namespace connection), so nothing is lost, only deferred.
+_REST_CLIENT = "lance_namespace_urllib3_client"
+
+
+def import_lancedb():
+    """`import lancedb`, without the REST client's package __init__ until someone needs it."""
+    if "lancedb" not in sys.modules and _REST_CLIENT not in sys.modules:
+        try:
+            _defer_package_init(_REST_CLIENT)
+        except Exception:  # an unexpected layout: import it the ordinary way
+            sys.modules.pop(_REST_CLIENT, None)
+    import lancedb
+
+    return lancedb
+
+
+def _bounded_caches(lancedb) -> dict:
+    """connect()'s session argument with caches of INDEX_CACHE_BYTES and METADATA_CACHE_BYTES (none
+    for a lancedb without sessions: its own caches then)."""
+    if not hasattr(lancedb, "Session"):
+        return {}
+    return {"session": lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                       metadata_cache_size_bytes=METADATA_CACHE_BYTES)}
+
+
+def _defer_package_init(name: str) -> None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    package = importlib.util.module_from_spec(spec)  # __path__ set: submodules import as usual
+    initialised = False
+
+    def __getattr__(attr: str):  # PEP 562: only called for names the module does not have yet
+        nonlocal initialised
+        if initialised:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        initialised = True
+        spec.loader.exec_module(package)  # the real __init__, into this same module object
+        return getattr(package, attr)
+
+    package.__getattr__ = __getattr__
+    sys.modules[name] = package
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)  # relative paths
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[MemoryFileError] = field(default_factory=list)
+    adopted: list[Memory] = field(default_factory=list)
+    rebuilt: str | None = None  # why the whole index was rebuilt, if it was
+    ids: dict[str, str] = field(default_factory=dict)  # relative path -> memory id, for what changed
+    # Synced by git: the files whose indexed content is not HEAD's, with their blob at HEAD ("" for
+    # none): what reindex commits as hand edits. None when git was not asked.
+    unlike_head: dict[str, str] | None = None
+    committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
+    commit: str | None = None  # ... and the commit it made of them
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.added or self.changed or self.removed or self.rebuilt)
+
+    @property
+    def in_step(self) -> bool:
+        """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
+        `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
+        due, and no file left out (unreadable, or claiming an id another file has)."""
+        return not (self.drift or self.skipped)
+
+    def out_of_step(self) -> str:
+        """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
+        parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
+                                                                ("removed", self.removed), ("skipped", self.skipped))
+                 if paths]
+        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
+
+    def summary(self) -> str:
+        line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
+                f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        if self.committed:
+            count = len(self.committed)
+            line += f"; committed {count} hand edit{'s' if count != 1 else ''}" + \
+                (f" ({self.commit[:8]})" if self.commit else "")
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
+            "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
+            "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
+            "committed": self.committed, "commit": self.commit,
+        }
+
+
+class Index:
+    """The index of one vault. Heavy modules are imported only when it is used."""
+
+    def __init__(self, vault, notice: Callable[[str], None] | None = None):
+        self.vault = vault
+        self.root: Path = vault.root
+        self.dir = vault.sidecar / "index"
+        self.state_path = vault.sidecar / "state.db"
+        self.legacy_state_path = vault.sidecar / "state.json"  # before state.db (carried over once)
+        self.notice = notice or (lambda message: None)
+        self._state = None
+        self._object_format = "sha1"
+        self._touched = False  # written since the last maintain()
+        self._filter_indexes_checked = False
+        self._db = None
+        self._table = None
+        self._embedder = None
+
+    # -- model -----------------------------------------------------------------
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from memvault.store.models import get_embedder
+
+            self._embedder = get_embedder(self.vault.settings.embedding_model)
+        return self._embedder
+
+    def model_info(self) -> dict[str, Any]:
+        """The embedding model's name, dimension and fingerprint; loads the model only when they
+        are not known up front (so a sync with nothing to embed never loads it)."""
+        if self._embedder is None:
+            from memvault.store.models import embedder_identity
+
+            known = embedder_identity(self.vault.settings.embedding_model)
+            if known is not None:
+                return known
+        e = self.embedder
+        return {"name": e.name, "dim": e.dim, "fingerprint": e.fingerprint}
+
+    # -- state -----------------------------------------------------------------
+    @property
+    def state(self):
+        """The record of the files the index has read (state.py), opened once."""
+        if self._state is None:
+            from memvault.store.state import State
+
+            self._state = State(self.state_path)
+        return self._state
+
+    def _header(self) -> dict[str, Any] | None:
+        """The record's header, None when there is none (or it is damaged: said, then rebuilt). A
+        state.json of an earlier memvault is carried over first."""
+        from memvault.store import state as state_module
+
+        if not self.state_path.exists() and self.legacy_state_path.exists():
+            try:
+                state_module.import_json(self.state_path, self.legacy_state_path, self.notice)
+            except OSError:
+                pass  # read-only: the index is read as if it had no record
+        try:
+            return self.state.header()
+        except FileNotFoundError:
+            return None
+        except state_module.Unreadable as exc:
+            self.notice(f"memvault: {exc}; rebuilding the index")
+            self.state.close()
+            return None
+
+    def state_summary(self) -> dict[str, Any] | None:
+        """{"files": live files recorded, "model": the model's record}, or None without a record."""
+        header = self._header()
+        if header is None:
+            return None
+        return {"files": self.state.count(), "model": header["model"]}
+
+    def owner_of(self, memory_id: str) -> str | None:
+        """The vault-relative path of the live file the record gives this id (None: none, or no record)."""
+        from memvault.store.state import owner_lookup
+
+        with owner_lookup(self.state_path) as owner_of:
+            return owner_of(memory_id)
+
+    def remember_notice(self, key: str, message: str) -> bool:
+        """Whether `message` is news for this vault (not what was said last time under `key`); news
+        is remembered in the record, under the lock when it is free (else it is said again later)."""
+        from memvault.store.lock import vault_lock
+
+        header = self._header()
+        if header is None or header["notices"].get(key) == message:
+            return header is None
+        try:
+            with vault_lock(self.vault.lock_path, timeout=0, holder="search (notice)") as got:
+                if got:
+                    notices = self._header() or {"notices": {}}
+                    self.state.write(meta={"notices": {**notices["notices"], key: message}})
+        except (OSError, Exception) as exc:  # a read-only vault: say it every time
+            if not isinstance(exc, OSError) and "readonly" not in str(exc).lower() and "read-only" not in str(exc):
+                raise
+        return True
+
+    def changed_paths(self) -> set[str] | None:
+        """The paths under entries/ whose files may not be what the record says (git's word, the
+        record's own list); None when git cannot say (no record synced to a commit, no git)."""
+        header = self._header()
+        if header is None or not header["commit"] or not self._git_ok():
+            return None
+        from memvault.store import gitrepo
+
+        look_in, _ = self._folders_to_look_in(header, time.time_ns())
+        answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES, untracked_in=look_in)()
+        return None if answer is None else set(answer[1]) | set(self.state.dirty())
+
+    def _folders_to_look_in(self, header, now: int) -> tuple[list[str] | None, dict[str, int]]:
+        """(the folders under entries/ where a file may have been added or removed since the
+        record's last listing, as literal pathspecs, None for every folder; the folders' mtimes
+        seen now, before git lists them). A folder's mtime moves when an entry is added, removed
+        or renamed in it, never when a file in it is edited in place: it spares the listing of new
+        files only, never the stat of the files git tracks (docs/design.md, "The index")."""
+        recorded = (header or {}).get("folders") or {}
+        if not recorded or not (header or {}).get("commit"):
+            return None, _folder_mtimes(self.root, now)
+        look, seen = [], {}
+        for rel, mtime in recorded.items():
+            try:
+                stat = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                continue  # gone: its parent's mtime moved
+            if not stat_module.S_ISDIR(stat.st_mode):
+                continue
+            seen[rel] = 0 if stat.st_mtime_ns >= now - RACY_NS else stat.st_mtime_ns
+            if not mtime or mtime != stat.st_mtime_ns:
+                look.append(rel)
+        # Listing a folder lists its subfolders too: the outermost ones are enough.
+        look = [rel for rel in sorted(look) if not any(rel.startswith(other + "/") for other in look)]
+        return [f":(literal){rel}" for rel in look], seen
+
+    def _folders_after(self, seen: dict[str, int] | None, look_in: list[str] | None, now: int) -> dict[str, int]:
+        """The folders to record after a sync: their mtimes from before git listed them, and the
+        subfolders found in the folders it listed (without an mtime: listed again next time)."""
+        if seen is None:
+            return {}
+        folders = dict(seen)
+        listed = [p.removeprefix(":(literal)") for p in look_in] if look_in is not None else []
+        for top in listed:
+            for rel in _subfolders(self.root, top):
+                folders.setdefault(rel, 0)
+        return folders
+
+    def id_candidates(self, needle: str, changed: set[str] | None | bool = True) -> list[Path]:
+        """The files that may hold a memory whose id starts with `needle` (lower case), live or
+        tombstone, sorted: those the record gives such an id and that have not changed since, plus
+        every file the record does not know as it is now. Reads no file; without git's word, every
+        file is looked at. changed: changed_paths() when the caller has it already."""
+        if changed is True:
+            changed = self.changed_paths()
+        if changed is not None:
+            hits = {rel for rel, _ in self.state.with_id_prefix(needle)} - changed
+            for rel in changed:
+                full = os.path.join(self.root, rel)
+                if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
+                    hits.add(rel)
+            return [self.root / rel for rel in sorted(hits)]
+        header = self._header()
+        known = self.state.entries() if header is not None else {}
+        found = []
+        for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
+            entry = known.get(rel)
+            if entry is not None:
+                try:
+                    stat = os.lstat(full)
+                except OSError:
+                    continue  # gone meanwhile
+                # A racy record (no ctime kept) is trusted here on size and mtime: a wrong file read
+                # costs a read, and an id changed within the second of a sync is not worth more.
+                if _same_stat(entry, stat, racy_ok=True) and not str(entry["id"]).lower().startswith(needle):
+                    continue
+            found.append(Path(full))
+        return found
+
+    def _git_ok(self) -> bool:
+        from memvault.store import gitrepo
+
+        return self.vault.settings.enable_git_versioning and gitrepo.is_repo(self.root)
+
+    # -- table -----------------------------------------------------------------
+    def _connect(self):
+        if self._db is None:
+            lancedb = import_lancedb()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.dir), **_bounded_caches(lancedb))
+        return self._db
+
+    def table(self, create: bool = False):
+        """The open table, or None when there is none yet (and create is False)."""
+        if self._table is not None:
+            return self._table
+        if not create and not self.dir.is_dir():
+            return None  # reading never creates the sidecar
+        db = self._connect()
+        try:
+            self._table = db.open_table(TABLE)
+        except (FileNotFoundError, ValueError) as exc:
+            if "not found" not in str(exc).lower() and "was not found" not in str(exc).lower() \
+                    and not isinstance(exc, FileNotFoundError):
+                raise
+            if not create:
+                return None
+            self._table = db.create_table(TABLE, schema=self._schema())
+        return self._table
+
+    def refresh(self) -> None:
+        """See what other processes wrote since the table was opened (a handle sees its own writes
+        only); a long-lived reader calls this after its folder changed."""
+        if self._table is not None:
+            try:
+                self._table.checkout_latest()
+            except Exception:  # dropped or rebuilt meanwhile: open it again on the next use
+                self._table = None
+
+    def _schema(self):
+        import pyarrow as pa
+
+        return pa.schema([
+            ("id", pa.string()),
+            ("path", pa.string()),
+            ("role", pa.string()),
+            ("conversation_id", pa.string()),
+            ("created_us", pa.int64()),  # UTC microseconds since the epoch, for --since/--until
+            ("created_at", pa.string()),
+            ("tags", pa.string()),  # "|a|b|" so a tag filter is one LIKE
+            ("text", pa.string()),
+            ("index_text", pa.string()),  # what BM25 reads: the text, a turn with its context
+            ("sha256", pa.string()),
+            ("meta", pa.string()),  # the other front-matter keys as JSON
+            ("vector", pa.list_(pa.float32(), self.embedder.dim)),
+        ])
+
+    def _reset(self) -> None:
+        self._table = None
+        self._db = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def ensure_fts(self, table) -> None:
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
+        indices = {getattr(i, "name", "") for i in table.list_indices()}
+        if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
+            import warnings
+
+            with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
+                warnings.simplefilter("ignore", DeprecationWarning)
+                table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
+
+    def ensure_filter_indexes(self, table) -> None:
+        """Bitmap indexes on the columns every search filters by (role, conversation_id), once the
+        table is big enough for them to pay: without them each dense search reads every row's
+        vector to find the scope's (at 100,000 rows, 98 ms of CPU and 170 MB more memory a query;
+        with them 13 ms, the same results: bench/README.md, "Scale"). Rows added later are checked
+        without the index until compaction takes them in. Checked once per process."""
+        if self._filter_indexes_checked:
+            return
+        self._filter_indexes_checked = True
+        if table.count_rows() < FILTER_INDEX_ROWS:
+            self._filter_indexes_checked = False  # look again once it has grown
+            return
+        present = {getattr(i, "name", "") for i in table.list_indices()}
+        for column in FILTER_INDEX_COLUMNS:
+            if f"{column}_idx" not in present:
+                from lancedb.index import Bitmap
+
+                table.create_index(column, config=Bitmap())
+
+    # -- sync: one entry point per kind of caller (docs/design.md, "The index") -------------
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """The index in line with every change to the files since the last sync, hand edits
+        included: before a read, after a clone. The caller holds the vault lock.
+
+        git says which files may differ from what the record holds since the commit the record is
+        synced to; its processes run while LanceDB loads. Without git, every file's size and mtime
+        are compared with the record."""
+        return _Sync(self, _How(), progress).run()
+
+    def take_in(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None,
+                upkeep: bool = True) -> SyncReport:
+        """Exactly these files, which a command just wrote or removed, a pull checked out, or the
+        folder's events named; nothing else is looked at. The caller holds the vault lock.
+        upkeep: the table's upkeep after writing (`maintain`); a bulk add's batches leave it to
+        the last one."""
+        return _Sync(self, _How(paths=paths, upkeep=upkeep), progress).run()
+
+    def reindex(self, full: bool = False, verify: bool = True,
+                progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """`memvault reindex` (and sync's hand edits): catch_up, and give files without front
+        matter a front matter; verify: compare every row's path and hash with the record (other
+        syncs compare only the row count, which is free); full: rebuild from every file. The
+        caller holds the vault lock."""
+        return _Sync(self, _How(adopt=True, verify=verify, full=full), progress).run()
+
+    def check(self) -> SyncReport:
+        """The drift between files and index (`reindex --check`): every file and every row
+        compared with the record; writes nothing (the caller holds a shared lock, or none)."""
+        return _Sync(self, _How(write=False, verify=True), None).run()
+
+    def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, dict[str, Any]]:
+        """{text: row} for the live rows of this conversation and role whose text is one of `texts`."""
+        table = self.table()
+        found: dict[str, dict[str, Any]] = {}
+        if table is None:
+            return found
+        for chunk in _chunks(sorted(set(texts)), 200):
+            where = (where_clause((role,), conversation) + " AND text IN ("
+                     + ", ".join(_sql_str(t) for t in chunk) + ")")
+            for row in table.search().where(where).select(["id", "path", "text"]).limit(None).to_list():
+                found.setdefault(row["text"], row)
+        return found
+
+    def nearest(self, vector, k: int, roles: Iterable[str] | None = None,
+                conversation: str | None = None) -> list[dict[str, Any]]:
+        """The k rows closest to `vector` (cosine distance in `_distance`), filtered."""
+        table = self.table()
+        if table is None or k <= 0:
+            return []
+        return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
+                .where(where_clause(roles, conversation), prefilter=True).limit(k).to_list())
+
+    def rows(self, columns: list[str], roles: Iterable[str] | None = None,
+             conversation: str | None = None) -> list[dict[str, Any]]:
+        """Every row matching the filter, with these columns only."""
+        table = self.table()
+        if table is None:
+            return []
+        return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
+
+    def unreviewed_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of learned facts (waiting ones too) that `memvault review` has not seen, newest
+        first: origin learned and no `reviewed` key in the front matter kept as JSON (see `_row`)."""
+        where = (where_clause(("memory", files.PENDING_ROLE), conversation)
+                 + " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED))
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"], reverse=True)
+
+    def review_counts(self) -> dict[str, int]:
+        """What `memvault review` would list, counted: waiting (pending: setting learned_review),
+        proposals (live, would retire a fact the user added), learned (live, not reviewed)."""
+        counts = {"pending": 0, "proposal": 0, "learned": 0}
+        table = self.table()
+        if table is None:
+            return counts
+        unreviewed = " AND " + meta_clause(files.ORIGIN_KEY, "learned") + " AND NOT " + meta_clause(files.REVIEWED)
+        counts["pending"] = table.count_rows(where_clause((files.PENDING_ROLE,)) + unreviewed)
+        live = table.count_rows(where_clause(("memory",)) + unreviewed)
+        counts["proposal"] = table.count_rows(where_clause(("memory",)) + unreviewed + " AND "
+                                              + meta_clause("would_replace"))
+        counts["learned"] = live - counts["proposal"]
+        return counts
+
+    def unlearned_turn_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The rows of user turns still owed learning (`extracted: false`), oldest first."""
+        where = where_clause(("user",), conversation) + " AND " + meta_clause(files.EXTRACTED, False)
+        return sorted(self._rows_where(where), key=lambda row: row["created_us"])
+
+    def _rows_where(self, where: str) -> list[dict[str, Any]]:
+        table = self.table()
+        if table is None:
+            return []
+        return table.search().where(where).select(["id", "path", "created_us"]).limit(None).to_list()
+
+    def _mismatch(self, table) -> tuple[list[str], set[str]]:
+        """Compare the rows with the record. Returns the records whose row is missing, doubled or
+        stale (indexed again by the sync), and the paths of every row the record does not vouch
+        for once those are dropped (to delete: stray rows and repaired ones)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arrow = table.search().select(["path", "sha256"]).limit(None).to_arrow()
+        recorded_rows = self.state.live_hashes_sorted() if self.state_path.exists() else []
+        if len(recorded_rows) == arrow.num_rows:  # the usual case, compared in C: in step
+            order = pc.sort_indices(arrow, sort_keys=[("path", "ascending"), ("sha256", "ascending")])
+            paths, digests = (list(column) for column in zip(*recorded_rows)) if recorded_rows else ([], [])
+            if pc.take(arrow["path"], order).equals(pa.chunked_array([pa.array(paths, pa.string())])) and \
+                    pc.take(arrow["sha256"], order).equals(pa.chunked_array([pa.array(digests, pa.string())])):
+                return [], set()
+        data = arrow.to_pydict()
+        rows: dict[str, list[str]] = {}
+        for path, digest in zip(data["path"], data["sha256"]):
+            rows.setdefault(path, []).append(digest)
+        recorded = self.state.live_hashes() if self.state_path.exists() else {}
+        repaired = [rel for rel, digest in recorded.items() if rows.get(rel) != [digest]]
+        vouched = set(recorded) - set(repaired)
+        stray = {path for path in rows if path not in vouched}
+        return repaired, stray | set(repaired)
+
+    def _read(self, path: Path, entry: dict[str, Any] | None, adopt: bool, tombstone: bool, report: SyncReport):
+        """(the memory, or None when the bytes are the ones recorded; their sha256; the stat from
+        before reading them; their git blob id). One read: the hash is of the very bytes that were
+        parsed, so a file changed in between looks changed to the next sync, never unchanged."""
+        if entry is not None:  # touched or copied, maybe not changed: the bytes say, no parsing
+            try:
+                before = os.lstat(path)
+                if stat_module.S_ISREG(before.st_mode) and before.st_size <= files.MAX_MEMORY_BYTES:
+                    raw = path.read_bytes()
+                    digest = hashlib.sha256(raw).hexdigest()
+                    if digest == entry["sha256"]:
+                        return None, digest, before, self._blob_id(raw)
+            except OSError:
+                pass
+        memory, adopted, raw, stat = files.read_memory_raw(path, self.root)
+        if adopted and not tombstone:
+            report.adopted.append(memory)
+            if adopt:
+                files.write_memory(self.root, memory, path)
+                raw, stat = path.read_bytes(), path.stat()  # rewritten with front matter: that is what is indexed
+        return memory, hashlib.sha256(raw).hexdigest(), stat, self._blob_id(raw)
+
+    def _blob_id(self, raw: bytes) -> str:
+        """The id git gives these bytes as a blob (SHA-1, or SHA-256 in a repository of that format)."""
+        digest = hashlib.sha256() if self._object_format == "sha256" else hashlib.sha1()
+        digest.update(b"blob %d\0" % len(raw))
+        digest.update(raw)
+        return digest.hexdigest()
+
+    def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True, contexts=None) -> None:
+        stale = report.removed + report.changed + (contexts.refreshed if contexts is not None else [])
+        table = self.table(create=bool(to_index))
+        if table is not None and stale:
+            for chunk in _chunks(stale, 500):
+                table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+        if table is not None and to_index:
+            # Redoing an interrupted sync: rows for these paths may already be there.
+            added = set(report.added)  # a list: `in` on it made a 100,000-file sync quadratic
+            new_paths = [rel for rel, *_ in to_index if rel in added]
+            for chunk in _chunks(new_paths, 500):
+                table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+        done, waiting = 0, []
+        # Similar lengths in one batch: the embedder pads a batch to its longest text.
+        to_index = sorted(to_index, key=lambda item: len(item[1].text))
+        for batch in _chunks(to_index, EMBED_BATCH):
+            vectors = self.embedder.embed([item[1].text for item in batch])
+            waiting.append(self._arrow_rows(batch, vectors, contexts))
+            done += len(batch)
+            if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
+                import pyarrow as pa
+
+                table.add(pa.concat_tables(waiting))
+                waiting = []
+            if progress:
+                progress(done, len(to_index))
+        self._touched |= bool(to_index or stale)
+        if maintain:
+            self.maintain()
+
+    def maintain(self) -> None:
+        """The table's upkeep after writes: the BM25 and filter indexes made if there are none
+        (over every row), and `optimize` (compaction into one fragment, the new rows into the
+        indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
+        the BM25 index is behind (_bm25_behind). A bulk add calls it once at
+        its end, not after each of its batches."""
+        table = self.table()
+        if table is not None and self._touched:
+            self.ensure_fts(table)
+            self.ensure_filter_indexes(table)
+            if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
+                table.optimize()
+        self._touched = False
+
+    def _arrow_rows(self, batch, vectors, contexts=None):
+        """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = [_row(rel, memory, digest, None, contexts.index_text(rel, memory) if contexts else memory.text)
+                for rel, memory, digest, *_ in batch]
+        schema = self._schema()
+        columns = {name: [row[name] for row in rows] for name in schema.names if name != "vector"}
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim)
+        return pa.Table.from_pydict(columns, schema=schema)
+
+
+@dataclass
+class _How:
+    """What one sync is for; set by Index's entry points (catch_up, take_in, reindex, check)."""
+
+    paths: Iterable[Path] | None = None  # only these files; None: whatever changed
+    adopt: bool = False  # give files without front matter one
+    write: bool = True  # False: report the drift, write nothing
+    verify: bool = False  # compare every row with the record, not only their number
+    full: bool = False  # rebuild from every file
+    upkeep: bool = True  # the table's upkeep after writing
+
+
+class _Sync:
+    """One sync, in steps (`run`): decide whether the table must be rebuilt or repaired, choose
+    the files to look at, read those whose stat differs from the record, settle ids claimed
+    twice, write the rows, then the record, in one transaction, last (docs/design.md, "The
+    index"): a sync killed at any point leaves the old record, and the next one finishes."""
+
+    def __init__(self, index: Index, how: _How, progress: Callable[[int, int], None] | None):
+        self.index, self.how, self.progress = index, how, progress
+        self.paths = how.paths
+        self.report = SyncReport()
+        self.asked_at = time.time_ns()
+        self.git_answer = None
+        self.look_in: list[str] | None = None
+        self.folders_seen: dict[str, int] | None = None
+        self.stray: set[str] = set()  # paths of rows the record does not vouch for (a sync cut short)
+        self.repaired: list[str] = []  # records whose row is missing, doubled or stale
+        self.watch: set[str] = set()  # files left out (unreadable, an id taken): looked at again next time
+        self.unsure = False  # a file read without git's word on it that changed after git looked
+        self.put: dict[str, dict[str, Any]] = {}
+        self.drop: set[str] = set()
+
+    def run(self) -> SyncReport:
+        self.start()
+        self.judge_table()
+        if self.report.rebuilt and not self.how.write:
+            return self.report
+        self.clear()
+        self.choose_files()
+        to_index = self.claim_ids(self.look())
+        if not self.how.write:
+            return self.report
+        contexts = self.turn_contexts(to_index)
+        self.index._apply(self.report, to_index, self.progress, self.how.upkeep, contexts)
+        for rel, memory, digest, stat, oid in to_index:
+            self.put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                             "live": 1}
+        self.record()
+        return self.report
+
+    def turn_contexts(self, to_index):
+        """What BM25 reads for the memories to index (turn_context.py); the indexed turns whose
+        context changed with them (up to two turns after a turn added, changed or removed) are
+        appended to to_index, to be indexed again."""
+        from memvault.store.turn_context import TurnContexts
+
+        contexts = TurnContexts(self.index.root, {rel: memory for rel, memory, *_ in to_index})
+        followers = contexts.after([rel for rel, *_ in to_index] + self.report.removed)
+        indexed = self.index.state.entries(followers) if followers and self.header is not None else {}
+        for rel in sorted(followers):
+            entry = indexed.get(rel)
+            if entry is None or not entry["live"]:  # no row (yet): a sync of every file reads it anyway
+                continue
+            try:
+                memory, digest, stat, oid = self.index._read(Path(self.index.root / rel), None, False, False,
+                                                             SyncReport())
+            except MemoryFileError:
+                continue
+            to_index.append((rel, memory, digest, stat, oid))
+            contexts.pending[rel] = memory
+            contexts.refreshed.append(rel)
+        return contexts
+
+    def start(self) -> None:
+        """The record's header; git asked what changed (its processes run meanwhile); the model."""
+        index, how = self.index, self.how
+        self.state_existed = index.state_path.exists()
+        self.header = header = index._header()
+        self.fresh = header is None
+        if self.paths is None and how.write and index._git_ok():
+            from memvault.store import gitrepo
+
+            head = gitrepo.read_head(index.root)
+            index._object_format = "sha256" if head and len(head) == 64 else "sha1"
+            self.look_in, self.folders_seen = index._folders_to_look_in(header, self.asked_at)
+            self.git_answer = gitrepo.changes_since(index.root, header["commit"] if header else None, files.ENTRIES,
+                                                    untracked_in=self.look_in)
+        elif self.paths is not None and header is not None and header["commit"]:
+            index._object_format = "sha256" if len(header["commit"]) == 64 else "sha1"
+        self.live = index.state.count() if header is not None else 0
+        self.model = index.model_info() if how.write or (header and header["model"]) else None
+
+    def judge_table(self) -> None:
+        """report.rebuilt when the table must be built anew (--full, another model, no table, no
+        record, unreadable); otherwise the rows to repair when their number (or, verifying, their
+        paths and hashes) disagrees with the record."""
+        index, how, report, header = self.index, self.how, self.report, self.header
+        if how.full:
+            report.rebuilt = "--full"
+        elif self.live and header["model"] != self.model:
+            old = (header["model"] or {}).get("name", "an unknown model")
+            report.rebuilt = f"index was built with {old}; rebuilding with {self.model['name']}"
+        if report.rebuilt or not (how.write or how.verify):
+            return
+        try:
+            table = index.table() if how.write or index.dir.is_dir() else None
+            if table is None and self.live:
+                report.rebuilt = f"index table in {index.dir} is missing; rebuilding it"
+            elif table is not None and FTS_COLUMN not in table.schema.names:
+                report.rebuilt = (f"the index in {index.dir} was built by an older memvault (no {FTS_COLUMN} "
+                                  "column: what search reads for a chat turn); rebuilding it, once")
+            elif table is not None:
+                rows = table.count_rows()
+                if rows and not self.live:
+                    report.rebuilt = f"index state {index.state_path} is missing; rebuilding the index"
+                elif how.verify or rows != self.live:
+                    self.repaired, self.stray = index._mismatch(table)
+                if rows and how.write and not index._filter_indexes_checked:
+                    try:
+                        index.ensure_filter_indexes(table)
+                    except Exception:  # only speed is at stake: searched without them
+                        pass
+        except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
+            report.rebuilt = f"index in {index.dir} is unreadable ({type(exc).__name__}); rebuilding it"
+
+    def clear(self) -> None:
+        """A rebuild drops record and table; stray rows are deleted (then every file is looked at)."""
+        index, report = self.index, self.report
+        if report.rebuilt:
+            if report.rebuilt != "--full":
+                index.notice(f"memvault: {report.rebuilt}")
+            # The record goes first: a rebuild killed half-way must not leave a record that vouches
+            # for rows the new table does not have yet.
+            index.state.remove()
+            index._reset()
+            self.header, self.fresh, self.live, self.paths = None, True, 0, None
+        elif self.stray:
+            if self.how.write:
+                index.notice(f"memvault: the index in {index.dir} did not match its files "
+                             f"({len(self.repaired)} rows missing or stale, "
+                             f"{len(self.stray) - len(self.repaired)} stray); repairing it")
+                for chunk in _chunks(sorted(self.stray), 500):
+                    index.table().delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+            self.paths = None  # look at every file: those on disk are indexed again below
+
+    def choose_files(self) -> None:
+        """scope (the paths to look at), on_disk (those of them that are memory files now) and
+        known (what the record says of them): the given paths, git's answer, or every file."""
+        index, root, header = self.index, self.index.root, self.header
+        self.seen = self.git_answer() if self.git_answer is not None else None  # (HEAD, {path: blob at HEAD})
+        self.old_dirty: dict[str, str] = index.state.dirty() if header is not None else {}
+        self.by_git = self.seen is not None and header is not None and bool(header["commit"]) and not self.stray
+        if self.paths is not None:
+            # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
+            scope = {rel for p in self.paths if _entry_path(rel := index.vault.relative(Path(p)))}
+            self.known = index.state.entries(scope) if header is not None else {}
+        elif self.by_git:
+            scope = {rel for rel in set(self.seen[1]) | set(self.old_dirty) if _entry_path(rel)
+                     or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(root, rel)))}
+            self.known = index.state.entries(scope)
+        else:
+            self.on_disk = _scan_entries(root, tombstones=True)
+            self.known = index.state.entries() if header is not None else {}
+            self.scope = set(self.known) | set(self.on_disk)
+            live_files = sum(1 for rel in self.on_disk if not _in_deleted(rel))
+            if not self.state_existed and not self.report.rebuilt and live_files and self.how.write:
+                index.notice(f"memvault: no index in {index.vault.sidecar}; building it from {live_files} files")
+            self.report.removed.extend(sorted(p for p in self.stray if p not in self.on_disk))
+        if self.paths is not None or self.by_git:
+            self.scope = scope
+            self.on_disk = {rel: full for rel in scope if _is_entry_file(full := os.path.join(root, rel))}
+        for rel in self.repaired:
+            self.known.pop(rel, None)  # indexed again below if it is still there
+        self.drop = set(self.repaired)
+
+    def look(self) -> list[tuple[str, Memory, str, os.stat_result, str, dict | None]]:
+        """Read the files whose size or mtime is not as recorded (or that have no blob id yet: a
+        record carried over); the new or changed memories among them."""
+        report, known, put, drop = self.report, self.known, self.put, self.drop
+        fresh_reads = []
+        self.examined_unchanged = 0
+        for rel in sorted(self.scope):
+            path = self.on_disk.get(rel)
+            entry = known.get(rel)
+            if path is None:
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                        report.ids[rel] = entry["id"]
+                    drop.add(rel)
+                continue
+            try:
+                stat = os.lstat(path)
+            except OSError:
+                continue
+            tombstone = _in_deleted(rel)
+            adopt = self.how.adopt and self.how.write and not tombstone
+            # A file read without front matter (by a search, which does not write) keeps the id it was
+            # given: reindex reads it again, to give it the front matter the notice promised.
+            unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
+            if entry and entry["oid"] and _same_stat(entry, stat) and not unadopted:
+                self.examined_unchanged += entry["live"]
+                continue
+            try:
+                read = self.index._read(Path(path), None if unadopted else entry, adopt, tombstone, report)
+            except MemoryFileError as exc:
+                self.watch.add(rel)
+                if not tombstone:
+                    report.skipped.append(exc)
+                if entry is not None:  # a file that broke: its old row goes, the file stays on disk
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    drop.add(rel)
+                continue
+            memory, digest, stat, oid = read
+            if self.seen is not None and not self.by_git and rel not in self.seen[1] \
+                    and stat.st_ctime_ns >= self.asked_at - RACY_NS:
+                self.unsure = True
+            if entry and entry["sha256"] == digest:  # touched, not changed
+                self.examined_unchanged += entry["live"]
+                renewed = {**entry, **_stat_fields(stat, self.asked_at), "oid": oid}
+                if renewed != entry:
+                    put[rel] = renewed
+                continue
+            if tombstone:  # no row: recorded for find() only
+                put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
+                            "live": 0}
+                continue
+            fresh_reads.append((rel, memory, digest, stat, oid, entry))
+        return fresh_reads
+
+    def claim_ids(self, fresh_reads) -> list[tuple[str, Memory, str, os.stat_result, str]]:
+        """Two files claiming one id: the one the record already has keeps it; the other is
+        skipped (and watched). What is left is to be indexed."""
+        report, header = self.report, self.header
+        claimed = self.index.state.owners(m.id for _, m, *_ in fresh_reads) if header is not None else {}
+        ids_in_use = {i: rel for i, rel in claimed.items() if rel not in self.scope or rel in self.on_disk}
+        to_index = []
+        for rel, memory, digest, stat, oid, entry in fresh_reads:
+            owner = ids_in_use.get(memory.id)
+            if owner is not None and owner != rel:
+                report.skipped.append(MemoryFileError(Path(self.on_disk[rel]), id_taken(memory.id, owner)))
+                self.watch.add(rel)
+                if entry is not None:
+                    if entry["live"]:
+                        report.removed.append(rel)
+                    self.drop.add(rel)
+                continue
+            ids_in_use[memory.id] = rel
+            (report.changed if entry and entry["live"] else report.added).append(rel)
+            report.ids[rel] = memory.id
+            to_index.append((rel, memory, digest, stat, oid))
+        report.removed.sort()
+        if self.paths is not None:
+            report.unchanged = self.examined_unchanged
+        else:
+            report.unchanged = max(self.live - len(self.repaired) - len(report.removed) - len(report.changed), 0)
+        return to_index
+
+    def record(self) -> None:
+        """The record's one transaction: the files read, the model, and what it is synced to."""
+        index, header, known, put = self.index, self.header, self.known, self.put
+        self.drop -= set(put)
+        drop, old_dirty, seen = self.drop, self.old_dirty, self.seen
+        meta: dict[str, Any] = {}
+        if header is None or header["model"] != self.model:
+            meta["model"] = self.model
+        dirty = dirty_add = None
+        if self.paths is None:
+            if seen is not None and not self.unsure:
+                # Synced to HEAD: the paths where the record differs from it, with their blob there
+                # (a path git does not name is as HEAD has it, and so is its record).
+                at_head = {**{rel: oid for rel, oid in old_dirty.items() if rel not in seen[1]}, **seen[1]}
+                dirty = {rel: oid for rel, oid in at_head.items() if (rel in self.scope or _entry_path(rel))
+                         and (rel in self.watch or self.recorded_oid(rel) != oid)}
+                if header is None or header["commit"] != seen[0]:
+                    meta["commit"] = seen[0]
+                folders = index._folders_after(self.folders_seen, self.look_in, self.asked_at)
+                if header is None or folders != header["folders"]:
+                    meta["folders"] = folders
+                self.report.unlike_head = {rel: oid for rel, oid in dirty.items() if self.recorded_oid(rel) != oid}
+                if dirty == old_dirty and not self.fresh:
+                    dirty = None
+                if self.by_git and len(seen[1]) - len(dirty or old_dirty) > GIT_REFRESH_AFTER:
+                    from memvault.store import gitrepo
+
+                    gitrepo.refresh_index(index.root)  # files git sees as touched: its stat data renewed
+            elif header is not None and header["commit"]:
+                meta["commit"] = ""  # not synced to a commit: the next sync looks at every file
+                meta["folders"] = {}
+        elif header is not None and header["commit"]:
+            # What this write changed differs from the synced commit: until a sync sees that commit
+            # (or the file as it was), the path stays under watch, with its blob at that commit.
+            dirty_add = {rel: (known[rel]["oid"] if rel in known else "") for rel in set(put) | drop
+                         if rel not in old_dirty}
+            if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
+                meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
+        if put or drop or meta or dirty is not None or dirty_add or self.fresh:
+            index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh)
+
+    def recorded_oid(self, rel: str) -> str:
+        """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""
+        if rel in self.put:
+            return self.put[rel]["oid"]
+        if rel in self.drop:
+            return ""
+        entry = self.known.get(rel)
+        return entry["oid"] if entry else ""
+
+
+def id_taken(memory_id: str, owner: str) -> str:
+    """Why a file claiming an id another file has is left out (the index, `ls`), and what to do."""
+    return (f"id {memory_id} is already used by {owner}; to keep it as a memory of its own, delete its `id:` "
+            "line and run `memvault reindex`")
+
+
+def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
+    created = memory.created_at
+    return {
+        "id": memory.id,
+        "path": rel,
+        "role": memory.role,
+        "conversation_id": memory.conversation_id,
+        "created_us": int(created.timestamp() * 1_000_000),
+        "created_at": files.format_time(created),
+        "tags": "|" + "|".join(memory.tags) + "|" if memory.tags else "",
+        "text": memory.text,
+        "index_text": memory.text if index_text is None else index_text,
+        "sha256": digest,
+        "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
+                           default=files.json_value, ensure_ascii=False),
+        "vector": None if vector is None else [float(x) for x in vector],
+    }
+
+
+def _bm25_behind(table) -> bool:
+    """Whether the BM25 index has left out more than FTS_UNINDEXED_MAX rows or 1% of them. BM25
+    scores the rows it indexed with the word counts of its own rows and the others with all of
+    them, so a fact added to a small vault would lose to an older one of the same words (a vault
+    of 7: by 30%); a vault of 10,000 takes its new rows in once per 100 adds, one of 100,000 once
+    per 1,000 (optimize: ~10 ms small, about a second at 100,000)."""
+    unindexed, indexed = _bm25_counts(table)
+    return unindexed > 0 and (unindexed > FTS_UNINDEXED_MAX or unindexed * 100 >= indexed)
+
+
+def _bm25_counts(table) -> tuple[int, int]:
+    """(rows outside the BM25 index, rows in it); (0, 0) when it cannot say (no index yet)."""
+    try:
+        stats = table.index_stats(f"{FTS_COLUMN}_idx")
+        return (int(stats.num_unindexed_rows), int(stats.num_indexed_rows)) if stats is not None else (0, 0)
+    except Exception:
+        return 0, 0
+
+
+def _unindexed(table) -> int:
+    """Rows the BM25 index does not hold yet (0 when it cannot say)."""
+    return _bm25_counts(table)[0]
+
+
+def _fragments(table) -> int:
+    """How many data fragments the table has (each add or delete of a sync makes one more)."""
+    try:
+        return int(table.stats()["fragment_stats"]["num_fragments"])
+    except Exception:  # an older lancedb without stats(): compact by the other rules only
+        return 0
+
+
+def _scan_entries(root: Path, tombstones: bool = False) -> dict[str, str]:
+    """{relative posix path: absolute path} of the files files.walk_entries yields (live entries
+    only unless tombstones, no dot folders, files.is_memory_file names, a symlinked folder as
+    itself so that reading it reports it, never entered), with plain strings: Path objects cost
+    more than the walk itself on 10,000 files."""
+    base = os.path.join(os.fspath(root), files.ENTRIES)
+    if not os.path.isdir(base):
+        return {}
+    cut = len(os.fspath(root)) + 1
+    found: dict[str, str] = {}
+    for folder, dirs, names in os.walk(base, followlinks=False):
+        parts = folder[len(base) + 1:].split(os.sep) if len(folder) > len(base) else []
+        if len(parts) >= 2 and parts[1] == files.DELETED and not tombstones:
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in dirs:
+            full = os.path.join(folder, name)
+            if os.path.islink(full):
+                found[full[cut:].replace(os.sep, "/")] = full
+        for name in names:
+            if _memory_name(name):
+                full = os.path.join(folder, name)
+                found[full[cut:].replace(os.sep, "/")] = full
+    return found
+
+
+def _same_stat(entry: dict[str, Any], stat: os.stat_result, racy_ok: bool = False) -> bool:
+    """The file is as the record saw it: same size, mtime and ctime. The ctime catches what the
+    other two miss (an edit of the same size whose mtime was set back): only the kernel sets it.
+    racy_ok: a record that kept no ctime (see _stat_fields) passes on size and mtime."""
+    return entry["size"] == stat.st_size and entry["mtime_ns"] == stat.st_mtime_ns \
+        and (entry["ctime_ns"] == stat.st_ctime_ns or (racy_ok and not entry["ctime_ns"]))
+
+
+def _stat_fields(stat: os.stat_result, synced_at: int) -> dict[str, int]:
+    """What the record keeps of a stat. A file changed within a second of the sync could change
+    again without its ctime moving (timestamps have a granularity): its ctime is not kept, so the
+    next sync reads it once more (as git does with its "racily clean" entries)."""
+    racy = stat.st_ctime_ns >= synced_at - RACY_NS
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": 0 if racy else stat.st_ctime_ns}
+
+
+def _folder_mtimes(root: Path, now: int) -> dict[str, int]:
+    """{relative folder: mtime_ns} of entries/ and every folder under it (no dot folders, no
+    symlinked ones); 0 for one changed within a second of `now` (it may change again unseen)."""
+    found: dict[str, int] = {}
+    for rel in [files.ENTRIES, *_subfolders(root, files.ENTRIES)]:
+        try:
+            mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
+        except OSError:
+            continue
+        found[rel] = 0 if mtime >= now - RACY_NS else mtime
+    return found
+
+
+def _subfolders(root: Path, top: str) -> list[str]:
+    """The folders under `top` (relative), recursively, without dot folders or symlinked ones."""
+    out, todo = [], [top]
+    while todo:
+        current = todo.pop()
+        try:
+            with os.scandir(os.path.join(root, current)) as listing:
+                names = [entry.name for entry in listing
+                         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")]
+        except OSError:
+            continue
+        for name in names:
+            out.append(f"{current}/{name}")
+            todo.append(f"{current}/{name}")
+    return out
+
+
+def _memory_name(name: str) -> bool:
+    """files.is_memory_file, on a name."""
+    return name.endswith(".md") and not name.startswith((".", "#", "~"))
+
+
+def _entry_path(rel: str) -> bool:
+    """Whether a relative path (from git) is one _scan_entries could yield as a file: under
+    entries/, in no dot folder, with a memory file's name (tombstones included)."""
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[0] == files.ENTRIES and _memory_name(parts[-1]) \
+        and not any(part.startswith(".") for part in parts[1:-1])
+
+
+def _in_deleted(rel: str) -> bool:
+    """Whether a relative path is a tombstone's (entries/<conversation>/deleted/...)."""
+    parts = rel.split("/", 3)
+    return len(parts) >= 4 and parts[0] == files.ENTRIES and parts[2] == files.DELETED
+
+
+def _is_entry_file(full: str) -> bool:
+    """A file or a symbolic link (reading it says it is one) is there."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return False
+    return stat_module.S_ISREG(mode) or stat_module.S_ISLNK(mode)
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def where_clause(roles: Iterable[str] | None = None, conversation: str | None = None, tags: Iterable[str] = (),
+                 since=None, until=None) -> str:
+    """A LanceDB filter on the table: the one place that knows how the columns are stored (tags as
+    "|a|b|" so that a tag is one LIKE, times as UTC microseconds in created_us)."""
+    clauses = []
+    if roles is not None:
+        clauses.append("role IN (" + ", ".join(_sql_str(r) for r in roles) + ")")
+    if conversation is not None:
+        clauses.append(f"conversation_id = {_sql_str(conversation)}")
+    for tag in tags:
+        clauses.append(f"tags LIKE {_sql_str('%|' + _like_escape(tag) + '|%')} ESCAPE '\\'")
+    if since is not None:
+        clauses.append(f"created_us >= {int(since.timestamp() * 1_000_000)}")
+    if until is not None:
+        clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
+    return " AND ".join(clauses) or "true"
+
+
+def meta_clause(key: str, value: Any = None) -> str:
+    """A filter on one front-matter key of the `meta` column (the JSON `_row` writes): the key has
+    this value (a string, true or false), or, without one, the key is there."""
+    pattern = '"' + key + '": ' + (json.dumps(value) if value is not None else "")
+    return f"meta LIKE {_sql_str('%' + _like_escape(pattern) + '%')} ESCAPE '\\'"
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,179 @@
+"""The write path: turning user input into memories in the vault.
+
+Plain `add` stores text verbatim; the LLM-driven path (extraction and
+reconciliation) builds on the same `store` function.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Iterable, Iterator
+
+from memvault.store import files
+from memvault.errors import MemvaultError, UsageError
+from memvault.store.files import Memory
+from memvault.store.vault import Change, Vault
+
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
+JSONL_KEYS = {"text", "conversation_id", "created_at", "kind", "role", "tags", "source", "rationale", "alternatives",
+              "meta"}
+# A JSON line with `role` is a chat turn: what the user said or what the assistant answered.
+TURN_ROLES = ("user", "assistant")
+
+
+def split_lines(text: str) -> list[str]:
+    """One memory per non-empty line, markdown list markers stripped."""
+    lines = (_LIST_MARKER.sub("", line, count=1).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def extra_fields(kind: str, tags: Iterable[str] | None = None, source: str | None = None,
+                 rationale: str | None = None, alternatives: Iterable[str] | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    tag_list = [str(t).strip() for t in (tags or []) if str(t).strip()]
+    if tag_list:
+        extra["tags"] = tag_list
+    if source:
+        extra["source"] = source
+    if rationale:
+        extra["rationale"] = rationale
+    alternative_list = [str(a) for a in (alternatives or []) if str(a).strip()]
+    if alternative_list:
+        extra["alternatives"] = alternative_list
+    return extra
+
+
+def role_for_kind(kind: str) -> str:
+    try:
+        return files.KIND_TO_ROLE[kind]
+    except KeyError:
+        raise UsageError(f"unknown kind {kind!r} (one of {', '.join(files.KIND_TO_ROLE)})") from None
+
+
+def check_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> tuple[int, int]:
+    """Check every line (UsageError naming the first bad one) before anything is written; returns
+    how many memories the text holds, and how many of them are chat turns. The memories are made
+    again by iter_jsonl as they are written, so that a 100,000-line add never holds them all."""
+    count = turns = 0
+    for memory in iter_jsonl(text, origin, defaults):
+        count += 1
+        turns += memory.role in TURN_ROLES
+    return count, turns
+
+
+def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory]:
+    """One JSON object per line -> memories. Validates everything before anything is written."""
+    return list(iter_jsonl(text, origin, defaults))
+
+
+def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Memory]:
+    """One JSON object per line -> memories, one at a time (UsageError at the first bad line)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{origin} line {number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise UsageError(f"{where}: expected a JSON object, got {type(item).__name__}")
+        unknown = sorted(set(item) - JSONL_KEYS)
+        if unknown:
+            raise UsageError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(JSONL_KEYS))})")
+        text_value = item.get("text")
+        if not isinstance(text_value, str) or not text_value.strip():
+            raise UsageError(f"{where}: 'text' must be a non-empty string")
+        meta = item.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise UsageError(f"{where}: 'meta' must be an object")
+        clash = sorted(set(meta) & set(files.CORE_KEYS))
+        if clash:
+            raise UsageError(f"{where}: 'meta' may not set {clash[0]!r}")
+        tags = item.get("tags", defaults.get("tags"))
+        if isinstance(tags, str):
+            tags = [tags]
+        kind = item.get("kind") or defaults.get("kind", "fact")
+        role = item.get("role")
+        if role is not None and role not in TURN_ROLES:
+            raise UsageError(f"{where}: 'role' must be user or assistant (a chat turn), not {role!r}")
+        if role is not None and item.get("kind"):
+            raise UsageError(f"{where}: give 'kind' or 'role' (a chat turn), not both")
+        try:
+            created = files.parse_time(item["created_at"], "created_at") if item.get("created_at") else None
+            extra = extra_fields(kind, tags, item.get("source", defaults.get("source")),
+                                 item.get("rationale", defaults.get("rationale")),
+                                 item.get("alternatives", defaults.get("alternatives")))
+            if role is not None:
+                extra[files.ORIGIN_KEY] = "import"  # a turn memvault did not see happen: never evicted
+            extra.update(meta)
+            memory = files.new_memory(text_value, role or role_for_kind(kind),
+                                      str(item.get("conversation_id") or defaults.get("conversation_id")
+                                          or files.DEFAULT_CONVERSATION),
+                                      created_at=created, extra=extra)
+        except (ValueError, MemvaultError) as exc:
+            raise UsageError(f"{where}: {exc}") from None
+        yield memory
+
+
+def check_extract(kind: str = "fact", *, tags: Iterable[str] = (), source: str | None = None,
+                  rationale: str | None = None, alternatives: Iterable[str] = (),
+                  allow_duplicate: bool = False) -> None:
+    """The rules of adding with extract, in one place for every face: the LLM picks the facts and
+    stores them as facts, with nothing of the add's own (kind, tags, source, ...) to carry."""
+    if kind != "fact":
+        raise UsageError(f"extract learns facts; it does not go with kind {kind!r}", params=("extract", "kind"))
+    given = {"tags": list(tags or []), "source": source, "rationale": rationale,
+             "alternatives": list(alternatives or []), "allow_duplicate": allow_duplicate}
+    extra = [name for name, value in given.items() if value]
+    if extra:
+        raise UsageError(f"extract stores the facts it finds as they are; leave out {extra[0]} "
+                         "(or store the text as it is, without extract)", params=("extract", extra[0]))
+
+
+def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERSATION, kind: str = "fact",
+                 tags: Iterable[str] | None = None, source: str | None = None, rationale: str | None = None,
+                 alternatives: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
+                 created_at=None) -> list[Memory]:
+    """Memories of one kind from texts, every field checked before anything is written."""
+    files.check_conversation_id(conversation)
+    role = role_for_kind(kind)
+    if kind != "decision" and (rationale or list(alternatives or [])):
+        raise UsageError("rationale and alternatives are for decisions (kind decision)",
+                         params=("rationale", "alternatives", "kind"))
+    extra = extra_fields(kind, tags, source, rationale, alternatives)
+    clash = sorted(set(meta or {}) & set(files.CORE_KEYS))
+    if clash:
+        raise UsageError(f"meta may not set {clash[0]!r}")
+    extra.update(meta or {})
+    return [files.new_memory(text, role, conversation, created_at=created_at, extra=dict(extra)) for text in texts]
+
+
+def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_conversation: bool = False,
+          progress: Callable[[int, int], None] | None = None, expected: int | None = None,
+          then: Callable[[Change], None] | None = None) -> Change:
+    """Write memories, index them and commit, all under the vault lock.
+
+    memories: a list, or an iterator that makes them while they are written (an import). A memory
+    that carries a path (an exported one, imported back) is written there. by_conversation: the
+    commit message counts the memories per conversation instead of naming every id. progress:
+    (done, total) while they are indexed; expected: how many there will be (an iterator's), for it.
+    They are indexed in batches while they are written (Change.index_pending). then(change): more
+    of the same change once they are written (an import's updated notes), in the same commit."""
+    if isinstance(memories, (list, tuple)) and not memories:
+        raise UsageError("nothing to add: the input is empty")
+    if vault.auto_index:
+        # Load the model before taking the vault lock: the lock then covers only the write,
+        # the index update and the commit, so parallel writers (cron + a shell) wait briefly.
+        from memvault.store.models import get_embedder
+
+        get_embedder(vault.settings.embedding_model)
+    with vault.change(command, progress=progress) as change:
+        change.by_conversation = by_conversation
+        change.expected = expected
+        for memory in memories:
+            change.add(memory, memory.path)
+        if then is not None:
+            then(change)
+    return change
