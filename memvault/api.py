@@ -294,51 +294,10 @@ class Memvault:
         from memvault.store.vault import ADD
 
         duplicates: list[tuple[Memory, Memory]] = []
-        source = memories if allow_duplicate else self._without_duplicates(memories, duplicates)
+        source = memories if allow_duplicate else ingest.without_duplicates(self._vault, memories, duplicates)
         change = ingest.store(self._vault, source, "add", progress=progress, expected=expected)
         stored = [event.memory for event in change.of(ADD)]
         return Added(stored, duplicates, change.commit_sha if stored else None)
-
-    def _without_duplicates(self, memories: Iterable[Memory], duplicates: list) -> Iterator[Memory]:
-        """The memories whose exact text no live memory of their conversation and role holds (nor an
-        earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
-        from itertools import islice
-
-        from memvault.store.vault import INDEX_BATCH
-
-        held: dict[tuple[str, str], dict[str, Memory]] = {}
-        source = iter(memories)
-        while chunk := list(islice(source, INDEX_BATCH)):
-            found = self._duplicates(chunk, held)
-            taken = {id(new) for new, _ in found}
-            duplicates.extend(found)
-            yield from (m for m in chunk if id(m) not in taken)
-
-    def _duplicates(self, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
-        """(new, the live memory that already says it) for each new memory whose exact text is held by
-        a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
-        what earlier batches held or added, kept across calls)."""
-        found: list[tuple[Memory, Memory]] = []
-        groups: dict[tuple[str, str], list[Memory]] = {}
-        for memory in memories:
-            groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
-        # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
-        # checked on the files, so a memory deleted by hand never swallows a new one.
-        index = self._vault.index if self.exists() else None
-        for (conversation, role), group in groups.items():
-            held = held_by_group.setdefault((conversation, role), {})
-            fresh = [m.text for m in group if m.text not in held]
-            rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
-            for text, row in rows.items():
-                memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
-                if memory is not None:
-                    held[text] = memory
-            for memory in group:
-                if memory.text in held:
-                    found.append((memory, held[memory.text]))
-                else:
-                    held[memory.text] = memory  # a second copy in the same add is a duplicate too
-        return found
 
     @staticmethod
     def check_extract(kind: str = "fact", **add_options: Any) -> None:
@@ -863,11 +822,11 @@ class Memvault:
     def reindex(self, full: bool = False, progress: Callable[[int, int], None] | None = None):
         """Bring the index in line with the files and commit the hand edits it accepted; `full`
         rebuilds it. progress(done, total) is called while embedding. Returns index.SyncReport."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
 
         self._vault.require_existing()
         with self._read_lock:
-            return sync.reindex(self._vault, full=full, progress=progress)
+            return reindex.reindex(self._vault, full=full, progress=progress)
 
     def sync(self, remote: str | None = None, *, push: bool = True,
              progress: Callable[[str, int, int], None] | None = None):
@@ -884,20 +843,20 @@ class Memvault:
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
 
         self._vault.require_existing()
-        return sync.check(self._vault)
+        return reindex.check(self._vault)
 
     def watch(self, on_report: Callable[[Any], None], stop: threading.Event | None = None,
               on_start: Callable[[], None] | None = None) -> None:
         """Reindex whenever files under entries/ change, until `stop` is set (or Ctrl-C)."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
         from memvault.store.native_memory import settle_for_long_life
 
         settle_for_long_life()  # a long-lived process (native_memory.py)
         self._vault.require_existing()
-        sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
+        reindex.watch(self._vault, on_report, stop=stop, on_start=on_start)
 
     def warm(self) -> None:
         """Load now what the first search would load (the embedding model, the reranker, the index
