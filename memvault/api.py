@@ -556,7 +556,7 @@ class Memvault:
         max_changes: list at most this many changes of one commit (`changes_total` counts them
         all): an import is one commit of thousands of files, each read to be listed."""
         from memvault.store import gitrepo
-        from memvault.reading.history import history
+        from memvault.reading.history import history, id_resolver
 
         self._vault.require_existing()
         missing = self._vault.history_missing()
@@ -575,20 +575,8 @@ class Memvault:
                 gitrepo.check_date(self.root, since)
         if id_or_prefix is None:
             return history(self.root, limit=limit, since=since, max_changes=max_changes)
-        index = self._vault.index
-        changed = index.changed_paths()  # asked of git once for every id the story links
-
-        def resolve(wanted: str) -> dict[str, list[str]]:
-            """The files that hold memories whose id starts with `wanted` now (by their front
-            matter, whatever their names say), through the index's record."""
-            held: dict[str, list[str]] = {}
-            for memory in self._vault._read_all(index.id_candidates(wanted.lower(), changed)):
-                if memory.id.lower().startswith(wanted.lower()):
-                    held.setdefault(memory.id, []).append(self.relative(memory.path))
-            return held
-
         return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
-                       resolve=resolve)
+                       resolve=id_resolver(self._vault))
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest
