@@ -28,9 +28,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault.store import files
 from memvault.errors import MemvaultError, NotFound, UsageError
+from memvault.store import files
 from memvault.store.files import DEFAULT_CONVERSATION, Memory
+
+# What the front door uses, by layer (docs/design.md, "Layers"). Each method imports its part inside
+# itself, on purpose: a cold `memvault search` or `add` then loads only what that command needs (no
+# git for a search, no litellm unless the LLM is asked; `python -X importtime`), and `import memvault`
+# loads none of it.
+#   moving     importing, exporting, sync (memvault sync, clone)
+#   changing   manage (edit, rm, restore), undo, review
+#   learning   learn (Learner: add --extract, add --jsonl --extract, learn), chat, episodes, sessions,
+#              summaries, consolidate (reconcile), extraction, prompts
+#   reading    retrieval (search), llm_rerank, listing (recent), history (log), browse (conversations, stats)
+#   store      vault (Vault, Change), ingest (add, duplicates), reindex (reindex, check, watch), index,
+#              lock, gitrepo, config, models, llm, native_memory
 
 __all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
 
