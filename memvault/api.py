@@ -77,7 +77,7 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
     """Clone the vault at `url` (any git URL: a bare repository on a server, GitHub, a folder) into
     `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`; a new or empty folder) and build
     its index. progress(stage, done, total) while git transfers and while the index is built.
-    Returns remote.CloneResult, whose `vault` is the opened Memvault."""
+    Returns moving.sync.CloneResult, whose `vault` is the opened Memvault."""
     from memvault.moving import sync as remote
     from memvault.store.config import default_vault_path
 
@@ -834,7 +834,7 @@ class Memvault:
         hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
         bring its changes in (a fast-forward, or a merge whose conflicts are settled by memvault's
         rules: never a conflict marker in a file), re-index only the files that changed, and push
-        (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
+        (unless push=False). Returns moving.sync.SyncResult. A remote that is missing, unreachable, refuses
         the credentials or rejects the push raises RemoteError (its `result`: what was done before);
         nothing is lost, and the next sync finishes the job."""
         from memvault.moving import sync as remotes

@@ -1,7 +1,7 @@
 """The vault as a git repository: init, one commit per command, history.
 
 Through GitPython: `Repo` for what it reads from the repository's files without starting git
-(HEAD, refs, config, remotes: see remote.py), and its `Git` command wrapper where one git
+(HEAD, refs, config, remotes: see moving/sync.py), and its `Git` command wrapper where one git
 process does the job, so that a write starts as few processes as it can: `git update-index`
 and `git commit --only` for a change to an existing vault (plus the two `git version` probes
 GitPython runs when it is imported). A command commits exactly the files it wrote or moved
