@@ -186,6 +186,12 @@ def _state(ctx: typer.Context) -> State:
     return ctx.find_root().obj
 
 
+def json_option(help: str) -> Any:
+    """The `--json` of every command, declared once here (each command says what it prints); the
+    global `memvault --json` (main_options) means the same for every command (`json_output or state.json`)."""
+    return typer.Option(False, "--json", help=help)
+
+
 def _error(message: str) -> None:
     sys.stderr.write(f"memvault: error: {message}\n")
     sys.stderr.flush()
@@ -214,7 +220,7 @@ def main_options(
         None, "--vault", metavar="PATH",
         help="Vault folder (default: $MEMVAULT_DIR, else ~/.local/share/memvault).",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout."),
+    json_output: bool = json_option("Machine-readable JSON on stdout."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Only results and errors."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="More detail on stderr."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -276,7 +282,7 @@ def add(
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
                                               "says exactly that."),
-    json_output: bool = typer.Option(False, "--json", help="Print the stored memories as JSON."),
+    json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl.
 
@@ -364,7 +370,7 @@ def log(
                                               autocompletion=complete_memory_id),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
+    json_output: bool = json_option("Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git.
 
@@ -395,7 +401,7 @@ def show(
     memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
                                     autocompletion=complete_memory_id),
     raw: bool = typer.Option(False, "--raw", help="Print the file's bytes as they are."),
-    json_output: bool = typer.Option(False, "--json", help="Print the memory as JSON."),
+    json_output: bool = json_option("Print the memory as JSON."),
 ) -> None:
     """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
     state = _state(ctx)
@@ -465,7 +471,7 @@ def edit(
     ctx: typer.Context,
     memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
                                     autocompletion=complete_live_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the memory after the edit as JSON."),
+    json_output: bool = json_option("Print the memory after the edit as JSON."),
 ) -> None:
     """Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit.
 
@@ -502,7 +508,7 @@ def rm(
     ctx: typer.Context,
     memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (one or more).",
                                            autocompletion=complete_live_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the removed memories as JSON."),
+    json_output: bool = json_option("Print the removed memories as JSON."),
 ) -> None:
     """Remove memories: a soft delete (moved under deleted/, reason user), committed."""
     state = _state(ctx)
@@ -529,7 +535,7 @@ def list_memories(
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
     max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
     deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
-    json_output: bool = typer.Option(False, "--json", help="Print the memories as JSON."),
+    json_output: bool = json_option("Print the memories as JSON."),
 ) -> None:
     """List memories without a query, newest first: id, date, kind, conversation, text."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -552,7 +558,7 @@ def list_memories(
 @app.command()
 def conversations(
     ctx: typer.Context,
-    json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+    json_output: bool = json_option("Print the list as JSON."),
 ) -> None:
     """List the conversations: memories by kind, newest activity, whether there is a summary."""
     state = _state(ctx)
@@ -570,7 +576,7 @@ def conversations(
 @app.command()
 def stats(
     ctx: typer.Context,
-    json_output: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+    json_output: bool = json_option("Print the numbers as JSON."),
 ) -> None:
     """The vault in numbers: memories by kind and conversation, index, models, last commit, disk use."""
     state = _state(ctx)
@@ -620,7 +626,7 @@ def undo(
     ctx: typer.Context,
     commit: Optional[str] = typer.Argument(None, metavar="[COMMIT]",
                                            help="The memvault commit to take back (default: the newest)."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
+    json_output: bool = json_option("Print what was done as JSON."),
 ) -> None:
     """Take back one memvault change, as a new commit.
 
@@ -642,7 +648,7 @@ def restore(
     ctx: typer.Context,
     memory_id: str = typer.Argument(..., metavar="ID", help="A deleted or replaced memory (id or unique prefix).",
                                     autocompletion=complete_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the restored memory as JSON."),
+    json_output: bool = json_option("Print the restored memory as JSON."),
 ) -> None:
     """Bring one deleted or replaced memory back live, committed."""
     state = _state(ctx)
@@ -705,7 +711,7 @@ def search(
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
                                           help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
                                                '"now"?, "k"?}; prints {"qid", "results"} lines.'),
-    json_output: bool = typer.Option(False, "--json", help="Results as JSON."),
+    json_output: bool = json_option("Results as JSON."),
 ) -> None:
     """Search memories: hybrid retrieval, rerank, recency, diversity."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -775,7 +781,7 @@ def reindex(
     full: bool = typer.Option(False, "--full", help="Rebuild the index from scratch."),
     check: bool = typer.Option(False, "--check", help="Write nothing; list drift; exit 1 if out of date."),
     watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C (or SIGTERM, SIGHUP)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_output: bool = json_option("Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
     _exclusive(ctx, "check", "full", "watch")
@@ -846,7 +852,7 @@ def clone(
     path: Optional[Path] = typer.Argument(None, metavar="[PATH]", help="Where to put it: a new or empty folder "
                                                                        "(default: --vault, $MEMVAULT_DIR, else "
                                                                        "~/.local/share/memvault)."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was cloned as JSON."),
+    json_output: bool = json_option("Print what was cloned as JSON."),
 ) -> None:
     """Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)."""
     from memvault.api import clone_vault
@@ -871,8 +877,8 @@ def sync(
                                          help="The git remote (default: the branch's upstream, else origin, else "
                                               "the only one)."),
     no_push: bool = typer.Option(False, "--no-push", help="Pull and merge only; push nothing."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was pulled, pushed, re-indexed and "
-                                                           "resolved as JSON."),
+    json_output: bool = json_option("Print what was pulled, pushed, re-indexed and "
+                                     "resolved as JSON."),
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
@@ -929,7 +935,7 @@ def models(
     ctx: typer.Context,
     download: bool = typer.Option(False, "--download", help="Fetch the configured models into fastembed's cache "
                                                              "(the only command that downloads)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+    json_output: bool = json_option("Print the status as JSON."),
 ) -> None:
     """Show the embedding model and reranker in use; --download fetches them."""
     state = _state(ctx)
@@ -971,7 +977,7 @@ def chat(
     context: bool = typer.Option(False, "--context", help="Show the session: turns, tokens, idle time, summary."),
     clear: bool = typer.Option(False, "--clear", help="Start a fresh session."),
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
-    json_output: bool = typer.Option(False, "--json", help="One-shot: reply, memories used, facts learned as JSON."),
+    json_output: bool = json_option("One-shot: reply, memories used, facts learned as JSON."),
 ) -> None:
     """Chat with an LLM that remembers: retrieve, answer, learn.
 
@@ -1109,7 +1115,7 @@ def reconcile(
                                       autocompletion=complete_conversation),
     all_conversations: bool = typer.Option(False, "--all", help="Every conversation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
-    json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    json_output: bool = json_option("Print the plan as JSON."),
 ) -> None:
     """Consolidate near-duplicate and contradicting facts with the LLM."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -1146,7 +1152,7 @@ def review(
     conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
                                                help="Only this conversation (default: every one)."),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="List at most N."),
-    json_output: bool = typer.Option(False, "--json", help="Print the list, or what was done, as JSON."),
+    json_output: bool = json_option("Print the list, or what was done, as JSON."),
 ) -> None:
     """Look over what memvault learned: learned facts and proposals not yet reviewed, newest first.
 
@@ -1253,7 +1259,7 @@ def learn(
                                                help="Only this conversation (default: every one)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only turns said at or after this."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the turns that would be learned from; no model."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was found and done as JSON."),
+    json_output: bool = json_option("Print what was found and done as JSON."),
 ) -> None:
     """Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down.
 
@@ -1290,7 +1296,7 @@ def episodes(
                                                           "files are soft-deleted with replaced_by."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show where the turns would be cut; no model, no writes."),
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the episodes and what was done as JSON."),
+    json_output: bool = json_option("Print the episodes and what was done as JSON."),
 ) -> None:
     """List a conversation's episodes: what happened, in order, each a title and a short narrative.
 
@@ -1336,7 +1342,7 @@ def summarize(
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from all entries, depth chosen by size."),
     style: Style = typer.Option(Style.conversation, "--style", help="Prompt variant for the kind of content."),
     print_summary: bool = typer.Option(False, "--print", help="Write the summary to stdout."),
-    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    json_output: bool = json_option("Print the outcome as JSON."),
 ) -> None:
     """Update the rolling summary, or --rebuild it from every entry."""
     state = _state(ctx)
@@ -1381,7 +1387,7 @@ def import_(
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only what was said or written at or "
                                                                               "after this date."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; write nothing."),
-    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    json_output: bool = json_option("Print the outcome as JSON."),
 ) -> None:
     """Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export.
 
@@ -1464,7 +1470,7 @@ def export(
                                                     "jsonl reads) or markdown (a digest per conversation)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH",
                                           help="Write to this file (whole or not at all) instead of stdout."),
-    json_output: bool = typer.Option(False, "--json", help="With --output: print what was written as JSON."),
+    json_output: bool = json_option("With --output: print what was written as JSON."),
 ) -> None:
     """Take memories out: JSON lines for another vault or tool, or a markdown digest to read."""
     _exclusive(ctx, "all_conversations", "conversation")
