@@ -178,7 +178,11 @@ class Memvault:
 
     def __init__(self, vault, watch: bool = False):
         self._vault = vault
-        self._watcher = _FolderWatch(vault) if watch else None
+        self._watcher = None
+        if watch:
+            from memvault.store.reindex import FolderWatch
+
+            self._watcher = FolderWatch(vault)
         self._read_lock = threading.Lock()  # one index sync at a time in this process
         self._llm_rerank_failed = False  # said once
 
@@ -956,119 +960,10 @@ class Memvault:
             return results
 
     def _fresh_index(self):
-        """The index, in step with the files before a read (docs/design.md, "Reading while others
-        write"): synced here unless another process is writing right now (then read as it is:
-        that process is syncing it), except when there is no index state yet (a build or rebuild
-        is under way: wait for it). A read-only vault is read as it is. With watch=True, only what
-        changed since the last read is looked at: the files the folder's events named, or every
-        file after a folder was created, moved or removed."""
-        import errno
+        """The index, in step with the files before a read (store/reindex.py, fresh_index)."""
+        from memvault.store.reindex import fresh_index
 
-        from memvault.store.lock import vault_lock
-
-        vault = self._vault
-        index = vault.index
-        if not vault.root.is_dir():
-            return index  # no vault yet: nothing to read, and reading creates nothing
-        changes = self._watcher.take_changes() if self._watcher is not None else None
-        if self._watcher is not None and changes is None:
-            return index
-        paths = None if changes is None or changes.walk or not index.state_path.exists() else changes.paths
-        with self._read_lock:
-            try:
-                vault.sidecar.mkdir(exist_ok=True)
-                with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                    report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
-                        if got else None
-                if not got and changes is not None:
-                    self._watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
-                if not got and not index.state_path.exists():
-                    with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
-                                    holder="search (index sync)", on_wait=vault.notice):
-                        report = index.catch_up()
-            except OSError as exc:
-                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-                    raise
-                self._say(f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
-                return index
-            if self._watcher is not None:
-                index.refresh()  # rows another process added since the table was opened
-        if report is not None:
-            for problem in report.skipped:
-                self._say(f"memvault: skipped {problem}")
-            if report.adopted:
-                self._say(f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
-                          "`memvault reindex` adds their front matter")
-        return index
-
-
-@dataclass
-class _Changes:
-    """What the folder's events said since the last read: the files named, or that a folder was
-    created, moved or removed (its files were not named one by one: every file must be looked at)."""
-
-    paths: set = field(default_factory=set)
-    walk: bool = False
-
-
-class _FolderWatch:
-    """File-system events under the vault (watchdog) that tell a warm process its index may lag:
-    a hand edit, a `git pull`, another process's write (its files, and its state.db)."""
-
-    def __init__(self, vault):
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
-
-        self._lock = threading.Lock()
-        self._changes: _Changes | None = _Changes(walk=True)  # the first read syncs everything
-        watch = self
-
-        class Entries(FileSystemEventHandler):
-            def on_any_event(self, event):
-                if event.event_type in ("opened", "closed", "closed_no_write"):  # reads and our own writes' closes
-                    return
-                if event.is_directory:
-                    if event.event_type != "modified":  # a file in it changed: that file has its own event
-                        watch._note(walk=True)
-                    return
-                watch._note(event.src_path, getattr(event, "dest_path", "") or None)
-
-        class Sidecar(FileSystemEventHandler):  # only state.db: the lock file changes on every read
-            def on_any_event(self, event):
-                names = (getattr(event, "dest_path", "") or "", event.src_path or "")
-                if any(Path(str(name)).name == "state.db" for name in names) \
-                        and event.event_type not in ("opened", "closed", "closed_no_write"):
-                    watch._note()  # another process indexed: see its rows (its files have events too)
-
-        vault.root.mkdir(parents=True, exist_ok=True)
-        for folder in (vault.entries, vault.sidecar):
-            folder.mkdir(exist_ok=True)
-        self._observer = Observer()
-        self._observer.schedule(Entries(), str(vault.entries), recursive=True)
-        self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False)
-        self._observer.daemon = True
-        self._observer.start()
-
-    def _note(self, *paths: str | None, walk: bool = False) -> None:
-        with self._lock:
-            if self._changes is None:
-                self._changes = _Changes()
-            self._changes.paths.update(Path(str(p)) for p in paths if p)
-            self._changes.walk |= walk
-
-    def take_changes(self) -> "_Changes | None":
-        """What changed since the last call (None: nothing)."""
-        with self._lock:
-            changes, self._changes = self._changes, None
-            return changes
-
-    def put_back(self, changes: "_Changes") -> None:
-        """Changes a read could not sync (another process held the lock): for the next read."""
-        self._note(*changes.paths, walk=changes.walk)
-
-    def stop(self) -> None:
-        self._observer.stop()
-        self._observer.join(timeout=5)
+        return fresh_index(self._vault, self._watcher, self._read_lock, self._say)
 
 
 def _owed_learning(memory: Memory) -> Memory:

@@ -631,7 +631,7 @@ def test_the_hints_of_sync_run(two_machines, tmp_path):
 # Every command memvault's messages tell the user to run ((module, command as written), f-string
 # parts as {}), and the test that runs it as written. A new hint without a test fails here.
 HINT_TESTS = {
-    ("api.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
+    ("store/reindex.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
     ("reading/browse.py", "memvault conversations"): "test_truth.py::test_a_conversation_that_is_not_there_is_said_with_the_close_ones",
     ("faces/cli.py", "memvault reindex"): "test_truth.py::test_stats_and_check_agree_on_a_hand_edit",
     ("faces/cli.py", "memvault reindex --check"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
