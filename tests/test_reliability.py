@@ -156,6 +156,7 @@ KILL_POINTS_ADD = [
 KILL_POINT_COMMIT_TREE = "memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;5;0.002"
 
 
+@pytest.mark.slow  # an add killed at each step: 10 s of CPU
 def test_kill_add_at_each_step_loses_nothing(vault_dir):
     kept = {"memory kept before the kills: the user keeps bees"}
     add(*kept)
@@ -278,6 +279,7 @@ def test_git_failure_is_one_line_naming_the_cause(vault_dir):
 # -- concurrent writers ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # writers, a watcher and searches at once: 9 s of CPU
 def test_add_racing_watch_and_search_loses_nothing(vault_dir):
     add("memory: the vault exists before the race")
     watcher = start("reindex", "--watch")
