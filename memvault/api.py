@@ -28,9 +28,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault.store import files
 from memvault.errors import MemvaultError, NotFound, UsageError
+from memvault.store import files
 from memvault.store.files import DEFAULT_CONVERSATION, Memory
+
+# What the front door uses, by layer (docs/design.md, "Layers"). Each method imports its part inside
+# itself, on purpose: a cold `memvault search` or `add` then loads only what that command needs (no
+# git for a search, no litellm unless the LLM is asked; `python -X importtime`), and `import memvault`
+# loads none of it.
+#   moving     importing, exporting, sync (memvault sync, clone)
+#   changing   manage (edit, rm, restore), undo, review
+#   learning   learn (Learner: add --extract, add --jsonl --extract, learn), chat, episodes, sessions,
+#              summaries, consolidate (reconcile), extraction, prompts
+#   reading    retrieval (search), llm_rerank, listing (recent), history (log), browse (conversations, stats)
+#   store      vault (Vault, Change), ingest (add, duplicates), reindex (reindex, check, watch), index,
+#              lock, gitrepo, config, models, llm, native_memory
 
 __all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
 
@@ -65,7 +77,7 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
     """Clone the vault at `url` (any git URL: a bare repository on a server, GitHub, a folder) into
     `path` (None: `$MEMVAULT_DIR`, else `~/.local/share/memvault`; a new or empty folder) and build
     its index. progress(stage, done, total) while git transfers and while the index is built.
-    Returns remote.CloneResult, whose `vault` is the opened Memvault."""
+    Returns moving.sync.CloneResult, whose `vault` is the opened Memvault."""
     from memvault.moving import sync as remote
     from memvault.store.config import default_vault_path
 
@@ -166,7 +178,11 @@ class Memvault:
 
     def __init__(self, vault, watch: bool = False):
         self._vault = vault
-        self._watcher = _FolderWatch(vault) if watch else None
+        self._watcher = None
+        if watch:
+            from memvault.store.reindex import FolderWatch
+
+            self._watcher = FolderWatch(vault)
         self._read_lock = threading.Lock()  # one index sync at a time in this process
         self._llm_rerank_failed = False  # said once
 
@@ -255,8 +271,8 @@ class Memvault:
         if not count:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
         if extract and not turns:
-            raise UsageError(f"--extract with --jsonl learns from chat turns: {origin} has no line with "
-                             '"role": "user" or "assistant"')
+            raise UsageError(f"extract with jsonl learns from chat turns: {origin} has no line with "
+                             '"role": "user" or "assistant"', params=("extract", "jsonl"))
         memories = ingest.iter_jsonl(text, origin, defaults)
         if extract:  # learning is owed to each user turn until it is done (docs/design.md, "The write path")
             memories = (_owed_learning(m) for m in memories)
@@ -294,62 +310,30 @@ class Memvault:
         from memvault.store.vault import ADD
 
         duplicates: list[tuple[Memory, Memory]] = []
-        source = memories if allow_duplicate else self._without_duplicates(memories, duplicates)
+        source = memories if allow_duplicate else ingest.without_duplicates(self._vault, memories, duplicates)
         change = ingest.store(self._vault, source, "add", progress=progress, expected=expected)
         stored = [event.memory for event in change.of(ADD)]
         return Added(stored, duplicates, change.commit_sha if stored else None)
 
-    def _without_duplicates(self, memories: Iterable[Memory], duplicates: list) -> Iterator[Memory]:
-        """The memories whose exact text no live memory of their conversation and role holds (nor an
-        earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
-        from itertools import islice
+    @staticmethod
+    def check_extract(kind: str = "fact", **add_options: Any) -> None:
+        """Refuse what does not go with extract (a kind other than fact; tags, source, rationale,
+        alternatives, allow_duplicate): the one rule every face checks before `add_extracted`."""
+        from memvault.store.ingest import check_extract
 
-        from memvault.store.vault import INDEX_BATCH
-
-        held: dict[tuple[str, str], dict[str, Memory]] = {}
-        source = iter(memories)
-        while chunk := list(islice(source, INDEX_BATCH)):
-            found = self._duplicates(chunk, held)
-            taken = {id(new) for new, _ in found}
-            duplicates.extend(found)
-            yield from (m for m in chunk if id(m) not in taken)
-
-    def _duplicates(self, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
-        """(new, the live memory that already says it) for each new memory whose exact text is held by
-        a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
-        what earlier batches held or added, kept across calls)."""
-        from memvault.store import secret_scan
-
-        found: list[tuple[Memory, Memory]] = []
-        groups: dict[tuple[str, str], list[Memory]] = {}
-        # The text as it will be stored: a key added again every night is held by its placeholder
-        stored = {id(m): secret_scan.stored_text(self._vault, m.text) for m in memories}
-        for memory in memories:
-            groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
-        # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
-        # checked on the files, so a memory deleted by hand never swallows a new one.
-        index = self._vault.index if self.exists() else None
-        for (conversation, role), group in groups.items():
-            held = held_by_group.setdefault((conversation, role), {})
-            fresh = [stored[id(m)] for m in group if stored[id(m)] not in held]
-            rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
-            for text, row in rows.items():
-                memory = files.still_live(self.root, self.root / row["path"], row["id"], text)
-                if memory is not None:
-                    held[text] = memory
-            for memory in group:
-                if stored[id(memory)] in held:
-                    found.append((memory, held[stored[id(memory)]]))
-                else:
-                    held[stored[id(memory)]] = memory  # a second copy in the same add is a duplicate too
-        return found
+        check_extract(kind, **add_options)
 
     def add_extracted(self, text: str | Iterable[str], *, conversation: str = DEFAULT_CONVERSATION,
-                      now: datetime | str | None = None):
+                      now: datetime | str | None = None, each_line: bool = False):
         """Let the LLM extract facts from the user's words and reconcile them with what is known:
-        one commit per text. Returns a `learn.Learned` with every change (ADD, UPDATE, REPLACE,
-        DELETE, EVICT). An LLM that is down raises LLMError; nothing is written for that text."""
+        one commit per text (with each_line, per non-empty line). Returns a `learn.Learned` with every
+        change (ADD, UPDATE, REPLACE, DELETE, EVICT). An LLM that is down raises LLMError; nothing is
+        written for that text."""
         files.check_conversation_id(conversation)
+        if each_line and isinstance(text, str):
+            from memvault.store.ingest import split_lines
+
+            text = split_lines(text)
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
         if not texts:
@@ -590,7 +574,7 @@ class Memvault:
         max_changes: list at most this many changes of one commit (`changes_total` counts them
         all): an import is one commit of thousands of files, each read to be listed."""
         from memvault.store import gitrepo
-        from memvault.reading.history import history
+        from memvault.reading.history import history, id_resolver
 
         self._vault.require_existing()
         missing = self._vault.history_missing()
@@ -609,20 +593,18 @@ class Memvault:
                 gitrepo.check_date(self.root, since)
         if id_or_prefix is None:
             return history(self.root, limit=limit, since=since, max_changes=max_changes)
-        index = self._vault.index
-        changed = index.changed_paths()  # asked of git once for every id the story links
-
-        def resolve(wanted: str) -> dict[str, list[str]]:
-            """The files that hold memories whose id starts with `wanted` now (by their front
-            matter, whatever their names say), through the index's record."""
-            held: dict[str, list[str]] = {}
-            for memory in self._vault._read_all(index.id_candidates(wanted.lower(), changed)):
-                if memory.id.lower().startswith(wanted.lower()):
-                    held.setdefault(memory.id, []).append(self.relative(memory.path))
-            return held
-
         return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
-                       resolve=resolve)
+                       resolve=id_resolver(self._vault))
+
+    def log_for_model(self, id_or_prefix: str | None = None, *, limit: int | None = None,
+                      max_changes: int | None = None) -> list[dict]:
+        """`log` as JSON, each secret its texts still hold in git history (from before it was withheld:
+        an older vault, a hand commit) shown as its placeholder: what a model may be shown (MCP's
+        memory_history)."""
+        from memvault.store import secret_scan
+
+        entries = self.log(id_or_prefix, limit=limit, max_changes=max_changes)
+        return [secret_scan.redact_history(self, entry.to_json()) for entry in entries]
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest
@@ -684,7 +666,7 @@ class Memvault:
         files.new_memory(message, "user", conversation)  # refuse what could not be stored before any model runs
         cfg = LLMConfig.from_settings(self.settings)
         if model is not None:
-            cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", model, "option --model")})
+            cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", model, "option model", param="model")})
         options = chat.ChatOptions(conversation=conversation, learn=learn, use_memory=use_memory, stream=stream,
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
@@ -856,11 +838,11 @@ class Memvault:
     def reindex(self, full: bool = False, progress: Callable[[int, int], None] | None = None):
         """Bring the index in line with the files and commit the hand edits it accepted; `full`
         rebuilds it. progress(done, total) is called while embedding. Returns index.SyncReport."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
 
         self._vault.require_existing()
         with self._read_lock:
-            return sync.reindex(self._vault, full=full, progress=progress)
+            return reindex.reindex(self._vault, full=full, progress=progress)
 
     def sync(self, remote: str | None = None, *, push: bool = True, push_secrets: bool = False,
              progress: Callable[[str, int, int], None] | None = None):
@@ -868,7 +850,7 @@ class Memvault:
         hand edits, fetch from the git remote (`remote`, else the branch's upstream, else origin),
         bring its changes in (a fast-forward, or a merge whose conflicts are settled by memvault's
         rules: never a conflict marker in a file), re-index only the files that changed, and push
-        (unless push=False). Returns remote.SyncResult. A remote that is missing, unreachable, refuses
+        (unless push=False). Returns moving.sync.SyncResult. A remote that is missing, unreachable, refuses
         the credentials or rejects the push raises RemoteError (its `result`: what was done before);
         nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed
         (SecretsFound, naming each file and line) unless push_secrets (docs/design.md, "Secrets")."""
@@ -889,20 +871,20 @@ class Memvault:
 
     def check(self):
         """Drift between the files and the index, writing nothing (index.SyncReport)."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
 
         self._vault.require_existing()
-        return sync.check(self._vault)
+        return reindex.check(self._vault)
 
     def watch(self, on_report: Callable[[Any], None], stop: threading.Event | None = None,
               on_start: Callable[[], None] | None = None) -> None:
         """Reindex whenever files under entries/ change, until `stop` is set (or Ctrl-C)."""
-        from memvault.store import reindex as sync
+        from memvault.store import reindex
         from memvault.store.native_memory import settle_for_long_life
 
         settle_for_long_life()  # a long-lived process (native_memory.py)
         self._vault.require_existing()
-        sync.watch(self._vault, on_report, stop=stop, on_start=on_start)
+        reindex.watch(self._vault, on_report, stop=stop, on_start=on_start)
 
     def warm(self) -> None:
         """Load now what the first search would load (the embedding model, the reranker, the index
@@ -917,6 +899,26 @@ class Memvault:
             # One search of every conversation: it loads the reranker (saying so once if it cannot),
             # opens the table and reads what a first query reads.
             self._run_search(self._query("warm up", all_conversations=True, top_k=1))
+
+    def warm_llm(self) -> None:
+        """Import the LLM library now (litellm: seconds), not during a server's first request nor in
+        two request threads at once."""
+        from memvault.store.llm import _lib
+
+        _lib()
+
+    def llm_endpoint(self) -> str:
+        """The LLM endpoint's URL as it may be shown (credentials left out)."""
+        from memvault.store.llm import display_url
+
+        return display_url(self.settings.llm_base_url)
+
+    def hold_lock(self, timeout: float, holder: str):
+        """The vault lock, as a context manager: a long-running face that is stopping takes it (and
+        keeps it until the process is gone), so that no thread of its is half way through a change."""
+        from memvault.store.lock import vault_lock
+
+        return vault_lock(self._vault.lock_path, timeout=timeout, holder=holder)
 
     # -- internals -------------------------------------------------------------------------
     def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
@@ -985,119 +987,10 @@ class Memvault:
             return results
 
     def _fresh_index(self):
-        """The index, in step with the files before a read (docs/design.md, "Reading while others
-        write"): synced here unless another process is writing right now (then read as it is:
-        that process is syncing it), except when there is no index state yet (a build or rebuild
-        is under way: wait for it). A read-only vault is read as it is. With watch=True, only what
-        changed since the last read is looked at: the files the folder's events named, or every
-        file after a folder was created, moved or removed."""
-        import errno
+        """The index, in step with the files before a read (store/reindex.py, fresh_index)."""
+        from memvault.store.reindex import fresh_index
 
-        from memvault.store.lock import vault_lock
-
-        vault = self._vault
-        index = vault.index
-        if not vault.root.is_dir():
-            return index  # no vault yet: nothing to read, and reading creates nothing
-        changes = self._watcher.take_changes() if self._watcher is not None else None
-        if self._watcher is not None and changes is None:
-            return index
-        paths = None if changes is None or changes.walk or not index.state_path.exists() else changes.paths
-        with self._read_lock:
-            try:
-                vault.sidecar.mkdir(exist_ok=True)
-                with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                    report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
-                        if got else None
-                if not got and changes is not None:
-                    self._watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
-                if not got and not index.state_path.exists():
-                    with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
-                                    holder="search (index sync)", on_wait=vault.notice):
-                        report = index.catch_up()
-            except OSError as exc:
-                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-                    raise
-                self._say(f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
-                return index
-            if self._watcher is not None:
-                index.refresh()  # rows another process added since the table was opened
-        if report is not None:
-            for problem in report.skipped:
-                self._say(f"memvault: skipped {problem}")
-            if report.adopted:
-                self._say(f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
-                          "`memvault reindex` adds their front matter")
-        return index
-
-
-@dataclass
-class _Changes:
-    """What the folder's events said since the last read: the files named, or that a folder was
-    created, moved or removed (its files were not named one by one: every file must be looked at)."""
-
-    paths: set = field(default_factory=set)
-    walk: bool = False
-
-
-class _FolderWatch:
-    """File-system events under the vault (watchdog) that tell a warm process its index may lag:
-    a hand edit, a `git pull`, another process's write (its files, and its state.db)."""
-
-    def __init__(self, vault):
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
-
-        self._lock = threading.Lock()
-        self._changes: _Changes | None = _Changes(walk=True)  # the first read syncs everything
-        watch = self
-
-        class Entries(FileSystemEventHandler):
-            def on_any_event(self, event):
-                if event.event_type in ("opened", "closed", "closed_no_write"):  # reads and our own writes' closes
-                    return
-                if event.is_directory:
-                    if event.event_type != "modified":  # a file in it changed: that file has its own event
-                        watch._note(walk=True)
-                    return
-                watch._note(event.src_path, getattr(event, "dest_path", "") or None)
-
-        class Sidecar(FileSystemEventHandler):  # only state.db: the lock file changes on every read
-            def on_any_event(self, event):
-                names = (getattr(event, "dest_path", "") or "", event.src_path or "")
-                if any(Path(str(name)).name == "state.db" for name in names) \
-                        and event.event_type not in ("opened", "closed", "closed_no_write"):
-                    watch._note()  # another process indexed: see its rows (its files have events too)
-
-        vault.root.mkdir(parents=True, exist_ok=True)
-        for folder in (vault.entries, vault.sidecar):
-            folder.mkdir(exist_ok=True)
-        self._observer = Observer()
-        self._observer.schedule(Entries(), str(vault.entries), recursive=True)
-        self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False)
-        self._observer.daemon = True
-        self._observer.start()
-
-    def _note(self, *paths: str | None, walk: bool = False) -> None:
-        with self._lock:
-            if self._changes is None:
-                self._changes = _Changes()
-            self._changes.paths.update(Path(str(p)) for p in paths if p)
-            self._changes.walk |= walk
-
-    def take_changes(self) -> "_Changes | None":
-        """What changed since the last call (None: nothing)."""
-        with self._lock:
-            changes, self._changes = self._changes, None
-            return changes
-
-    def put_back(self, changes: "_Changes") -> None:
-        """Changes a read could not sync (another process held the lock): for the next read."""
-        self._note(*changes.paths, walk=changes.walk)
-
-    def stop(self) -> None:
-        self._observer.stop()
-        self._observer.join(timeout=5)
+        return fresh_index(self._vault, self._watcher, self._read_lock, self._say)
 
 
 def _owed_learning(memory: Memory) -> Memory:
@@ -1112,6 +1005,6 @@ def _time(value: datetime | str | None, name: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return files.parse_time(value, f"--{name}")
+        return files.parse_time(value, name)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), params=name) from None

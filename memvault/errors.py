@@ -8,9 +8,16 @@ class MemvaultError(Exception):
 
 
 class UsageError(MemvaultError):
-    """Bad arguments or settings: exit code 2, like a usage error."""
+    """Bad arguments or settings: exit code 2, like a usage error.
+
+    The message names the library's own parameters (`since`, `created_at`); `params` lists the
+    ones it names, so that a face can put its own name for each (the CLI: `--since`)."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", params: str | tuple[str, ...] = ()):
+        super().__init__(message)
+        self.params = (params,) if isinstance(params, str) else tuple(params)
 
 
 class SettingsError(UsageError):
@@ -107,3 +114,31 @@ class SyncConflict(MemvaultError):
     def __init__(self, message: str, result=None):
         super().__init__(message)
         self.result = result
+
+
+class IndexUnreadable(MemvaultError):
+    """The LanceDB index under .memvault/ could not be read (files gone or damaged under it); the
+    files are the truth, and `memvault reindex` rebuilds it from them."""
+
+
+class GitFailed(MemvaultError):
+    """A git command memvault ran failed in a way it does not handle itself; names the command and
+    git's own words."""
+
+
+def as_memvault_error(exc: BaseException) -> MemvaultError | None:
+    """A failure of a library memvault stands on in memvault's words, or None when it is none of
+    those: LanceDB's RuntimeError ("lance error: ...") and GitPython's GitCommandError. The one
+    translation every face uses (CLI, serve, MCP), so each says the same words."""
+    if isinstance(exc, MemvaultError):
+        return exc
+    if isinstance(exc, RuntimeError) and "lance error" in str(exc).lower():
+        import re
+
+        detail = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", " ".join(str(exc).split()))
+        return IndexUnreadable(f"the index under .memvault/ is unreadable ({detail}); `memvault reindex` repairs it")
+    if type(exc).__name__ == "GitCommandError":  # GitPython's; not imported here (it costs ~40 ms)
+        command = " ".join(str(part) for part in (getattr(exc, "command", None) or ["git"])[:3])
+        said = " ".join(str(getattr(exc, "stderr", "") or "").split()).removeprefix("stderr:").strip(" '")
+        return GitFailed(f"`{command}` failed: {said[:300] or 'no message'}")
+    return None

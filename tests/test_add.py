@@ -80,6 +80,7 @@ def test_add_jsonl_keeps_meta_and_times(vault_dir, tmp_path):
     assert run_cli("add", "--jsonl", "-", input=json.dumps({"text": "from stdin"})).exit_code == 0
 
 
+@pytest.mark.slow  # 16 s of CPU: thousands of memories embedded
 def test_add_jsonl_of_thousands_is_one_commit_naming_each(vault_dir, tmp_path):
     """4,000 memories at once: the commit message names every id (over 200 KiB), more than Linux
     lets one argument be (128 KiB), and once failed with "Argument list too long" after every file

@@ -75,8 +75,9 @@ def test_errors_are_memvault_errors(vault_dir, monkeypatch):
         vault.get("ffffffff")
     with pytest.raises(memvault.UsageError, match="too short"):
         vault.get("ab")
-    with pytest.raises(memvault.UsageError, match="--since"):
-        vault.search("bees", since="last tuesday-ish")
+    with pytest.raises(memvault.UsageError, match="^since 'last tuesday-ish' is not an ISO 8601") as bad_since:
+        vault.search("bees", since="last tuesday-ish")  # the library names its parameter; the CLI its flag
+    assert bad_since.value.params == ("since",)
     with pytest.raises(memvault.UsageError, match="recency_weight"):
         vault.search("bees", recency_weight=3)
     with pytest.raises(memvault.UsageError, match="path component"):

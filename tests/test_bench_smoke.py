@@ -18,6 +18,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo"
 
+# Each runs a benchmark end to end (15-20 s of CPU each): `python3 -m pytest -q -m slow` (.ci/run's second step).
+pytestmark = pytest.mark.slow
+
 
 def run_script(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HOME": os.environ["HOME"]}

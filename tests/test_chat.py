@@ -312,7 +312,7 @@ def test_no_learn_and_no_memory(vault_dir, llm_env):
     (5, 100, "one_sentence", 1),
     (30, 100, "paragraph", 1),
     (150, 100, "chunked", None),  # one call per chunk plus the meta-summary
-    (700, 100, "tree", None),  # chunks, groups of five, then the final summary
+    pytest.param(700, 100, "tree", None, marks=pytest.mark.slow),  # chunks, groups of five, then the summary (16 s CPU)
 ])
 def test_summarize_rebuild_depth_by_size(vault_dir, llm_env, count, chars, depth, calls):
     lines = [json.dumps({"text": (f"memory {i:04d} " + "x" * chars)[:chars]}) for i in range(count)]

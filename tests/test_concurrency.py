@@ -2,10 +2,13 @@
 
 import subprocess
 
+import pytest
+
 from conftest import git, stop_process
 from memvault.store import files
 
 
+@pytest.mark.slow  # twenty processes at once: 40 s of CPU
 def test_twenty_parallel_adds_all_land(vault_dir):
     import shutil
     exe = shutil.which("memvault")

@@ -153,9 +153,10 @@ def test_readme_keeps_the_set_up_commands_and_the_rest():
     assert len(commands) == 2
     demo, test_command = commands
     assert "memvault add " in demo and "memvault search " in demo  # installs, then runs the main job
-    # CI runs exactly the test command the README gives.
+    # CI runs exactly the test commands the README gives: the default run, then the slow tests.
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert test_command in ci
+    assert "python3 -m pytest -q -m slow" in setup.splitlines() and ci[-1] == "python3 -m pytest -q -m slow"
     oneliners = section(README, "One-liners")
     for piece in ("| memvault add", "memvault search -k 3 --json", "| jq", "* * *", "$EDITOR", "memvault reindex",
                   'git -C "$MEMVAULT_DIR" log -p'):

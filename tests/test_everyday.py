@@ -142,7 +142,9 @@ def test_quiet_and_verbose_after_the_command(vault_dir):
     (["reconcile", "--all", "-c", "work"], "do not go together"),
     (["reindex", "--check", "--full"], "do not go together"),
     (["add", "--rationale", "because", "x"], "for decisions"),
-    (["add", "--extract", "--kind", "decision", "x"], "does not go with --kind decision"),
+    (["add", "--extract", "--kind", "decision", "x"], "--extract learns facts; it does not go with --kind 'decision'"),
+    (["add", "--extract", "--tag", "home", "x"], "leave out --tag"),
+    (["search", "bees", "--since", "last tuesday-ish"], "--since 'last tuesday-ish' is not an ISO 8601 date-time"),
     (["chat", "--model", "", "hello"], "option --model"),
     (["log", "--since", "garbage"], "is not a date"),
 ])

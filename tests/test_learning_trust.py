@@ -165,7 +165,9 @@ def test_review_rejects_a_fact_and_what_it_replaced_comes_back(vault_dir, llm_en
     [mine] = seed("The user keeps bees")
     refused = run_cli("review", "--reject", mine.id)
     assert refused.exit_code == 2 and "not a learned fact" in refused.stderr
+    assert "(`memvault rm` removes any memory)" in refused.stderr  # the hint, run as written below
     assert run_cli("review", "--keep").exit_code == 2 and run_cli("review", mine.id).exit_code == 2
+    assert run_cli("rm", mine.id).exit_code == 0 and memvault.open_vault(vault_dir).get(mine.id).is_deleted
 
 
 def test_with_learned_review_every_learned_fact_waits_until_kept(vault_dir, llm_env, monkeypatch):

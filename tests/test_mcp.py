@@ -99,7 +99,7 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
     search = tools["search_memory"].input_schema
     assert search["required"] == ["query"]
     assert search["properties"]["top_k"].items() >= {"type": "integer", "default": 5, "minimum": 1}.items()
-    assert {"enum": ["fact", "note", "decision", "turn"], "type": "string"} in search["properties"]["kind"]["anyOf"]
+    assert {"enum": ["fact", "note", "decision", "turn", "episode"], "type": "string"} in search["properties"]["kind"]["anyOf"]
     add = tools["add_memory"].input_schema
     assert add["required"] == ["text"] and add["properties"]["kind"]["enum"] == ["fact", "note", "decision"]
     assert add["properties"]["tags"]["items"] == {"type": "string"} and add["properties"]["extract"]["default"] is False

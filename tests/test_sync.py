@@ -447,6 +447,7 @@ KILL_POINTS = [
 ]
 
 
+@pytest.mark.slow  # a sync killed at five points, each finished by the next: 30 s of CPU
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_a_sync_killed_anywhere_is_finished_by_the_next_with_no_loss(machines, point):
     a, b, bare = machines

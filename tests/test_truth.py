@@ -506,6 +506,30 @@ def test_the_hint_of_an_unreadable_index_runs(vault_dir):
     assert "The user keeps bees" in run_cli("search", "bees").stdout and check().exit_code == 0
 
 
+def test_an_unreadable_index_reads_the_same_in_every_face(vault_dir):
+    """LanceDB's failure is translated once (errors.as_memvault_error): the CLI, serve (a 503, not a
+    500) and an MCP tool give the same words and the same hint."""
+    from memvault.errors import IndexUnreadable, as_memvault_error
+    from memvault.faces.mcp_server import _failure
+    from memvault.faces.serve import as_api_error
+
+    seed("The user keeps bees")
+    for data in (vault_dir / ".memvault" / "index").rglob("data/*.lance"):
+        data.unlink()
+    vault = memvault.open_vault(vault_dir)
+    try:
+        with pytest.raises(Exception) as raised:
+            vault.search("bees")
+    finally:
+        vault.close()
+    failure = as_memvault_error(raised.value)
+    assert isinstance(failure, IndexUnreadable) and "`memvault reindex` repairs it" in str(failure)
+    answered = as_api_error(raised.value)
+    assert (answered.status, answered.message) == (503, str(failure))
+    assert str(_failure(raised.value)) == str(failure)
+    assert run_cli("search", "bees").stderr == f"memvault: error: {failure}\n"
+
+
 @pytest.mark.parametrize("which", ["switch <branch>", "switch -c <new-branch>"])
 def test_the_hints_of_a_detached_head_run(vault_dir, which):
     seed("one")
@@ -607,56 +631,59 @@ def test_the_hints_of_sync_run(two_machines, tmp_path):
 # Every command memvault's messages tell the user to run ((module, command as written), f-string
 # parts as {}), and the test that runs it as written. A new hint without a test fails here.
 HINT_TESTS = {
-    # issue 26 (learning, review), merged into main without these rows
-    ("cli.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
-    ("mcp_server.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
-    ("term.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
-    ("learn.py", "memvault learn"): "test_learning_trust.py::test_a_chat_whose_upkeep_failed_is_caught_up_by_learn",
-    ("learn.py", "memvault summarize --rebuild"): "test_chat.py::test_summarize_rebuild_depth_by_size",
-    ("review.py", "memvault rm"): "test_show_edit_rm.py::test_rm_soft_deletes_commits_and_prints_what_went",
     # issue 31 (secrets)
-    ("cli.py", "memvault scrub --rewrite-history"):
+    ("faces/cli.py", "memvault scrub --rewrite-history"):
         "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
-    ("scrub.py", "memvault scrub --rewrite-history"):
+    ("changing/scrub.py", "memvault scrub --rewrite-history"):
         "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
-    ("scrub.py", "memvault sync --push-secrets"):
+    ("changing/scrub.py", "memvault sync --push-secrets"):
         "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",
-    ("api.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
-    ("browse.py", "memvault conversations"): "test_truth.py::test_a_conversation_that_is_not_there_is_said_with_the_close_ones",
-    ("cli.py", "memvault reindex"): "test_truth.py::test_stats_and_check_agree_on_a_hand_edit",
-    ("cli.py", "memvault reindex --check"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
-    ("cli.py", "EDITOR='code -w' memvault edit {}"): "test_truth.py::test_edit_without_a_terminal_is_refused_up_front",
-    ("gitrepo.py", "git -C {} switch -c <new-branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
-    ("gitrepo.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
-    ("gitrepo.py", "git -C {} {} --abort"): "test_truth.py::test_in_progress_hints_run_as_written",
-    ("gitrepo.py", "git -C {} {} --continue"): "test_truth.py::test_in_progress_hints_run_as_written",
-    ("import_formats.py", "memvault import chatgpt {}"):
+    ("store/reindex.py", "memvault reindex"): "test_truth.py::test_reindex_gives_front_matter_to_a_note_a_search_read_first",
+    ("reading/browse.py", "memvault conversations"): "test_truth.py::test_a_conversation_that_is_not_there_is_said_with_the_close_ones",
+    ("faces/cli.py", "memvault reindex"): "test_truth.py::test_stats_and_check_agree_on_a_hand_edit",
+    ("faces/cli.py", "memvault reindex --check"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
+    ("faces/cli.py", "EDITOR='code -w' memvault edit {}"): "test_truth.py::test_edit_without_a_terminal_is_refused_up_front",
+    ("store/gitrepo.py", "git -C {} switch -c <new-branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("store/gitrepo.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("store/gitrepo.py", "git -C {} {} --abort"): "test_truth.py::test_in_progress_hints_run_as_written",
+    ("store/gitrepo.py", "git -C {} {} --continue"): "test_truth.py::test_in_progress_hints_run_as_written",
+    ("moving/import_formats.py", "memvault import chatgpt {}"):
         "test_import_export.py::test_claude_export_given_as_chatgpt_and_back_says_which",
-    ("import_formats.py", "memvault import claude {}"):
+    ("moving/import_formats.py", "memvault import claude {}"):
         "test_import_export.py::test_claude_export_given_as_chatgpt_and_back_says_which",
-    ("index.py", "memvault reindex"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
-    ("manage.py", "memvault add --kind"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
-    ("manage.py", "memvault add -c"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
-    ("manage.py", "memvault rm"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
-    ("mcp_server.py", "memvault reindex --check"): "test_mcp.py::test_vault_stats_says_what_reindex_check_says",
-    ("merge.py", "git -C {} commit -m 'changed by hand' {}"): "test_truth.py::test_the_hints_of_sync_run",
-    ("merge.py", "git -C {} merge {}"): "test_truth.py::test_the_hints_of_sync_run",
-    ("merge.py", "memvault sync"): "test_truth.py::test_the_hints_of_sync_run",
-    ("models.py", "memvault models --download"): "test_everyday.py::test_a_failed_download_exits_1",
-    ("remote.py", "git -C {} remote add origin URL"): "test_truth.py::test_the_hints_of_sync_run",
-    ("remote.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
-    ("remote.py", "git clone {} FOLDER"): "test_truth.py::test_clone_of_a_repository_that_is_not_a_vault_is_refused",
-    ("remote.py", "memvault import markdown FOLDER"):
+    ("store/index.py", "memvault reindex"): "test_truth.py::test_a_copied_memory_file_is_left_out_everywhere_alike",
+    ("changing/manage.py", "memvault add --kind"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("changing/manage.py", "memvault add -c"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("changing/manage.py", "memvault rm"): "test_truth.py::test_the_hints_of_a_rejected_edit_run",
+    ("faces/mcp_server.py", "memvault reindex --check"): "test_mcp.py::test_vault_stats_says_what_reindex_check_says",
+    ("moving/merge.py", "git -C {} commit -m 'changed by hand' {}"): "test_truth.py::test_the_hints_of_sync_run",
+    ("moving/merge.py", "git -C {} merge {}"): "test_truth.py::test_the_hints_of_sync_run",
+    ("moving/merge.py", "memvault sync"): "test_truth.py::test_the_hints_of_sync_run",
+    ("store/models.py", "memvault models --download"): "test_everyday.py::test_a_failed_download_exits_1",
+    ("moving/sync.py", "git -C {} remote add origin URL"): "test_truth.py::test_the_hints_of_sync_run",
+    ("moving/sync.py", "git -C {} switch <branch>"): "test_truth.py::test_the_hints_of_a_detached_head_run",
+    ("moving/sync.py", "git clone {} FOLDER"): "test_truth.py::test_clone_of_a_repository_that_is_not_a_vault_is_refused",
+    ("moving/sync.py", "memvault import markdown FOLDER"):
         "test_truth.py::test_clone_of_a_repository_that_is_not_a_vault_is_refused",
-    ("remote.py", "memvault sync"):
+    ("moving/sync.py", "memvault sync"):
         "test_sync.py::test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_finishes",
-    ("undo.py", "git -C {} revert {}"): "test_truth.py::test_the_hint_of_undo_of_a_hand_commit_runs",
-    ("vault.py", "git -C {} init"): "test_truth.py::test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid",
-    ("vault.py", "memvault --vault {} reindex"):
+    ("changing/undo.py", "git -C {} revert {}"): "test_truth.py::test_the_hint_of_undo_of_a_hand_commit_runs",
+    ("errors.py", "memvault reindex"): "test_truth.py::test_the_hint_of_an_unreadable_index_runs",
+    ("faces/term.py", "memvault review"): "test_learning_trust.py::test_a_learned_fact_never_retires_a_fact_the_user_added",
+    ("faces/cli.py", "memvault review"):
+        "test_learning_trust.py::test_with_learned_review_every_learned_fact_waits_until_kept",
+    ("faces/mcp_server.py", "memvault review"):
+        "test_learning_trust.py::test_with_learned_review_every_learned_fact_waits_until_kept",
+    ("learning/learn.py", "memvault learn"): "test_learning_trust.py::test_a_chat_whose_upkeep_failed_is_caught_up_by_learn",
+    ("learning/learn.py", "memvault summarize --rebuild"): "test_chat.py::test_summarize_rebuild_depth_by_size",
+    ("changing/review.py", "memvault rm"):
+        "test_learning_trust.py::test_review_rejects_a_fact_and_what_it_replaced_comes_back",
+    ("store/vault.py", "git -C {} init"): "test_truth.py::test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid",
+    ("store/vault.py", "memvault --vault {} reindex"):
         "test_truth.py::test_a_vault_whose_git_was_deleted_is_not_started_again_unsaid",
-    ("vault.py", "memvault add"): "test_truth.py::test_the_hint_of_a_missing_vault_runs",
-    ("vault.py", "memvault clone"): "test_sync.py::test_clone_builds_the_index_and_refuses_a_folder_in_use",
-    ("vault.py", "memvault undo"): "test_truth.py::test_undo_of_rm_keeps_a_hand_edit_made_before_it",
+    ("store/vault.py", "memvault add"): "test_truth.py::test_the_hint_of_a_missing_vault_runs",
+    ("store/vault.py", "memvault clone"): "test_sync.py::test_clone_builds_the_index_and_refuses_a_folder_in_use",
+    ("store/vault.py", "memvault undo"): "test_truth.py::test_undo_of_rm_keeps_a_hand_edit_made_before_it",
 }
 _HINT = re.compile(r"`((?:memvault|git|EDITOR=(?:'[^']*'|\S+) memvault) [^`]*)`|\brun (memvault [a-z]+(?: --?[a-z-]+)*)")
 
@@ -671,7 +698,7 @@ def hints_in_source() -> set[tuple[str, str]]:
 
     commands = set(typer.main.get_command(app).commands)
     found = set()
-    for path in sorted((REPO / "memvault").glob("*.py")):
+    for path in sorted((REPO / "memvault").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                       if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -686,7 +713,7 @@ def hints_in_source() -> set[tuple[str, str]]:
             for match in _HINT.finditer(text):
                 if match.group(2) and match.group(2).split()[1] not in commands:
                     continue  # "run memvault again"
-                found.add((path.name, match.group(1) or match.group(2)))
+                found.add((path.relative_to(REPO / "memvault").as_posix(), match.group(1) or match.group(2)))
     return found
 
 

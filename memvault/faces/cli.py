@@ -26,7 +26,7 @@ from typer.core import TyperGroup
 from memvault import __version__
 from memvault.faces import term
 from memvault.faces.completion import complete_conversation, complete_live_memory_id, complete_memory_id
-from memvault.errors import MemvaultError, UsageError
+from memvault.errors import MemvaultError, UsageError, as_memvault_error
 
 
 # Options of the whole program that are also taken after the command (`memvault search -q ...`),
@@ -97,7 +97,7 @@ class MemvaultGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except MemvaultError as exc:
-            _error(str(exc))
+            _error(self._in_flags(ctx, exc))
             raise typer.Exit(exc.exit_code) from None
         except BrokenPipeError:
             # `memvault log | head`: the reader left; that is not an error.
@@ -109,12 +109,29 @@ class MemvaultGroup(TyperGroup):
             where = f"{exc.filename}: " if exc.filename else ""
             _error(f"{where}{exc.strerror or exc}")
             raise typer.Exit(1) from None
-        except RuntimeError as exc:
-            if "lance error" not in str(exc).lower():
+        except Exception as exc:
+            failure = as_memvault_error(exc)  # LanceDB's and git's failures, in the words every face gives
+            if failure is None:
                 raise
-            detail = re.sub(r",\s*\S+\.rs:\d+:\d+\s*$", "", " ".join(str(exc).split()))
-            _error(f"the index under .memvault/ is unreadable ({detail}); `memvault reindex` repairs it")
-            raise typer.Exit(1) from None
+            _error(str(failure))
+            raise typer.Exit(failure.exit_code) from None
+
+
+    def _in_flags(self, ctx, exc: MemvaultError) -> str:
+        """The library's message with each parameter it names (`since`) as the command's flag
+        (`--since`): the library speaks of its arguments, the CLI of its options."""
+        message = str(exc)
+        command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+        if not getattr(exc, "params", ()) or command is None:
+            return message
+        options = [p for p in command.params if getattr(p, "param_type_name", "") == "option"]
+        for sub in getattr(command, "commands", {}).values():  # `memvault import chatgpt ...`
+            options += [p for p in sub.params if getattr(p, "param_type_name", "") == "option"]
+        for name in exc.params:
+            flag = next((max(p.opts, key=len) for p in options if p.name in (name, name.rstrip("s"))), None)
+            if flag:
+                message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", flag, message, count=1)
+        return message
 
 
 app = typer.Typer(
@@ -169,6 +186,12 @@ def _state(ctx: typer.Context) -> State:
     return ctx.find_root().obj
 
 
+def json_option(help: str) -> Any:
+    """The `--json` of every command, declared once here (each command says what it prints); the
+    global `memvault --json` (main_options) means the same for every command (`json_output or state.json`)."""
+    return typer.Option(False, "--json", help=help)
+
+
 def _error(message: str) -> None:
     sys.stderr.write(f"memvault: error: {message}\n")
     sys.stderr.flush()
@@ -197,7 +220,7 @@ def main_options(
         None, "--vault", metavar="PATH",
         help="Vault folder (default: $MEMVAULT_DIR, else ~/.local/share/memvault).",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout."),
+    json_output: bool = json_option("Machine-readable JSON on stdout."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Only results and errors."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="More detail on stderr."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -259,7 +282,7 @@ def add(
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Store a text even when a live memory of the conversation already "
                                               "says exactly that."),
-    json_output: bool = typer.Option(False, "--json", help="Print the stored memories as JSON."),
+    json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl.
 
@@ -271,8 +294,11 @@ def add(
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
-    if extract and kind != Kind.fact:
-        raise UsageError("--extract learns facts; it does not go with --kind " + kind.value)
+    if extract and jsonl is None:
+        from memvault.api import Memvault
+
+        Memvault.check_extract(kind.value, tags=tag or (), source=source, rationale=rationale,
+                               alternatives=alternative or (), allow_duplicate=allow_duplicate)
     vault = state.open()
     started = time.perf_counter()
     with term.progress_bar(not state.quiet, label="adding") as bar:
@@ -285,9 +311,7 @@ def add(
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
             if extract:
-                from memvault.store.ingest import split_lines
-
-                learned = vault.add_extracted(split_lines(raw) if each_line else [raw], conversation=conversation)
+                learned = vault.add_extracted(raw, conversation=conversation, each_line=each_line)
                 _print_learned(ctx, learned, as_json, stream=sys.stdout)
                 return
             added = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,
@@ -346,7 +370,7 @@ def log(
                                               autocompletion=complete_memory_id),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the history as JSON."),
+    json_output: bool = json_option("Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git.
 
@@ -377,7 +401,7 @@ def show(
     memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
                                     autocompletion=complete_memory_id),
     raw: bool = typer.Option(False, "--raw", help="Print the file's bytes as they are."),
-    json_output: bool = typer.Option(False, "--json", help="Print the memory as JSON."),
+    json_output: bool = json_option("Print the memory as JSON."),
 ) -> None:
     """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
     state = _state(ctx)
@@ -447,7 +471,7 @@ def edit(
     ctx: typer.Context,
     memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
                                     autocompletion=complete_live_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the memory after the edit as JSON."),
+    json_output: bool = json_option("Print the memory after the edit as JSON."),
 ) -> None:
     """Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit.
 
@@ -484,7 +508,7 @@ def rm(
     ctx: typer.Context,
     memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (one or more).",
                                            autocompletion=complete_live_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the removed memories as JSON."),
+    json_output: bool = json_option("Print the removed memories as JSON."),
 ) -> None:
     """Remove memories: a soft delete (moved under deleted/, reason user), committed."""
     state = _state(ctx)
@@ -511,7 +535,7 @@ def list_memories(
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
     max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
     deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
-    json_output: bool = typer.Option(False, "--json", help="Print the memories as JSON."),
+    json_output: bool = json_option("Print the memories as JSON."),
 ) -> None:
     """List memories without a query, newest first: id, date, kind, conversation, text."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -534,7 +558,7 @@ def list_memories(
 @app.command()
 def conversations(
     ctx: typer.Context,
-    json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+    json_output: bool = json_option("Print the list as JSON."),
 ) -> None:
     """List the conversations: memories by kind, newest activity, whether there is a summary."""
     state = _state(ctx)
@@ -552,7 +576,7 @@ def conversations(
 @app.command()
 def stats(
     ctx: typer.Context,
-    json_output: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+    json_output: bool = json_option("Print the numbers as JSON."),
 ) -> None:
     """The vault in numbers: memories by kind and conversation, index, models, last commit, disk use."""
     state = _state(ctx)
@@ -602,7 +626,7 @@ def undo(
     ctx: typer.Context,
     commit: Optional[str] = typer.Argument(None, metavar="[COMMIT]",
                                            help="The memvault commit to take back (default: the newest)."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
+    json_output: bool = json_option("Print what was done as JSON."),
 ) -> None:
     """Take back one memvault change, as a new commit.
 
@@ -624,7 +648,7 @@ def restore(
     ctx: typer.Context,
     memory_id: str = typer.Argument(..., metavar="ID", help="A deleted or replaced memory (id or unique prefix).",
                                     autocompletion=complete_memory_id),
-    json_output: bool = typer.Option(False, "--json", help="Print the restored memory as JSON."),
+    json_output: bool = json_option("Print the restored memory as JSON."),
 ) -> None:
     """Bring one deleted or replaced memory back live, committed."""
     state = _state(ctx)
@@ -690,7 +714,7 @@ def search(
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
                                           help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
                                                '"now"?, "k"?}; prints {"qid", "results"} lines.'),
-    json_output: bool = typer.Option(False, "--json", help="Results as JSON."),
+    json_output: bool = json_option("Results as JSON."),
 ) -> None:
     """Search memories: hybrid retrieval, rerank, recency, diversity."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -764,7 +788,7 @@ def reindex(
     full: bool = typer.Option(False, "--full", help="Rebuild the index from scratch."),
     check: bool = typer.Option(False, "--check", help="Write nothing; list drift; exit 1 if out of date."),
     watch: bool = typer.Option(False, "--watch", help="Keep the index in sync until Ctrl-C (or SIGTERM, SIGHUP)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_output: bool = json_option("Print the report as JSON."),
 ) -> None:
     """Sync the index with the files; commit hand edits."""
     _exclusive(ctx, "check", "full", "watch")
@@ -835,7 +859,7 @@ def clone(
     path: Optional[Path] = typer.Argument(None, metavar="[PATH]", help="Where to put it: a new or empty folder "
                                                                        "(default: --vault, $MEMVAULT_DIR, else "
                                                                        "~/.local/share/memvault)."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was cloned as JSON."),
+    json_output: bool = json_option("Print what was cloned as JSON."),
 ) -> None:
     """Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)."""
     from memvault.api import clone_vault
@@ -864,8 +888,8 @@ def sync(
                                       help="Push even when the commits hold what looks like a secret (an API key, "
                                            "a password): it then leaves this machine for the remote and its "
                                            "backups, and must be rotated. Without it, such a push is refused."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was pulled, pushed, re-indexed and "
-                                                           "resolved as JSON."),
+    json_output: bool = json_option("Print what was pulled, pushed, re-indexed and "
+                                     "resolved as JSON."),
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
@@ -899,8 +923,7 @@ def scrub(
                                               "(same messages, authors and dates); the old history is kept under "
                                               "refs/memvault/before-scrub/TIME until you delete it. Pushed commits "
                                               "are never rewritten."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was scrubbed and what git history still "
-                                                           "holds as JSON."),
+    json_output: bool = json_option("Print what was scrubbed and what git history still holds as JSON."),
 ) -> None:
     """Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders.
 
@@ -984,7 +1007,7 @@ def models(
     ctx: typer.Context,
     download: bool = typer.Option(False, "--download", help="Fetch the configured models into fastembed's cache "
                                                              "(the only command that downloads)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+    json_output: bool = json_option("Print the status as JSON."),
 ) -> None:
     """Show the embedding model and reranker in use; --download fetches them."""
     state = _state(ctx)
@@ -1026,7 +1049,7 @@ def chat(
     context: bool = typer.Option(False, "--context", help="Show the session: turns, tokens, idle time, summary."),
     clear: bool = typer.Option(False, "--clear", help="Start a fresh session."),
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
-    json_output: bool = typer.Option(False, "--json", help="One-shot: reply, memories used, facts learned as JSON."),
+    json_output: bool = json_option("One-shot: reply, memories used, facts learned as JSON."),
 ) -> None:
     """Chat with an LLM that remembers: retrieve, answer, learn.
 
@@ -1164,7 +1187,7 @@ def reconcile(
                                       autocompletion=complete_conversation),
     all_conversations: bool = typer.Option(False, "--all", help="Every conversation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
-    json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    json_output: bool = json_option("Print the plan as JSON."),
 ) -> None:
     """Consolidate near-duplicate and contradicting facts with the LLM."""
     _exclusive(ctx, "all_conversations", "conversation")
@@ -1201,7 +1224,7 @@ def review(
     conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
                                                help="Only this conversation (default: every one)."),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="List at most N."),
-    json_output: bool = typer.Option(False, "--json", help="Print the list, or what was done, as JSON."),
+    json_output: bool = json_option("Print the list, or what was done, as JSON."),
 ) -> None:
     """Look over what memvault learned: learned facts and proposals not yet reviewed, newest first.
 
@@ -1308,7 +1331,7 @@ def learn(
                                                help="Only this conversation (default: every one)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only turns said at or after this."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the turns that would be learned from; no model."),
-    json_output: bool = typer.Option(False, "--json", help="Print what was found and done as JSON."),
+    json_output: bool = json_option("Print what was found and done as JSON."),
 ) -> None:
     """Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down.
 
@@ -1345,7 +1368,7 @@ def episodes(
                                                           "files are soft-deleted with replaced_by."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show where the turns would be cut; no model, no writes."),
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the episodes and what was done as JSON."),
+    json_output: bool = json_option("Print the episodes and what was done as JSON."),
 ) -> None:
     """List a conversation's episodes: what happened, in order, each a title and a short narrative.
 
@@ -1391,7 +1414,7 @@ def summarize(
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from all entries, depth chosen by size."),
     style: Style = typer.Option(Style.conversation, "--style", help="Prompt variant for the kind of content."),
     print_summary: bool = typer.Option(False, "--print", help="Write the summary to stdout."),
-    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    json_output: bool = json_option("Print the outcome as JSON."),
 ) -> None:
     """Update the rolling summary, or --rebuild it from every entry."""
     state = _state(ctx)
@@ -1436,7 +1459,7 @@ def import_(
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only what was said or written at or "
                                                                               "after this date."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be imported; write nothing."),
-    json_output: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    json_output: bool = json_option("Print the outcome as JSON."),
 ) -> None:
     """Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export.
 
@@ -1519,7 +1542,7 @@ def export(
                                                     "jsonl reads) or markdown (a digest per conversation)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH",
                                           help="Write to this file (whole or not at all) instead of stdout."),
-    json_output: bool = typer.Option(False, "--json", help="With --output: print what was written as JSON."),
+    json_output: bool = json_option("With --output: print what was written as JSON."),
 ) -> None:
     """Take memories out: JSON lines for another vault or tool, or a markdown digest to read."""
     _exclusive(ctx, "all_conversations", "conversation")

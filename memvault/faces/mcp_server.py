@@ -34,10 +34,10 @@ from mcp.types import ToolAnnotations
 
 from memvault import __version__
 from memvault.store import files, signals
-from memvault.errors import MemvaultError, validation_problem
+from memvault.errors import MemvaultError, as_memvault_error, validation_problem
 
 Kind = Literal["fact", "note", "decision"]
-SearchKind = Literal["fact", "note", "decision", "turn"]
+SearchKind = Literal["fact", "note", "decision", "turn", "episode"]
 # What recent_memories lists when no kind is asked for: what a user or an agent stored, not chat turns.
 RECENT_KINDS = ("fact", "note", "decision")
 # memory_history lists at most this many changes of one commit: an import commits thousands at once.
@@ -244,9 +244,10 @@ class _Server(MCPServer):
 
 
 def _failure(exc: BaseException) -> ToolError:
-    """A library failure as the one line the model reads."""
-    if isinstance(exc, MemvaultError):
-        return ToolError(str(exc))
+    """A library failure as the one line the model reads (LanceDB's and git's in the CLI's words)."""
+    failure = as_memvault_error(exc)
+    if failure is not None:
+        return ToolError(str(failure))
     where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""  # an OSError: the system said no
     return ToolError(f"{where}{getattr(exc, 'strerror', None) or exc}")
 
@@ -304,7 +305,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             outcome = vault.search(query, top_k=top_k, conversation=conversation or files.DEFAULT_CONVERSATION,
                                    all_conversations=conversation is None, kinds=[kind] if kind else None,
                                    since=since, until=until)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return SearchResults(results=[
             SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id,
@@ -325,17 +326,13 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         stored and, with extract, what was updated or replaced (older memories are set aside, never erased)."""
         try:
             if extract:
-                if kind != "fact":
-                    raise MemvaultError(f"extract learns facts; it does not go with kind {kind!r}")
-                if tags:
-                    raise MemvaultError("extract stores the facts it finds without tags; leave tags out, "
-                                        "or store the text as it is (extract false)")
+                vault.check_extract(kind, tags=tags)
                 learned = vault.add_extracted(text, conversation=conversation or files.DEFAULT_CONVERSATION)
                 changes = [_change(row) for row in learned.to_json()]
                 return AddResult(changes=changes, note=None if changes else "no facts found in the text")
             memories = vault.add(text, conversation=conversation or files.DEFAULT_CONVERSATION, kind=kind,
                                  tags=tags)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         note = None
         if not memories and memories.duplicates:
@@ -351,7 +348,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         `replaced_by` names the memory that replaced it)."""
         try:
             return _detail(vault, vault.get(id))
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
 
     def delete_memory(
@@ -362,7 +359,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         commit, so it can still be read with get_memory and restored. Returns the deleted memory."""
         try:
             removed = vault.remove([id], reason=reason)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return _detail(vault, removed[0])
 
@@ -376,7 +373,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         """The newest memories, newest first (deleted ones left out)."""
         try:
             memories = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return RecentMemories(memories=[MemoryItem(**_item(m)) for m in memories])
 
@@ -389,13 +386,11 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         """What changed in the memory and when, newest first, read from git (what `memvault log` shows):
         each commit with the memories it added, edited, replaced or deleted."""
         try:
-            entries = vault.log(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
-        except (MemvaultError, OSError) as exc:
+            # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
+            entries = vault.log_for_model(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
-        from memvault.store import secret_scan
-
-        # git history may hold a secret from before it was withheld; the agent's model is shown its placeholder
-        return History(entries=[HistoryEntry(**secret_scan.redact_history(vault, e.to_json())) for e in entries])
+        return History(entries=[HistoryEntry(**entry) for entry in entries])
 
     def vault_stats() -> VaultStats:
         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
@@ -403,7 +398,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         the files."""
         try:
             data = vault.stats()
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         index = data["index"]
         return VaultStats(memories=data["memories"], by_kind=data["by_kind"], deleted=data["deleted"],
@@ -421,7 +416,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         (`memvault review`)."""
         try:
             items = vault.review(conversation, limit=limit)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return ReviewList(facts=[ReviewEntry(
             id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
@@ -435,7 +430,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         """The rolling summary memvault keeps of a conversation, if it has one yet."""
         try:
             summary = vault.summary(conversation)
-        except (MemvaultError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         if summary is None:
             return ConversationSummary(conversation=conversation, summary=None)
@@ -483,13 +478,11 @@ def _leave(vault, signum: int) -> None:
     stopped instead: the SDK reads stdin on a thread that waits until the client writes or leaves.
     A second signal: at once."""
     global _leaving
-    from memvault.store.lock import vault_lock
-
     if _leaving:
         signals.end_now(signum)
     _leaving = True
     try:
-        held = vault_lock(vault.vault.lock_path, timeout=STOP_GRACE, holder="mcp (stopping)")
+        held = vault.hold_lock(STOP_GRACE, "mcp (stopping)")
         held.__enter__()  # `held` keeps it until os._exit: collected, it would release it
     except (MemvaultError, OSError):
         pass  # another process has held it all this time: no call of ours is in a change

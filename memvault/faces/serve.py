@@ -50,8 +50,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memvault import __version__
 from memvault.store import files, signals
 from memvault.faces import term
-from memvault.errors import (LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound, UsageError,
-                             VaultStateError, validation_problem)
+from memvault.errors import (IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound,
+                             UsageError, VaultStateError, as_memvault_error, validation_problem)
 
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
@@ -108,6 +108,9 @@ def as_api_error(exc: BaseException) -> ApiError:
     line (an LLM failure names the upstream URL and never the key)."""
     if isinstance(exc, ApiError):
         return exc
+    exc = as_memvault_error(exc) or exc  # LanceDB's and git's failures in the words the CLI gives
+    if isinstance(exc, IndexUnreadable):
+        return ApiError(503, str(exc), kind="server_error", code="index_unreadable")
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), kind="not_found_error", code="memory_not_found")
     if isinstance(exc, LLMTimeout):
@@ -116,8 +119,8 @@ def as_api_error(exc: BaseException) -> ApiError:
         if exc.status in (400, 422):  # the upstream refused what the client asked for (a bad option)
             return ApiError(400, str(exc), code="upstream_refused")
         return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable")
-    if isinstance(exc, UsageError):
-        return ApiError(400, str(exc))
+    if isinstance(exc, UsageError):  # the library names the body's fields, which are its parameters
+        return ApiError(400, str(exc), exc.params[-1] if exc.params else None)
     if isinstance(exc, LockTimeout):
         return ApiError(503, str(exc), kind="server_error", code="vault_busy")
     if isinstance(exc, VaultStateError):
@@ -303,14 +306,15 @@ class AddBody(BaseModel):
 
 
 class SearchBody(BaseModel):
-    """POST /v1/memories/search: what `memvault search` takes."""
+    """POST /v1/memories/search: what `memvault search` takes (checked against
+    request_options.SEARCH by tests/test_requests.py)."""
 
     model_config = ConfigDict(extra="forbid")
     query: str
     top_k: int | None = Field(None, ge=1, le=1000)
     conversation_id: str | None = None
     all_conversations: bool = False
-    kinds: list[Literal["fact", "note", "decision", "turn"]] = []
+    kinds: list[Literal["fact", "note", "decision", "turn", "episode"]] = []
     tags: list[str] = []
     since: str | None = None
     until: str | None = None
@@ -320,6 +324,8 @@ class SearchBody(BaseModel):
     mmr_lambda: float | None = Field(None, ge=0, le=1)
     threshold: float | None = Field(None, ge=0, le=1)
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    relevance_floor: float | None = Field(None, ge=0, le=1)
+    session_weight: float | None = Field(None, ge=0, le=1)
 
 
 class ReviewBody(BaseModel):
@@ -720,8 +726,6 @@ class Proxy:
         """After the HTTP server stopped: let the running upkeep finish (a few seconds), store the
         replies still waiting for the model, and take the vault lock so that no thread of this
         process is half way through a write when it leaves. Returns what to tell the user."""
-        from memvault.store.lock import vault_lock
-
         under_way = self.turns.stop(GRACE_UPKEEP)
         not_done = self.upkeep.stop(GRACE_UPKEEP)
         waiting = 0
@@ -732,7 +736,7 @@ class Proxy:
                 self.notice(f"memvault: warning: {exc}")
         stack = contextlib.ExitStack()
         try:  # held until the process is gone (the kernel releases it): no thread of ours is mid-write
-            stack.enter_context(vault_lock(self.vault.vault.lock_path, timeout=GRACE_LOCK, holder="serve (stopping)"))
+            stack.enter_context(self.vault.hold_lock(GRACE_LOCK, "serve (stopping)"))
         except (MemvaultError, OSError):
             pass
         said = "memvault serve: stopped"
@@ -806,13 +810,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         body: AddBody = checked(AddBody, await json_object(request))
         conversation = body.conversation_id or options.conversation
         if body.extract:
-            if body.kind != "fact":
-                raise ApiError(400, f"extract learns facts; it does not go with kind {body.kind!r}", "kind")
-            extra = [name for name in ("tags", "source", "rationale", "alternatives", "each_line", "allow_duplicate")
-                     if getattr(body, name)]
-            if extra:
-                raise ApiError(400, f"extract stores the facts it finds as they are; leave out {extra[0]}", extra[0])
-            learned = await blocking(vault.add_extracted, body.text, conversation=conversation)
+            vault.check_extract(body.kind, tags=body.tags, source=body.source, rationale=body.rationale,
+                                alternatives=body.alternatives, allow_duplicate=body.allow_duplicate)
+            learned = await blocking(vault.add_extracted, body.text, conversation=conversation,
+                                     each_line=body.each_line)
             return _json(learned.to_json())
         added = await blocking(vault.add, body.text, conversation=conversation, kind=body.kind, tags=body.tags,
                                source=body.source, rationale=body.rationale, alternatives=body.alternatives,
@@ -828,7 +829,8 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             vault.search, body.query, top_k=body.top_k, conversation=body.conversation_id or options.conversation,
             all_conversations=body.all_conversations, kinds=body.kinds or None, tags=body.tags, since=body.since,
             until=body.until, now=body.now, rerank=body.rerank, recency_weight=body.recency_weight,
-            mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever)
+            mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever,
+            relevance_floor=body.relevance_floor, session_weight=body.session_weight)
         return _json(outcome.to_json())
 
     @app.get("/v1/memories/review")
@@ -938,15 +940,13 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     The caller installs signals.stop_on_signals() first: a signal during the warm-up then raises
     signals.Stopped once the step under way is done (at once in a wait for the vault lock), and no
     request is served."""
-    from memvault.store import llm
-
     check_bind(options.host, options.api_key)
     started = files.utcnow()  # turns from before this moment that were never learned from are caught up
     # A request's threads (the event loop, the exchange's, the reply's store) hand the GIL to
     # each other many times; at Python's 5 ms switch interval a hand-off can wait that long.
     sys.setswitchinterval(SWITCH_INTERVAL)
     sock = listen(options.host, options.port)
-    for warm_up in (vault.warm, llm._lib):  # a stop signal meanwhile: the step under way ends, then Stopped
+    for warm_up in (vault.warm, vault.warm_llm):  # a stop signal meanwhile: the step under way ends, then Stopped
         if signals.requested.is_set():
             raise signals.Stopped()
         try:
@@ -967,7 +967,7 @@ def run(vault, options: ServeOptions, notice: Callable[[str], None]) -> None:
     settings = vault.settings
     if not signals.requested.is_set():
         notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
-               f"model {settings.llm_model} at {llm.display_url(settings.llm_base_url)})")
+               f"model {settings.llm_model} at {vault.llm_endpoint()})")
         server.run(sockets=[sock])
     said = proxy.stop()
     vault.close()

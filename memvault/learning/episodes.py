@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from memvault.store import files
 from memvault.store.files import Memory
+from memvault.learning.sessions import ended_at, open_turns  # where a chat and learning find the open episode
 
 BOUNDARIES = ("time-gap", "topic-shift", "session-clear", "import", "closed")
 # Topic shifts (bench/episode_boundaries.py on LoCoMo; bench/README.md, "Episodes"): the mean
@@ -144,29 +145,11 @@ def _time(memory: Memory, key: str) -> datetime | None:
         return None
 
 
-def ended_at(episode: Memory) -> datetime:
-    return _time(episode, "ended_at") or episode.created_at
-
-
 def answered_turns(vault, conversation: str) -> list[Memory]:
     """The conversation's live turns in order, without user turns whose reply never came."""
     from memvault.learning import sessions
 
     return [t for t in sessions._turns(vault, conversation) if not sessions.is_unanswered(t)]
-
-
-def open_turns(vault, conversation: str) -> list[Memory]:
-    """The turns after the newest episode's end: the open episode (with whatever closes later). Found
-    by file name (names sort by time: listing.newest), so a chat reads only the turns since then."""
-    from memvault.reading import listing
-    from memvault.learning import sessions
-
-    newest = listing.newest(vault.entries, conversation, limit=1, roles=("episode",))
-    last = ended_at(newest[0]) if newest else None
-    turns = listing.newest(vault.entries, conversation, limit=10 ** 9, roles=("user", "assistant"), since=last)
-    turns = [t for t in turns if (last is None or t.created_at > last) and not sessions.is_unanswered(t)]
-    turns.sort(key=lambda m: (m.created_at, 0 if m.role == "user" else 1, m.id))
-    return turns
 
 
 def turn_vectors(index, conversation: str, turns: list[Memory]) -> list:

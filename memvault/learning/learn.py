@@ -524,7 +524,7 @@ def unlearned_turns(vault, conversation: str | None = None, since: datetime | No
         if (since is None or turn.created_at >= since) and (before is None or turn.created_at < before):
             turns.append(turn)
     if vault.settings.extraction_mode == "predict-calibrate" and turns:
-        from memvault.learning.episodes import open_turns
+        from memvault.learning.sessions import open_turns
 
         waiting_for_close = {t.id for c in {t.conversation_id for t in turns} for t in open_turns(vault, c)}
         turns = [t for t in turns if t.id not in waiting_for_close]

@@ -152,3 +152,20 @@ def _time(record: Memory | None, key: str) -> datetime | None:
         return files.parse_time(record.extra[key])
     except ValueError:
         return None
+
+
+def ended_at(episode: Memory) -> datetime:
+    return _time(episode, "ended_at") or episode.created_at
+
+
+def open_turns(vault, conversation: str) -> list[Memory]:
+    """The turns after the newest episode's end: the open episode (with whatever closes later). Found
+    by file name (names sort by time: listing.newest), so a chat reads only the turns since then."""
+    from memvault.reading import listing
+
+    newest = listing.newest(vault.entries, conversation, limit=1, roles=("episode",))
+    last = ended_at(newest[0]) if newest else None
+    turns = listing.newest(vault.entries, conversation, limit=10 ** 9, roles=("user", "assistant"), since=last)
+    turns = [t for t in turns if (last is None or t.created_at > last) and not is_unanswered(t)]
+    turns.sort(key=lambda m: (m.created_at, 0 if m.role == "user" else 1, m.id))
+    return turns

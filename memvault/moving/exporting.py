@@ -58,7 +58,7 @@ def export(vault, output: Path | TextIO, *, conversations: list[str] | None, inc
         return result
     target = Path(output).expanduser()
     if target.is_dir():
-        raise UsageError(f"--output {target} is a folder; give a file name")
+        raise UsageError(f"output {target} is a folder; give a file name", params="output")
     directory = target.parent if str(target.parent) else Path(".")
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)

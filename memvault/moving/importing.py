@@ -165,8 +165,8 @@ def conversation_slug(prefix: str, title: str, source: str, original_id: str) ->
 
 def check_prefix(prefix: str) -> str:
     if prefix and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}", prefix):
-        raise UsageError(f"--conversation-prefix {prefix!r}: use at most 40 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
+        raise UsageError(f"conversation_prefix {prefix!r}: use at most 40 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit", params="conversation_prefix")
     return prefix
 
 

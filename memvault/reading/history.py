@@ -196,6 +196,23 @@ class _Commit:
         return found
 
 
+def id_resolver(vault):
+    """For `history(..., resolve=)`: the files that hold memories whose id starts with a prefix now
+    (by their front matter, whatever their names say), found through the index's record; git is
+    asked once, here, which files changed, for every id the story links."""
+    index = vault.index
+    changed = index.changed_paths()
+
+    def resolve(wanted: str) -> dict[str, list[str]]:
+        held: dict[str, list[str]] = {}
+        for memory in vault.read_all(index.id_candidates(wanted.lower(), changed)):
+            if memory.id.lower().startswith(wanted.lower()):
+                held.setdefault(memory.id, []).append(vault.relative(memory.path))
+        return held
+
+    return resolve
+
+
 def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None,
             max_changes: int | None = None, resolve=None) -> list[LogEntry]:
     """Newest first. `follow` is an id or unique prefix, traced through replacements.
@@ -209,7 +226,7 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
     since_args, since_time = [], None
     if since:
         try:  # ISO dates are compared exactly; git's own parser takes the rest ("2 weeks ago")
-            since_time = files.parse_time(since, "--since")
+            since_time = files.parse_time(since, "since")
         except ValueError:
             since_args.append(f"--since={since}")
     if follow:

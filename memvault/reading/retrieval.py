@@ -55,13 +55,13 @@ class Query:
                       relevance_floor: float | None = None, session_weight: float | None = None,
                       **options: Any) -> "Query":
         """A query with the settings' values where an option is None; options are checked like
-        settings (bounds named in the error), so a bad --recency-weight reads like a bad setting."""
+        settings (bounds named in the error), so a bad recency_weight reads like a bad setting."""
         from memvault.store.config import coerce
 
         def pick(name: str, value: Any, setting: str) -> Any:
             if value is None:
                 return getattr(settings, setting)
-            return coerce(setting, value, f"option --{name.replace('_', '-')}")
+            return coerce(setting, value, f"option {name}", param=name)
 
         return cls(text=text, top_k=pick("top_k", top_k, "default_top_k"),
                    recency_weight=pick("recency_weight", recency_weight, "recency_weight"),
@@ -443,9 +443,3 @@ def _one_line(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
-
-def read_summary(vault, conversation: str) -> str | None:
-    from memvault.learning.summaries import read_rolling_summary
-
-    memory = read_rolling_summary(vault, conversation)
-    return memory.text if memory else None

@@ -97,8 +97,18 @@ def _optional(name: str) -> bool:
     return "None" in str(FIELDS[name].type)
 
 
-def coerce(name: str, value: Any, origin: str) -> Any:
-    """Turn a raw value (TOML value or environment string) into the key's type, or fail clearly."""
+def coerce(name: str, value: Any, origin: str, param: str | None = None) -> Any:
+    """Turn a raw value (TOML value or environment string) into the key's type, or fail clearly.
+    param: the argument the value came in by, when it came by one (a face names it its own way)."""
+    try:
+        return _coerce(name, value, origin)
+    except SettingsError as exc:
+        if param is None:
+            raise
+        raise SettingsError(str(exc), params=param) from None
+
+
+def _coerce(name: str, value: Any, origin: str) -> Any:
     if name not in FIELDS:
         known = ", ".join(sorted(FIELDS))
         raise SettingsError(f"unknown setting '{name}' in {origin} (known: {known})")
@@ -175,7 +185,7 @@ def load_settings(
             values[name] = coerce(name, environ[env_key], f"environment variable {env_key}")
     for name, raw in (overrides or {}).items():
         if raw is not None:
-            values[name] = coerce(name, raw, f"option --{name.replace('_', '-')}")
+            values[name] = coerce(name, raw, f"option {name}", param=name)
     settings = Settings(**values)
     if settings.hard_decay_minutes < settings.soft_decay_minutes:
         raise SettingsError(

@@ -1,7 +1,7 @@
 """The vault as a git repository: init, one commit per command, history.
 
 Through GitPython: `Repo` for what it reads from the repository's files without starting git
-(HEAD, refs, config, remotes: see remote.py), and its `Git` command wrapper where one git
+(HEAD, refs, config, remotes: see moving/sync.py), and its `Git` command wrapper where one git
 process does the job, so that a write starts as few processes as it can: `git update-index`
 and `git commit --only` for a change to an existing vault (plus the two `git version` probes
 GitPython runs when it is imported). A command commits exactly the files it wrote or moved
@@ -182,14 +182,15 @@ def read_blob_bytes(root: Path, names: list[str]) -> dict[str, bytes | None]:
     return result
 
 
-def check_date(root: Path, text: str, option: str = "--since") -> None:
+def check_date(root: Path, text: str, option: str = "since") -> None:
     """Refuse a date git would not understand. git reads anything (`--since garbage` silently means
     "now"), so a text that comes back as the present moment without saying so is not a date."""
     status, out, _ = _run(root, "rev-parse", f"--since={text}")
     value = out.decode("ascii", "replace").strip().rpartition("=")[2]
     if status != 0 or not value.isdigit() or (
             abs(int(value) - time.time()) <= 2 and text.strip().lower() not in ("now", "today")):
-        raise UsageError(f"{option} {text!r} is not a date (try 2026-01-31, \"2 weeks ago\" or yesterday)")
+        raise UsageError(f"{option} {text!r} is not a date (try 2026-01-31, \"2 weeks ago\" or yesterday)",
+                         params=option)
 
 
 def head_sha(root: Path) -> str | None:

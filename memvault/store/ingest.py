@@ -1,7 +1,7 @@
-"""The write path: turning user input into memories in the vault.
-
-Plain `add` stores text verbatim; the LLM-driven path (extraction and
-reconciliation) builds on the same `store` function.
+"""Memories from the user's own words, stored as they are (`add`, `add --jsonl`, an import): the
+input checked and made into memories, the ones a live memory already holds word for word set apart
+(duplicates), and `store`, the one write of many memories in one commit. The other way in is
+learning (learning/learn.py): facts the LLM finds in what the user said, reconciled with what is known.
 """
 
 from __future__ import annotations
@@ -117,6 +117,21 @@ def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Mem
         yield memory
 
 
+def check_extract(kind: str = "fact", *, tags: Iterable[str] = (), source: str | None = None,
+                  rationale: str | None = None, alternatives: Iterable[str] = (),
+                  allow_duplicate: bool = False) -> None:
+    """The rules of adding with extract, in one place for every face: the LLM picks the facts and
+    stores them as facts, with nothing of the add's own (kind, tags, source, ...) to carry."""
+    if kind != "fact":
+        raise UsageError(f"extract learns facts; it does not go with kind {kind!r}", params=("extract", "kind"))
+    given = {"tags": list(tags or []), "source": source, "rationale": rationale,
+             "alternatives": list(alternatives or []), "allow_duplicate": allow_duplicate}
+    extra = [name for name, value in given.items() if value]
+    if extra:
+        raise UsageError(f"extract stores the facts it finds as they are; leave out {extra[0]} "
+                         "(or store the text as it is, without extract)", params=("extract", extra[0]))
+
+
 def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERSATION, kind: str = "fact",
                  tags: Iterable[str] | None = None, source: str | None = None, rationale: str | None = None,
                  alternatives: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
@@ -125,7 +140,8 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
     files.check_conversation_id(conversation)
     role = role_for_kind(kind)
     if kind != "decision" and (rationale or list(alternatives or [])):
-        raise UsageError("--rationale and --alternative are for decisions (--kind decision)")
+        raise UsageError("rationale and alternatives are for decisions (kind decision)",
+                         params=("rationale", "alternatives", "kind"))
     extra = extra_fields(kind, tags, source, rationale, alternatives)
     clash = sorted(set(meta or {}) & set(files.CORE_KEYS))
     if clash:
@@ -161,3 +177,51 @@ def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_con
         if then is not None:
             then(change)
     return change
+
+
+# -- duplicates: a text a live memory already holds word for word is not stored again -----------
+
+def without_duplicates(vault: Vault, memories: Iterable[Memory], duplicates: list) -> Iterator[Memory]:
+    """The memories whose exact text no live memory of their conversation and role holds (nor an
+    earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
+    from itertools import islice
+
+    from memvault.store.vault import INDEX_BATCH
+
+    held: dict[tuple[str, str], dict[str, Memory]] = {}
+    source = iter(memories)
+    while chunk := list(islice(source, INDEX_BATCH)):
+        found = duplicates_of(vault, chunk, held)
+        taken = {id(new) for new, _ in found}
+        duplicates.extend(found)
+        yield from (m for m in chunk if id(m) not in taken)
+
+def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
+    """(new, the live memory that already says it) for each new memory whose exact text is held by
+    a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
+    what earlier batches held or added, kept across calls)."""
+    from memvault.store import secret_scan
+
+    found: list[tuple[Memory, Memory]] = []
+    groups: dict[tuple[str, str], list[Memory]] = {}
+    # The text as it will be stored: a key added again every night is held by its placeholder
+    stored = {id(m): secret_scan.stored_text(vault, m.text) for m in memories}
+    for memory in memories:
+        groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
+    # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
+    # checked on the files, so a memory deleted by hand never swallows a new one.
+    index = vault.index if vault.exists() else None
+    for (conversation, role), group in groups.items():
+        held = held_by_group.setdefault((conversation, role), {})
+        fresh = [stored[id(m)] for m in group if stored[id(m)] not in held]
+        rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
+        for text, row in rows.items():
+            memory = files.still_live(vault.root, vault.root / row["path"], row["id"], text)
+            if memory is not None:
+                held[text] = memory
+        for memory in group:
+            if stored[id(memory)] in held:
+                found.append((memory, held[stored[id(memory)]]))
+            else:
+                held[stored[id(memory)]] = memory  # a second copy in the same add is a duplicate too
+    return found

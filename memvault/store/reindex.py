@@ -7,6 +7,7 @@ watch loop.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -143,38 +144,153 @@ def watch(vault: Vault, on_report: Callable[[SyncReport], None], debounce: float
     Editors that save through a temp file and a rename produce a burst of events;
     waiting for `debounce` seconds of quiet turns each burst into one sync.
     """
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers import Observer
-
     stop = stop or threading.Event()
-    pending = threading.Event()
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event):
-            if event.event_type in ("opened", "closed_no_write"):
-                return  # a read (this very sync's, an editor's, a backup's) is not a change
-            for name in (getattr(event, "src_path", ""), getattr(event, "dest_path", "")):
-                if name and (str(name).endswith(".md") or getattr(event, "is_directory", False)) \
-                        and not Path(str(name)).name.startswith("."):
-                    pending.set()
-
     vault.create()
     on_report(reindex(vault))
-    observer = Observer()
-    observer.schedule(Handler(), str(vault.entries), recursive=True)
-    observer.start()
+    folder = FolderWatch(vault, sidecar=False)
+    folder.take_changes()  # its first "walk everything": the reindex above did
     if on_start is not None and not stop.is_set():
         on_start()
     try:
         while not stop.is_set():
-            if not pending.wait(timeout=0.2):
+            if not folder.noted.wait(timeout=0.2):
                 continue
-            while pending.is_set():  # debounce: wait for a quiet spell
-                pending.clear()
+            while folder.noted.is_set():  # debounce: wait for a quiet spell
+                folder.noted.clear()
                 time.sleep(debounce)
-            on_report(reindex(vault))
+            if _worth_a_sync(folder.take_changes()):
+                on_report(reindex(vault))
     except KeyboardInterrupt:
         pass
     finally:
-        observer.stop()
-        observer.join(timeout=5)
+        folder.stop()
+
+
+def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threading.Lock,
+                say: Callable[[str], None]):
+    """The index, in step with the files before a read: the read policy of every search (docs/design.md,
+    "Reading while others write"). Synced here unless another process is writing right now (then read
+    as it is: that process is syncing it), except when there is no index state yet (a build or rebuild
+    is under way: wait for it). A read-only vault is read as it is. With a watcher (open_vault's
+    watch=True), only what changed since the last read is looked at: the files the folder's events
+    named, or every file after a folder was created, moved or removed. read_lock: one sync at a time
+    in this process; say: the notices (skipped files, adopted notes, a read-only vault)."""
+    import errno
+
+    from memvault.store.lock import vault_lock
+
+    index = vault.index
+    if not vault.root.is_dir():
+        return index  # no vault yet: nothing to read, and reading creates nothing
+    changes = watcher.take_changes() if watcher is not None else None
+    if watcher is not None and changes is None:
+        return index
+    paths = None if changes is None or changes.walk or not index.state_path.exists() else changes.paths
+    with read_lock:
+        try:
+            vault.sidecar.mkdir(exist_ok=True)
+            with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
+                report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
+                    if got else None
+            if not got and changes is not None:
+                watcher.put_back(changes)  # the writer syncs its own files, not the hand edits
+            if not got and not index.state_path.exists():
+                with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
+                                holder="search (index sync)", on_wait=vault.notice):
+                    report = index.catch_up()
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            say(f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
+            return index
+        if watcher is not None:
+            index.refresh()  # rows another process added since the table was opened
+    if report is not None:
+        for problem in report.skipped:
+            say(f"memvault: skipped {problem}")
+        if report.adopted:
+            say(f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
+                      "`memvault reindex` adds their front matter")
+    return index
+
+
+def _worth_a_sync(changes: "Changes | None") -> bool:
+    """A memory file changed, or a folder came, moved or went; not a read, nor a dot-file (an
+    editor's swap file)."""
+    if changes is None:
+        return False
+    return changes.walk or any(p.suffix == ".md" and not p.name.startswith(".") for p in changes.paths)
+
+
+@dataclass
+class Changes:
+    """What the folder's events said since the last read: the files named, or that a folder was
+    created, moved or removed (its files were not named one by one: every file must be looked at)."""
+
+    paths: set = dataclasses.field(default_factory=set)
+    walk: bool = False
+
+
+class FolderWatch:
+    """File-system events under the vault (watchdog), the package's one folder watcher: they tell
+    a warm process its index may lag (a hand edit, a `git pull`, another process's write: its files,
+    and with sidecar its state.db), and `memvault reindex --watch` when to sync. `noted` is set at
+    each change noted."""
+
+    def __init__(self, vault, sidecar: bool = True):
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self._lock = threading.Lock()
+        self.noted = threading.Event()
+        self._changes: Changes | None = Changes(walk=True)  # the first read syncs everything
+        watch = self
+
+        class Entries(FileSystemEventHandler):
+            def on_any_event(self, event):
+                if event.event_type in ("opened", "closed", "closed_no_write"):  # reads and our own writes' closes
+                    return
+                if event.is_directory:
+                    if event.event_type != "modified":  # a file in it changed: that file has its own event
+                        watch._note(walk=True)
+                    return
+                watch._note(event.src_path, getattr(event, "dest_path", "") or None)
+
+        class Sidecar(FileSystemEventHandler):  # only state.db: the lock file changes on every read
+            def on_any_event(self, event):
+                names = (getattr(event, "dest_path", "") or "", event.src_path or "")
+                if any(Path(str(name)).name == "state.db" for name in names) \
+                        and event.event_type not in ("opened", "closed", "closed_no_write"):
+                    watch._note()  # another process indexed: see its rows (its files have events too)
+
+        vault.root.mkdir(parents=True, exist_ok=True)
+        for folder in (vault.entries, vault.sidecar):
+            folder.mkdir(exist_ok=True)
+        self._observer = Observer()
+        self._observer.schedule(Entries(), str(vault.entries), recursive=True)
+        if sidecar:
+            self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False)
+        self._observer.daemon = True
+        self._observer.start()
+
+    def _note(self, *paths: str | None, walk: bool = False) -> None:
+        with self._lock:
+            if self._changes is None:
+                self._changes = Changes()
+            self._changes.paths.update(Path(str(p)) for p in paths if p)
+            self._changes.walk |= walk
+        self.noted.set()
+
+    def take_changes(self) -> "Changes | None":
+        """What changed since the last call (None: nothing)."""
+        with self._lock:
+            changes, self._changes = self._changes, None
+            return changes
+
+    def put_back(self, changes: "Changes") -> None:
+        """Changes a read could not sync (another process held the lock): for the next read."""
+        self._note(*changes.paths, walk=changes.walk)
+
+    def stop(self) -> None:
+        self._observer.stop()
+        self._observer.join(timeout=5)

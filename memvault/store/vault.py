@@ -217,13 +217,14 @@ class Vault:
             paths = files.walk_entries_under(base_dir, include_deleted) if base_dir.is_dir() else iter(())
         else:
             paths = files.walk_entries(base, include_deleted)
-        for memory in self._read_all(paths, on_error):
+        for memory in self.read_all(paths, on_error):
             if role_set and memory.role not in role_set:
                 continue
             yield memory
 
-    def _read_all(self, paths: Iterable[Path], on_error: Callable[[MemoryFileError], None] | None = None
-                  ) -> Iterator[Memory]:
+    def read_all(self, paths: Iterable[Path], on_error: Callable[[MemoryFileError], None] | None = None
+                 ) -> Iterator[Memory]:
+        """The memories of these files, in order; a file that cannot be read is left out (on_error)."""
         for path in paths:
             try:
                 memory, _adopted = files.read_memory(path, self.root)
@@ -245,7 +246,7 @@ class Vault:
         candidates = self.index.id_candidates(needle)
         if not include_deleted:
             candidates = [p for p in candidates if not files.is_deleted_path(Path(self.relative(p)))]
-        matches = [m for m in self._read_all(candidates) if m.id.lower().startswith(needle)]
+        matches = [m for m in self.read_all(candidates) if m.id.lower().startswith(needle)]
         live = [m for m in matches if not m.is_deleted]
         pool = live or matches
         ids = {m.id for m in pool}
