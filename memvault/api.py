@@ -20,7 +20,6 @@ read without walking every file before each one.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -184,7 +183,7 @@ class Memvault:
 
             self._watcher = FolderWatch(vault)
         self._read_lock = threading.Lock()  # one index sync at a time in this process
-        self._llm_rerank_failed = False  # said once
+        self._llm_orderer = None  # made on first use: llm_rerank imports pydantic
 
     # -- the vault -------------------------------------------------------------------------
     @property
@@ -937,54 +936,20 @@ class Memvault:
     def _run_search(self, query):
         import time
 
-        from memvault.reading.retrieval import load_reranker, search
+        from memvault.reading.retrieval import read
 
         self._vault.require_existing()
         started = time.perf_counter()
         index = self._fresh_index()
-        synced = time.perf_counter()
-        notes: list[str] = []
-        reranker = load_reranker(self.settings, warn=notes.append) if query.rerank else None
-        loaded = time.perf_counter()
-        by_llm = self.settings.llm_rerank and query.rerank and reranker is None
-        if by_llm:  # the LLM reads more than top_k results, then top_k are kept
-            from memvault.reading.llm_rerank import DEPTH
+        return read(index, query, self.settings, self._say, self._llm_order, sync_seconds=time.perf_counter() - started)
 
-            wide = dataclasses.replace(query, top_k=max(query.top_k, DEPTH))
-            outcome = search(index, wide, None, notes[0] if notes else None)
-            asked = time.perf_counter()
-            outcome.results = self._llm_rerank(query.text, outcome.results)[:query.top_k]
-            outcome.llm_reranked = bool(outcome.results)
-            outcome.timings["llm_rerank"] = time.perf_counter() - asked
-        else:
-            outcome = search(index, query, reranker, notes[0] if notes else None)
-        if outcome.results:
-            from memvault.learning.episodes import annotate
+    def _llm_order(self, question: str, results: list) -> list:
+        """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""
+        if self._llm_orderer is None:
+            from memvault.reading.llm_rerank import LLMOrder
 
-            annotate(index, outcome.results)  # each result's episode, for --json and the grouped prompt block
-        outcome.timings = {"sync": synced - started, "reranker": loaded - synced, **outcome.timings}
-        # A missing reranker is said once per vault (and again when the reason changes); the outcome
-        # keeps the note for those who ask (`search --explain`, `-v`, `models`).
-        if notes and index.remember_notice("reranker", notes[0]):
-            self._say(f"memvault: {notes[0]}")
-            outcome.note_shown = True
-        return outcome
-
-    def _llm_rerank(self, question: str, results: list) -> list:
-        """The results in the LLM's order (setting llm_rerank); in their own order, said once on
-        stderr, when the LLM cannot be reached."""
-        from memvault.store.llm import LLMConfig, LLMError
-        from memvault.reading.llm_rerank import rerank
-
-        if not results:
-            return results
-        try:
-            return rerank(LLMConfig.from_settings(self.settings), question, results)
-        except LLMError as exc:
-            if not self._llm_rerank_failed:
-                self._say(f"memvault: llm_rerank: {exc}; results in their own order")
-                self._llm_rerank_failed = True
-            return results
+            self._llm_orderer = LLMOrder(self.settings, self._say)
+        return self._llm_orderer(question, results)
 
     def _fresh_index(self):
         """The index, in step with the files before a read (store/reindex.py, fresh_index)."""

@@ -438,36 +438,6 @@ def close(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[],
 # -- reading: results with their episode -----------------------------------------------------------
 
 
-def annotate(index, results: list) -> None:
-    """Set `result.episode` (id, title, narrative, started_at) on each search result that belongs to
-    an episode: an episode itself; a fact through its `episode_id` (predict-calibrate) or the turn it
-    was learned from; a turn through the episode's `turn_ids`. Only conversations with an episodes
-    folder are looked up (one index query each)."""
-    import json
-
-    conversations = {r.conversation_id for r in results}
-    by_id: dict[str, dict] = {}
-    by_turn: dict[str, dict] = {}
-    for conversation in conversations:
-        if not (index.root / files.ENTRIES / files.conversation_slug(conversation) / "episodes").is_dir():
-            continue
-        for row in index.rows(["id", "text", "meta"], ("episode",), conversation):
-            meta = json.loads(row["meta"] or "{}")
-            info = {"id": row["id"], "title": meta.get("title") or "", "narrative": row["text"],
-                    "started_at": meta.get("started_at")}
-            by_id[row["id"]] = info
-            for turn_id in meta.get("turn_ids") or []:
-                by_turn[str(turn_id)] = info
-    if not by_id:
-        return
-    for result in results:
-        if result.role == "episode":
-            result.episode = by_id.get(result.id)
-        else:
-            result.episode = (by_id.get(str(result.meta.get("episode_id") or "")) or
-                              by_turn.get(str(result.meta.get("learned_from") or "")) or by_turn.get(result.id))
-
-
 # -- rebuilding ------------------------------------------------------------------------------------
 
 

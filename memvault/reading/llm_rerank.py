@@ -41,3 +41,24 @@ def rerank(cfg, question: str, results: list) -> list:
     for rank, index in enumerate(order, 1):
         head[index].scores["llm_rank"] = rank
     return [head[i] for i in order] + [r for i, r in enumerate(head) if i not in order] + results[DEPTH:]
+
+
+class LLMOrder:
+    """The results in the LLM's order (setting llm_rerank); in their own order, said once on stderr,
+    when the LLM cannot be reached."""
+
+    def __init__(self, settings, say):
+        self.settings, self.say, self.failed = settings, say, False
+
+    def __call__(self, question: str, results: list) -> list:
+        from memvault.store.llm import LLMConfig, LLMError
+
+        if not results:
+            return results
+        try:
+            return rerank(LLMConfig.from_settings(self.settings), question, results)
+        except LLMError as exc:
+            if not self.failed:
+                self.say(f"memvault: llm_rerank: {exc}; results in their own order")
+                self.failed = True
+            return results

@@ -83,7 +83,7 @@ class Result:
     vector: Any = field(repr=False, default=None)
     scores: dict[str, Any] = field(default_factory=dict)
     # The episode the memory belongs to (an episode: itself): id, title, narrative, started_at
-    # (episodes.annotate; docs/design.md, "Episodes").
+    # (annotate_episodes; docs/design.md, "Episodes").
     episode: dict[str, Any] | None = None
 
     @property
@@ -398,6 +398,70 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold)
+
+
+def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
+         sync_seconds: float = 0.0) -> SearchOutcome:
+    """The read path after the index is in step (Memvault.search): the reranker where one is
+    available, else the LLM's order (setting llm_rerank) over a wider set of which top_k are kept,
+    else none; each result's episode; timings. A missing reranker is said once per vault (and again
+    when the reason changes); the outcome keeps the note for those who ask (`search --explain`, `-v`)."""
+    import dataclasses
+    import time
+
+    started = time.perf_counter()
+    notes: list[str] = []
+    reranker = load_reranker(settings, warn=notes.append) if query.rerank else None
+    loaded = time.perf_counter()
+    if settings.llm_rerank and query.rerank and reranker is None:  # the LLM reads more, top_k are kept
+        from memvault.reading.llm_rerank import DEPTH
+
+        wide = dataclasses.replace(query, top_k=max(query.top_k, DEPTH))
+        outcome = search(index, wide, None, notes[0] if notes else None)
+        asked = time.perf_counter()
+        outcome.results = llm_order(query.text, outcome.results)[:query.top_k]
+        outcome.llm_reranked = bool(outcome.results)
+        outcome.timings["llm_rerank"] = time.perf_counter() - asked
+    else:
+        outcome = search(index, query, reranker, notes[0] if notes else None)
+    if outcome.results:
+        annotate_episodes(index, outcome.results)  # for --json and the grouped prompt block
+    outcome.timings = {"sync": sync_seconds, "reranker": loaded - started, **outcome.timings}
+    if notes and index.remember_notice("reranker", notes[0]):
+        say(f"memvault: {notes[0]}")
+        outcome.note_shown = True
+    return outcome
+
+
+def annotate_episodes(index, results: list) -> None:
+    """Set `result.episode` (id, title, narrative, started_at) on each search result that belongs to
+    an episode: an episode itself; a fact through its `episode_id` (predict-calibrate) or the turn it
+    was learned from; a turn through the episode's `turn_ids`. Only conversations with an episodes
+    folder are looked up (one index query each)."""
+    import json
+
+    conversations = {r.conversation_id for r in results}
+    by_id: dict[str, dict] = {}
+    by_turn: dict[str, dict] = {}
+    for conversation in conversations:
+        if not (index.root / files.ENTRIES / files.conversation_slug(conversation) / "episodes").is_dir():
+            continue
+        for row in index.rows(["id", "text", "meta"], ("episode",), conversation):
+            meta = json.loads(row["meta"] or "{}")
+            info = {"id": row["id"], "title": meta.get("title") or "", "narrative": row["text"],
+                    "started_at": meta.get("started_at")}
+            by_id[row["id"]] = info
+            for turn_id in meta.get("turn_ids") or []:
+                by_turn[str(turn_id)] = info
+    if not by_id:
+        return
+    for result in results:
+        if result.role == "episode":
+            result.episode = by_id.get(result.id)
+        else:
+            result.episode = (by_id.get(str(result.meta.get("episode_id") or "")) or
+                              by_turn.get(str(result.meta.get("learned_from") or "")) or by_turn.get(result.id))
+
 
 
 def load_reranker(settings, warn: Callable[[str], None] | None = None):
