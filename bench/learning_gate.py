@@ -26,6 +26,11 @@ names it kept before the statement), `none`.
 --extract-only stops after extraction (one call per message that reaches the model): created and
 learned are measured, replaced is not (a cheaper baseline when the shared model is slow).
 
+--rules-only runs no model and opens no vault: per kind, the messages whose statement part
+(statements.statement_part, what extraction would be sent) is not empty, and for the messages with
+something to learn, those whose statement part still holds a keyword; and the rules' cost per
+message. A message with nothing to learn that reaches the model is where a wrong fact can start.
+
 --gate picks what runs before extraction: `product` (the rules of memvault/learning/statements.py; what
 ships), `model` (the rules, then the model's own yes/no "does this tell anything lasting?" with
 its token probabilities, stopping at p(no) >= 0.5: measured, not shipped), `none` (extraction on
@@ -35,6 +40,7 @@ Start the local model first:
     ../shared/llm/local-llm.sh start && eval "$(../shared/llm/local-llm.sh env)"
 usage: bench/learning_gate.py [--gate product|model|none] [--set tuning|heldout|exact]
                               [--referents resolve|context|none] [--extract-only] [--json OUT]
+       bench/learning_gate.py --rules-only [--set ...]
 """
 
 from __future__ import annotations
@@ -114,6 +120,47 @@ def extract_after_model_gate(cfg: LLMConfig, user_text: str) -> list[str]:
 PRODUCT_EXTRACT = extraction.extract_facts
 
 
+def rules_only(rows: list[dict], source: Path) -> int:
+    """What the statement rules alone send to the model, per kind, and what they cost."""
+    by_kind: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        part = statements.statement_part(row["text"])
+        reaches = bool(part) and not extraction.is_small_talk(part)
+        stats = by_kind[row["kind"]]
+        stats["messages"] += 1
+        stats["reaches"] += reaches
+        kept = reaches and any(k in part.lower() for k in row.get("keywords", []))
+        stats["keeps"] += kept
+        if reaches and row["kind"] in NOTHING_TO_LEARN:
+            print(f"  {row['kind']:<22} REACHES {row['text']!r} -> {part!r}", file=sys.stderr)
+        elif row["kind"] in LEARNABLE and not kept:
+            print(f"  {row['kind']:<22} LOST    {row['text']!r} -> {part!r}", file=sys.stderr)
+    texts = [row["text"] for row in rows]
+    rounds = 20
+    for text in texts:  # once first: the patterns compiled, the modules warm
+        extraction.is_small_talk(statements.statement_part(text))
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for text in texts:
+            extraction.is_small_talk(statements.statement_part(text))
+    per_message = (time.perf_counter() - started) / (rounds * len(texts))
+    print(f"statement rules only (no model), {source.name} ({len(rows)} messages), commit {git_commit()}, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"{'kind':<22} {'msgs':>4} {'reach the model':>15} {'keyword kept':>12}")
+    quiet = [k for k in NOTHING_TO_LEARN if k in by_kind]
+    for kind in (*quiet, *(k for k in LEARNABLE if k in by_kind)):
+        s = by_kind[kind]
+        kept = "" if kind in NOTHING_TO_LEARN else f"{s['keeps']}/{s['messages']}"
+        print(f"{kind:<22} {s['messages']:>4} {s['reaches']:>15} {kept:>12}")
+    reached = sum(by_kind[k]["reaches"] for k in quiet)
+    quiet_messages = sum(by_kind[k]["messages"] for k in quiet)
+    learnable = [k for k in LEARNABLE if k in by_kind]
+    print(f"nothing to learn, reaching the model: {reached} of {quiet_messages}; something to learn, statement "
+          f"kept with its keyword: {sum(by_kind[k]['keeps'] for k in learnable)} of "
+          f"{sum(by_kind[k]['messages'] for k in learnable)}; rules {per_message * 1e6:.0f} us per message")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gate", choices=("product", "model", "none"), default="product")
@@ -124,7 +171,12 @@ def main() -> int:
     ap.add_argument("--extract-only", action="store_true", help="no reconciliation: replaced is not measured")
     ap.add_argument("--messages", help="a JSON-lines file of messages (default: the tuning or held-out set)")
     ap.add_argument("--json", help="write every message's outcome here")
+    ap.add_argument("--rules-only", action="store_true", help="no model: what the statement rules send to it")
     args = ap.parse_args()
+    if args.rules_only:
+        source = Path(args.messages or HERE / SETS["heldout" if args.heldout else args.set])
+        statements.REFERENTS = args.referents
+        return rules_only([json.loads(line) for line in source.read_text().splitlines() if line.strip()], source)
     if not os.environ.get("MEMVAULT_LLM_BASE_URL"):
         print('set the LLM first: eval "$(../shared/llm/local-llm.sh env)"', file=sys.stderr)
         return 2
@@ -148,7 +200,10 @@ def main() -> int:
     llm._completion = counted
 
     vault_dir = Path(tempfile.mkdtemp(prefix="memvault-gate-"))
-    vault = memvault.open_vault(vault_dir, enable_summarization=False)
+    # The shared server has one slot: a request queued behind others' is not a failure (120 s, the default,
+    # turned one message into an error at load 20). MEMVAULT_LLM_TIMEOUT still wins when set.
+    timeout = {} if os.environ.get("MEMVAULT_LLM_TIMEOUT") else {"llm_timeout": 1800}
+    vault = memvault.open_vault(vault_dir, enable_summarization=False, **timeout)
     stored = vault.add(KNOWN, conversation="bench")
     text_of = {m.id: m.text for m in stored}
     cfg = LLMConfig.from_settings(vault.settings)
