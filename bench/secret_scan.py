@@ -182,7 +182,7 @@ def cost(texts: list[str]) -> dict:
 
 def first_use() -> float:
     """Import detect-secrets and build the plugins, in a fresh process (median of 5)."""
-    code = ("import time; t = time.perf_counter(); from memvault import secret_scan; secret_scan.scan('hello'); "
+    code = ("import time; t = time.perf_counter(); from memvault.store import secret_scan; secret_scan.scan('hello'); "
             "print(time.perf_counter() - t)")
     runs = [float(subprocess.run([sys.executable, "-c", code], env=with_this_checkout(dict(os.environ)),
                                  capture_output=True, text=True, check=True).stdout) for _ in range(5)]
@@ -214,7 +214,7 @@ def push_check(workdir: Path, turns: list[str], size: int) -> dict:
     lines = "".join(json.dumps({"text": t, "conversation_id": "locomo"}) + "\n" for t in turns[:size])
     subprocess.run([sys.executable, "-m", "memvault", "-q", "add", "--jsonl", "-"], input=lines, text=True, env=env,
                    check=True, capture_output=True)
-    code = ("import time, memvault; from memvault import gitrepo, scrub; v = memvault.open_vault()._vault; "
+    code = ("import time, memvault; from memvault.store import gitrepo; from memvault.changing import scrub; v = memvault.open_vault()._vault; "
             "h = gitrepo.head_sha(v.root); t = time.perf_counter(); f = scrub.secrets_to_push(v, h, None); "
             "print(time.perf_counter() - t, len(f))")
     runs = []

@@ -196,7 +196,7 @@ def test_progress_bars_only_on_a_terminal_without_no_color_or_quiet(monkeypatch)
 
 
 def test_third_party_progress_bars_are_off_when_progress_is(tmp_path):
-    code = "import os; from memvault import term; term.configure(); print(os.environ.get('TQDM_DISABLE'))"
+    code = "import os; from memvault.faces import term; term.configure(); print(os.environ.get('TQDM_DISABLE'))"
     env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.stdout.strip() == "1"

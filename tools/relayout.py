@@ -24,7 +24,8 @@ MOVES = {
     **{m: f"reading.{m}" for m in ("retrieval", "ranking", "llm_rerank", "listing", "history", "browse")},
     **{m: f"learning.{m}" for m in ("learn", "extraction", "statements", "prompts", "episodes", "summaries",
                                      "sessions", "consolidate", "chat")},
-    **{m: f"changing.{m}" for m in ("manage", "undo", "review")},
+    **{m: f"changing.{m}" for m in ("manage", "undo", "review", "scrub")},
+    "secret_scan": "store.secret_scan",  # issue 31: what every write of the store withholds
     **{m: f"moving.{m}" for m in ("importing", "import_formats", "jsonstream", "exporting", "merge")},
     "remote": "moving.sync",  # `memvault sync`: with a git remote
 }
