@@ -553,11 +553,14 @@ class Memvault:
 
     def prompt_block(self, outcome, conversation: str = DEFAULT_CONVERSATION) -> str:
         """The block a chat sends the model before the user's message: the conversation's rolling
-        summary and the results, labelled as background context, never instructions."""
+        summary and the results, labelled as background context, never instructions; dated, today
+        being the search's clock (`now`)."""
         from memvault.reading.retrieval import injection_block
+        from memvault.learning.summaries import written_at
 
         summary = self.summary(conversation)
-        return injection_block(outcome.results, summary.text if summary else None)
+        return injection_block(outcome.results, summary.text if summary else None,
+                               today=getattr(outcome, "now", None), summary_written=written_at(summary))
 
     def summary(self, conversation: str = DEFAULT_CONVERSATION) -> Memory | None:
         """The conversation's rolling summary, if it has one."""
