@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -430,6 +431,13 @@ def test_the_memory_api_answers_in_the_shapes_of_the_cli_json(proxy):
     assert proxy.http("GET", f"/v1/memories/{row['id']}").json()["deleted"] is True
     after = proxy.http("POST", "/v1/memories/search", json={"query": "Postgres billing", "conversation_id": "work"})
     assert row["id"] not in [r["id"] for r in after.json()]
+    # As of just before the removal (issue 29) it was there, live; before it was added, it was not.
+    moment = (datetime.fromisoformat(gone["meta"]["deleted_at"]) - timedelta(microseconds=1)).isoformat()
+    then = proxy.http("POST", "/v1/memories/search", json={"query": "Postgres billing", "conversation_id": "work",
+                                                            "as_of": moment}).json()
+    assert [r["id"] for r in then] == [row["id"]]
+    assert proxy.http("GET", f"/v1/memories/{row['id']}", params={"as_of": moment}).json()["deleted"] is False
+    assert proxy.http("GET", f"/v1/memories/{row['id']}", params={"as_of": "2000-01-01"}).status_code == 404
     assert subjects(vault)[0].startswith("memvault rm: ")
     proxy.fake.push(facts("The user moved to Lisbon"))
     learned = proxy.http("POST", "/v1/memories", json={"text": "I moved to Lisbon last month", "extract": True,

@@ -43,6 +43,7 @@ class Query:
     since: datetime | None = None
     until: datetime | None = None
     now: datetime | None = None
+    as_of: datetime | None = None  # search what the vault held then (as_of.py); the clock defaults to it
     rerank: bool = True
     use_dense: bool = True
     use_bm25: bool = True
