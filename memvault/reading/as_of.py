@@ -32,6 +32,10 @@ class HeldIndex:
     def table(self, create: bool = False):
         return self._table
 
+    def rows(self, columns, roles=None, conversation=None):
+        """The snapshot's rows (so an episode written after the moment heads no result)."""
+        return type(self._index).rows(self, columns, roles, conversation)
+
     def __getattr__(self, name):
         return getattr(self._index, name)
 
