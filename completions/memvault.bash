@@ -172,10 +172,10 @@ _memvault() {
             ;;
         log)
             case $prev in
-                -n|--max-count|--since) :; return ;;
+                -n|--max-count|--since|--until) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--help --json --max-count --since -h -n' -- "$cur"
+                _memvault_compgen -W '--help --json --max-count --since --until -h -n' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
             fi

@@ -165,6 +165,7 @@ complete -c memvault -n '__memvault_using_command learn' -l json -d 'Print what 
 
 complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d 'Show at most N commits'
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'
+complete -c memvault -n '__memvault_using_command log' -l until -x -d 'Only commits before this date (git syntax)'
 complete -c memvault -n '__memvault_using_command log' -l json -d 'Print the history as JSON'
 complete -c memvault -n '__memvault_using_command log' -a '(__memvault_ids all)'
 

@@ -585,7 +585,7 @@ class Memvault:
         return read_rolling_summary(self._vault, conversation)
 
     def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None,
-            max_changes: int | None = None):
+            until: str | None = None, max_changes: int | None = None):
         """The history of memory changes, newest first, from git (hand commits too); with an id,
         the story of that memory, through its replacements. Returns history.LogEntry items.
         max_changes: list at most this many changes of one commit (`changes_total` counts them
@@ -603,14 +603,15 @@ class Memvault:
             if id_or_prefix is not None:
                 raise NotFound(f"no memory with id {id_or_prefix!r} in the history")
             return []  # nothing committed yet (a watching server made the folders, or files came by hand)
-        if since is not None:
-            try:
-                files.parse_time(since)  # an ISO date is compared exactly
-            except ValueError:
-                gitrepo.check_date(self.root, since)
+        for option, value in (("since", since), ("until", until)):
+            if value is not None:
+                try:
+                    files.parse_time(value)  # an ISO date is compared exactly
+                except ValueError:
+                    gitrepo.check_date(self.root, value, option)
         if id_or_prefix is None:
-            return history(self.root, limit=limit, since=since, max_changes=max_changes)
-        return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
+            return history(self.root, limit=limit, since=since, until=until, max_changes=max_changes)
+        return history(self.root, limit=limit, since=since, until=until, follow=id_or_prefix, max_changes=max_changes,
                        resolve=id_resolver(self._vault))
 
     def log_for_model(self, id_or_prefix: str | None = None, *, limit: int | None = None,

@@ -126,12 +126,13 @@ LOG = Request(
         "id_or_prefix": "Follow one memory (id or unique prefix).",
         "limit": "At most this many commits.",
         "since": "Only commits after this date (git syntax).",
+        "until": "Only commits before this date (git syntax).",
         "max_changes": "At most this many changes shown per commit.",
     },
     where={"cli": "memvault log", "mcp": "memory_history"},
     names={"cli": {"id_or_prefix": "memory_id", "limit": "max_count"}, "mcp": {"id_or_prefix": "id"}},
     left_out={"cli": {"max_changes": "-v and --json show every change, else the first few"},
-              "mcp": {"since": "an agent pages by limit", "max_changes": "the tool shows a fixed number"}},
+              "mcp": {"since": "an agent pages by limit", "until": "an agent pages by limit", "max_changes": "the tool shows a fixed number"}},
     own={"cli": ("ctx", "json_output")},
 )
 

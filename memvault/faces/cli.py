@@ -373,6 +373,7 @@ def log(
                                               autocompletion=complete_memory_id),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
+    until: Optional[str] = typer.Option(None, "--until", help="Only commits before this date (git syntax)."),
     json_output: bool = json_option("Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git.
@@ -380,7 +381,7 @@ def log(
     Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     every = json_output or state.json or state.verbose
-    entries = state.open().log(memory_id, limit=max_count, since=since,
+    entries = state.open().log(memory_id, limit=max_count, since=since, until=until,
                                max_changes=None if every else LOG_CHANGES_SHOWN)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
