@@ -172,10 +172,10 @@ _memvault() {
             ;;
         log)
             case $prev in
-                -n|--max-count|--since) :; return ;;
+                -n|--max-count|--since|--until) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--help --json --max-count --since -h -n' -- "$cur"
+                _memvault_compgen -W '--help --json --max-count --since --until -h -n' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
             fi
@@ -184,10 +184,10 @@ _memvault() {
             case $prev in
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
-                -t|--tag|--since|--until|-n|--max-count) :; return ;;
+                -t|--tag|--since|--until|-n|--max-count|--as-of) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--all-conversations --conversation --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
+                _memvault_compgen -W '--all-conversations --as-of --conversation --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
             fi
             ;;
         mcp)
@@ -245,7 +245,7 @@ _memvault() {
             ;;
         search)
             case $prev in
-                -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight) :; return ;;
+                -k|--top-k|-t|--tag|--since|--until|--now|--as-of|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight) :; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
                 --retriever) _memvault_compgen -W 'hybrid dense bm25' -- "$cur"; return ;;
@@ -253,7 +253,7 @@ _memvault() {
                 --queries) _memvault_files; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--all-conversations --conversation --explain --format --help --json --kind --mmr-lambda --no-rerank --now --queries --recency-weight --relevance-floor --retriever --session-weight --since --tag --threshold --top-k --until -a -c -h -k -t' -- "$cur"
+                _memvault_compgen -W '--all-conversations --as-of --conversation --explain --format --help --json --kind --mmr-lambda --no-rerank --now --queries --recency-weight --relevance-floor --retriever --session-weight --since --tag --threshold --top-k --until -a -c -h -k -t' -- "$cur"
             fi
             ;;
         serve)
@@ -266,8 +266,11 @@ _memvault() {
             fi
             ;;
         show)
+            case $prev in
+                --as-of) :; return ;;
+            esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--help --json --raw -h' -- "$cur"
+                _memvault_compgen -W '--as-of --help --json --raw -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids all)" -- "$cur"
             fi

@@ -165,6 +165,7 @@ complete -c memvault -n '__memvault_using_command learn' -l json -d 'Print what 
 
 complete -c memvault -n '__memvault_using_command log' -s n -l max-count -x -d 'Show at most N commits'
 complete -c memvault -n '__memvault_using_command log' -l since -x -d 'Only commits after this date (git syntax)'
+complete -c memvault -n '__memvault_using_command log' -l until -x -d 'Only commits before this date (git syntax)'
 complete -c memvault -n '__memvault_using_command log' -l json -d 'Print the history as JSON'
 complete -c memvault -n '__memvault_using_command log' -a '(__memvault_ids all)'
 
@@ -176,6 +177,7 @@ complete -c memvault -n '__memvault_using_command ls' -l since -x -d 'Only memor
 complete -c memvault -n '__memvault_using_command ls' -l until -x -d 'Only memories created at or before'
 complete -c memvault -n '__memvault_using_command ls' -s n -l max-count -x -d 'Show at most N memories'
 complete -c memvault -n '__memvault_using_command ls' -l deleted -d 'The deleted memories (tombstones) instead'
+complete -c memvault -n '__memvault_using_command ls' -l as-of -x -d 'What the vault held at this ISO date or time: memories created later left out, those deleted or replaced since shown as they were'
 complete -c memvault -n '__memvault_using_command ls' -l json -d 'Print the memories as JSON'
 
 
@@ -218,6 +220,7 @@ complete -c memvault -n '__memvault_using_command search' -s t -l tag -x -d 'Onl
 complete -c memvault -n '__memvault_using_command search' -l since -x -d 'Only memories created at or after'
 complete -c memvault -n '__memvault_using_command search' -l until -x -d 'Only memories created at or before'
 complete -c memvault -n '__memvault_using_command search' -l now -x -d 'The clock for recency (scripts, tests)'
+complete -c memvault -n '__memvault_using_command search' -l as-of -x -d 'What the vault held at this ISO date or time: memories created later left out, those deleted or replaced since shown as they were'
 complete -c memvault -n '__memvault_using_command search' -l no-rerank -d 'Skip the cross-encoder'
 complete -c memvault -n '__memvault_using_command search' -l recency-weight -x -d 'Weight of recency in the score (recency_weight)'
 complete -c memvault -n '__memvault_using_command search' -l mmr-lambda -x -d 'MMR trade-off; 1.0 = no diversity (mmr_lambda)'
@@ -236,6 +239,7 @@ complete -c memvault -n '__memvault_using_command serve' -s c -l conversation -x
 complete -c memvault -n '__memvault_using_command serve' -l max-body-mb -x -d 'Largest request body, in MB (413 above)'
 
 complete -c memvault -n '__memvault_using_command show' -l raw -d 'Print the file\'s bytes as they are'
+complete -c memvault -n '__memvault_using_command show' -l as-of -x -d 'The memory as the vault held it then (an error if it did not)'
 complete -c memvault -n '__memvault_using_command show' -l json -d 'Print the memory as JSON'
 complete -c memvault -n '__memvault_using_command show' -a '(__memvault_ids all)'
 

@@ -472,19 +472,32 @@ class Memvault:
                                 include_deleted=include_deleted, since=_time(since, "since"), fmt=format)
 
     # -- reading ---------------------------------------------------------------------------
-    def get(self, id_or_prefix: str) -> Memory:
+    def get(self, id_or_prefix: str, *, as_of: datetime | str | None = None) -> Memory:
         """A memory by id or unique prefix of at least 4 characters; a deleted one too (live ones
-        win over tombstones). NotFound or an ambiguous-prefix UsageError otherwise."""
+        win over tombstones). NotFound or an ambiguous-prefix UsageError otherwise. as_of: the
+        memory as the vault held it then (a tombstone of a memory deleted later comes back as it
+        was, without its deletion keys); NotFound, saying why, when it was not held then."""
         from memvault.changing import manage
 
-        return manage.find(self._vault, id_or_prefix)
+        memory = manage.find(self._vault, id_or_prefix)
+        moment = _time(as_of, "as_of")
+        if moment is None:
+            return memory
+        if not files.held_at(memory, moment):
+            when = files.format_time(moment)
+            if memory.created_at > moment:
+                raise NotFound(f"memory {memory.id} did not exist yet at {when} (created {files.format_time(memory.created_at)})")
+            raise NotFound(f"memory {memory.id} was deleted before {when} "
+                           f"(deleted_at {memory.extra.get('deleted_at') or 'not recorded'})")
+        return files.as_held(memory, moment)
 
     def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
-               deleted: bool = False) -> list[Memory]:
+               deleted: bool = False, as_of: datetime | str | None = None) -> list[Memory]:
         """The newest live memories, newest first: of one conversation (None: every conversation),
         of some kinds (fact, note, decision, turn; None: all of them), with all these tags, created
-        within since..until, at most `limit`; with deleted, the deleted ones instead. Found by file
+        within since..until, at most `limit`; with deleted, the deleted ones instead; with as_of,
+        those the vault held at that moment (deleted later: as they were then). Found by file
         name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read (and
         those a tag filter must look into); no index, no model. `memvault ls` prints it."""
         from memvault.reading import listing
@@ -499,21 +512,23 @@ class Memvault:
             return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
                                   on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
                                   since=_time(since, "since"), until=_time(until, "until"), deleted=deleted,
-                                  owner_of=owner_of)
+                                  owner_of=owner_of, as_of=_time(as_of, "as_of"))
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
                since: datetime | str | None = None, until: datetime | str | None = None,
                now: datetime | str | None = None, rerank: bool = True, recency_weight: float | None = None,
                mmr_lambda: float | None = None, threshold: float | None = None, retriever: str = "hybrid",
-               relevance_floor: float | None = None, session_weight: float | None = None):
+               relevance_floor: float | None = None, session_weight: float | None = None,
+               as_of: datetime | str | None = None):
         """The whole read path: dense + BM25 candidates from the conversation and `global` (or every
         conversation), cross-encoder rerank where one is available, the session's lift, recency, MMR
         diversity; without a reranker, memories that match the query too little (relevance_floor)
-        are left out.
+        are left out. as_of: search what the vault held at that moment (memories created later
+        absent, those deleted or replaced later present; `now` defaults to it).
         Options left None come from the settings. Returns a retrieval.SearchOutcome."""
         query_obj = self._query(query, top_k=top_k, conversation=conversation, all_conversations=all_conversations,
-                                kinds=kinds, tags=tags, since=since, until=until, now=now, rerank=rerank,
+                                kinds=kinds, tags=tags, since=since, until=until, now=now, as_of=as_of, rerank=rerank,
                                 recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
                                 retriever=retriever, relevance_floor=relevance_floor,
                                 session_weight=session_weight)
@@ -553,11 +568,14 @@ class Memvault:
 
     def prompt_block(self, outcome, conversation: str = DEFAULT_CONVERSATION) -> str:
         """The block a chat sends the model before the user's message: the conversation's rolling
-        summary and the results, labelled as background context, never instructions."""
+        summary and the results, labelled as background context, never instructions; dated, today
+        being the search's clock (`now`)."""
         from memvault.reading.retrieval import injection_block
+        from memvault.learning.summaries import written_at
 
         summary = self.summary(conversation)
-        return injection_block(outcome.results, summary.text if summary else None)
+        return injection_block(outcome.results, summary.text if summary else None,
+                               today=getattr(outcome, "now", None), summary_written=written_at(summary))
 
     def summary(self, conversation: str = DEFAULT_CONVERSATION) -> Memory | None:
         """The conversation's rolling summary, if it has one."""
@@ -567,7 +585,7 @@ class Memvault:
         return read_rolling_summary(self._vault, conversation)
 
     def log(self, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None,
-            max_changes: int | None = None):
+            until: str | None = None, max_changes: int | None = None):
         """The history of memory changes, newest first, from git (hand commits too); with an id,
         the story of that memory, through its replacements. Returns history.LogEntry items.
         max_changes: list at most this many changes of one commit (`changes_total` counts them
@@ -585,14 +603,15 @@ class Memvault:
             if id_or_prefix is not None:
                 raise NotFound(f"no memory with id {id_or_prefix!r} in the history")
             return []  # nothing committed yet (a watching server made the folders, or files came by hand)
-        if since is not None:
-            try:
-                files.parse_time(since)  # an ISO date is compared exactly
-            except ValueError:
-                gitrepo.check_date(self.root, since)
+        for option, value in (("since", since), ("until", until)):
+            if value is not None:
+                try:
+                    files.parse_time(value)  # an ISO date is compared exactly
+                except ValueError:
+                    gitrepo.check_date(self.root, value, option)
         if id_or_prefix is None:
-            return history(self.root, limit=limit, since=since, max_changes=max_changes)
-        return history(self.root, limit=limit, since=since, follow=id_or_prefix, max_changes=max_changes,
+            return history(self.root, limit=limit, since=since, until=until, max_changes=max_changes)
+        return history(self.root, limit=limit, since=since, until=until, follow=id_or_prefix, max_changes=max_changes,
                        resolve=id_resolver(self._vault))
 
     def log_for_model(self, id_or_prefix: str | None = None, *, limit: int | None = None,
@@ -920,7 +939,7 @@ class Memvault:
         return vault_lock(self._vault.lock_path, timeout=timeout, holder=holder)
 
     # -- internals -------------------------------------------------------------------------
-    def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, retriever: str = "hybrid",
+    def _query(self, text: str, *, kinds=None, since=None, until=None, now=None, as_of=None, retriever: str = "hybrid",
                conversation: str = DEFAULT_CONVERSATION, tags: Iterable[str] = (), **options: Any):
         from memvault.reading.retrieval import Query
 
@@ -929,8 +948,10 @@ class Memvault:
             raise UsageError(f"unknown retriever {retriever!r} (hybrid, dense or bm25)")
         roles = files.roles_for_kinds(kinds)
         extra = {"roles": roles} if roles else {}
+        moment = _time(as_of, "as_of")
         return Query.from_settings(self.settings, text, conversation=conversation, tags=tuple(tags or ()),
-                                   since=_time(since, "since"), until=_time(until, "until"), now=_time(now, "now"),
+                                   since=_time(since, "since"), until=_time(until, "until"),
+                                   now=_time(now, "now") or moment, as_of=moment,
                                    use_dense=retriever != "bm25", use_bm25=retriever != "dense", **extra, **options)
 
     def _run_search(self, query):
@@ -941,6 +962,12 @@ class Memvault:
         self._vault.require_existing()
         started = time.perf_counter()
         index = self._fresh_index()
+        if query.as_of is not None:
+            from memvault.reading.as_of import index_at
+
+            with index_at(self._vault, index, query.as_of) as held:
+                return read(held, query, self.settings, self._say, self._llm_order,
+                            sync_seconds=time.perf_counter() - started)
         return read(index, query, self.settings, self._say, self._llm_order, sync_seconds=time.perf_counter() - started)
 
     def _llm_order(self, question: str, results: list) -> list:

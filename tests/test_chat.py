@@ -187,6 +187,34 @@ def test_extract_with_endpoint_down_is_one_line(vault_dir, monkeypatch):
     assert live(vault_dir) == []
 
 
+def test_the_block_sent_upstream_dates_every_memory_and_states_today(vault_dir, llm_env):
+    """What the model reads carries dates: each memory its day, the block today's date (the chat's
+    clock), the rolling summary when it was written; so "when" and "how long ago" have an answer."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add("The user lives in Porto", created_at="2025-05-03T09:00:00+00:00")
+    summary = vault_dir / "entries/global/summaries/summary.md"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("---\nid: s1\nrole: summary\nconversation_id: global\ncreated_at: 2025-06-01T00:00:00+00:00\n"
+                       "updated_at: 2026-02-20T10:00:00+00:00\nsummary_kind: rolling\n---\nThe user moved a lot.\n")
+    llm_env.push("Porto, since last May.", facts())
+    turn = memvault.open_vault(vault_dir).chat("Where do I live?", now=T0)
+    list(turn)
+    turn.finish()
+    system = llm_env.requests[0]["messages"][0]["content"]
+    assert "Today is 2026-03-01 (Sunday)." in system
+    assert "[2025-05-03] [memory] The user lives in Porto" in system
+    assert "Conversation summary (written 2026-02-20):" in system
+    # The next exchange reads the first one's turns, each with its day.
+    llm_env.push("Still Porto.", facts())
+    sent = len(llm_env.requests)
+    turn = memvault.open_vault(vault_dir).chat("Where do I live?", now=T0 + timedelta(days=40))
+    list(turn)
+    turn.finish()
+    system = llm_env.requests[sent]["messages"][0]["content"]
+    assert "Today is 2026-04-10 (Friday)." in system
+    assert "[2026-03-01] [user] Where do I live?" in system
+
+
 def test_chat_streams_the_reply_and_persists_both_turns(vault_dir, llm_env):
     run_cli("add", "The user's wife is named Anne")
     llm_env.push({"chunks": ["Your wife", " is called", " Anne."]}, facts(), )

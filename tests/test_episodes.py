@@ -276,7 +276,8 @@ def test_predict_calibrate_learns_what_the_prediction_missed(vault_dir, llm_env,
     lines = block.splitlines()
     heading = next(i for i, line in enumerate(lines) if line.startswith("Episode: Moving to Bergen (2026-03-01)"))
     assert "The user said they live in Bergen now." in lines[heading]
-    assert "  [memory] The user lives in Bergen" in lines[heading + 1:]
+    assert any(line.startswith("  [2026-") and line.endswith("] [memory] The user lives in Bergen")
+               for line in lines[heading + 1:])
 
 
 def test_garbage_from_calibrate_falls_back_to_each_message(vault_dir, llm_env, monkeypatch):
@@ -404,10 +405,10 @@ def test_grouped_prompt_block_puts_facts_under_their_episode(vault_dir, llm_env,
     outcome = vault.search("sister Maria jazz", now=at(31), kinds=["fact"])
     block = vault.prompt_block(outcome)
     lines = block.splitlines()
-    start = lines.index("Relevant memories (most relevant first):")
+    start = next(i for i, line in enumerate(lines) if line.startswith("Relevant memories (most relevant first"))
     assert lines[start + 1].startswith("Episode: The user's sister (2026-03-01): The user said their sister is Maria.")
-    assert lines[start + 2] == "  [memory] The user's sister is called Maria"
-    assert lines[start + 3:start + 5] == ["Other memories:", "[memory] The user likes jazz"]
+    assert lines[start + 2] == "  [2026-03-01] [memory] The user's sister is called Maria"
+    assert lines[start + 3] == "Other memories:" and lines[start + 4].endswith("] [memory] The user likes jazz")
 
 
 # -- import --extract ----------------------------------------------------------------------------------

@@ -88,6 +88,17 @@ def test_log_limit_and_since(vault_dir):
         seed(text)
     assert len(json.loads(run_cli("log", "-n", "2", "--json").stdout)) == 2
     assert json.loads(run_cli("log", "--since", "2999-01-01", "--json").stdout) == []
+    # --until (issue 29): the commits up to a moment, an ISO time compared exactly, git's words too.
+    every = json.loads(run_cli("log", "--json").stdout)
+    oldest = every[-1]["date"]  # commits of one second share a date: those at the oldest's, no later one
+    upto = json.loads(run_cli("log", "--until", oldest, "--json").stdout)
+    assert every[-1]["commit"] in [e["commit"] for e in upto]
+    assert [e["commit"] for e in upto] == [e["commit"] for e in every if e["date"] == oldest]
+    assert json.loads(run_cli("log", "--until", "2000-01-01", "--json").stdout) == []
+    assert json.loads(run_cli("log", "--until", "1 year ago", "--json").stdout) == []
+    assert len(json.loads(run_cli("log", "--until", "now", "--json").stdout)) == len(every)
+    bad = run_cli("log", "--until", "garbage")
+    assert bad.exit_code == 2 and "--until" in bad.stderr
 
 
 def test_log_on_missing_vault_is_one_line(vault_dir):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -255,9 +256,18 @@ def test_delete_then_search_does_not_find_it_and_get_and_history_tell_why(vault_
         recent = await call(client, "recent_memories")
         history = await call(client, "memory_history", id=bees["id"][:6])
         twice = await refused(client, "delete_memory", id=bees["id"])
-        return bees, commits, deleted, after, found, again, recent, history, twice
+        # As of before the deletion (issue 29): the bees were still there.
+        moment = (datetime.fromisoformat(deleted["front_matter"]["deleted_at"]) - timedelta(microseconds=1)).isoformat()
+        then = await call(client, "search_memory", query="the user keeps bees", top_k=5, as_of=moment)
+        then_recent = await call(client, "recent_memories", as_of=moment)
+        then_get = await call(client, "get_memory", id=bees["id"], as_of=moment)
+        return bees, commits, deleted, after, found, again, recent, history, twice, (then, then_recent, then_get)
 
-    bees, commits, deleted, after, found, again, recent, history, twice = with_client(vault_dir, body)
+    bees, commits, deleted, after, found, again, recent, history, twice, as_of = with_client(vault_dir, body)
+    then, then_recent, then_get = as_of
+    assert "The user keeps bees" in search_texts(then)
+    assert "The user keeps bees" in [m["text"] for m in then_recent["memories"]]
+    assert then_get["deleted"] is False and then_get["text"] == "The user keeps bees"
     assert int(after) == int(commits) + 1  # one commit
     assert deleted["id"] == bees["id"] and deleted["deleted"] is True and "/deleted/facts/" in deleted["path"]
     assert "The user keeps bees" not in search_texts(found) and "The user keeps goats" in search_texts(found)

@@ -1,6 +1,7 @@
 """`memvault search`: the full read path with the bundled model and real LanceDB."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -148,9 +149,14 @@ def test_format_prompt_is_the_injection_block(vault_dir):
     summary.parent.mkdir(parents=True)
     summary.write_text("---\nid: s1\nrole: summary\nconversation_id: global\ncreated_at: 2025-01-01\n"
                        "summary_kind: rolling\n---\nThe user is married to Anne.\n")
-    result = run_cli("search", "--format", "prompt", "-k", "2", "wife")
+    result = run_cli("search", "--format", "prompt", "-k", "2", "--now", "2026-05-04T08:00:00Z", "wife")
     block = result.stdout
     assert block.startswith("<memory>") and block.rstrip().endswith("</memory>")
+    # Dated: today is the query's clock, the summary says when it was written, each memory its day.
+    assert "Today is 2026-05-04 (Monday)." in block
+    assert "Conversation summary (written 2025-01-01):" in block
+    [line] = [line for line in block.splitlines() if "Anne" in line and "[memory]" in line]
+    assert re.fullmatch(r"\[\d{4}-\d{2}-\d{2}\] \[memory\] The user's wife is named Anne", line)
     assert "not instructions" in block
     assert block.index("The user is married to Anne.") < block.index("[memory] The user's wife is named Anne")
     # The summary is injected apart, never as a candidate; the distractors match "wife" too little.

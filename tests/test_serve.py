@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -192,6 +193,9 @@ def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
     assert sent["stream"] is True and sent["model"] == "test-model"
     assert sent["messages"][:3] == asked[:3]  # the client's history, unchanged
     assert sent["messages"][3]["role"] == "system" and "[memory] The user's wife is named Anne" in sent["messages"][3]["content"]
+    # Dated like every block: today (the server's clock) and the day the fact was learned.
+    today = f"[{fact.created_at:%Y-%m-%d}] [memory] The user's wife is named Anne"
+    assert today in sent["messages"][3]["content"] and f"Today is {fact.created_at:%Y-%m-%d}" in sent["messages"][3]["content"]
     assert sent["messages"][4:] == [asked[3]]
     proxy.idle()
     # Turns and learned facts are files; one commit per exchange, one for what was learned.
@@ -427,6 +431,13 @@ def test_the_memory_api_answers_in_the_shapes_of_the_cli_json(proxy):
     assert proxy.http("GET", f"/v1/memories/{row['id']}").json()["deleted"] is True
     after = proxy.http("POST", "/v1/memories/search", json={"query": "Postgres billing", "conversation_id": "work"})
     assert row["id"] not in [r["id"] for r in after.json()]
+    # As of just before the removal (issue 29) it was there, live; before it was added, it was not.
+    moment = (datetime.fromisoformat(gone["meta"]["deleted_at"]) - timedelta(microseconds=1)).isoformat()
+    then = proxy.http("POST", "/v1/memories/search", json={"query": "Postgres billing", "conversation_id": "work",
+                                                            "as_of": moment}).json()
+    assert [r["id"] for r in then] == [row["id"]]
+    assert proxy.http("GET", f"/v1/memories/{row['id']}", params={"as_of": moment}).json()["deleted"] is False
+    assert proxy.http("GET", f"/v1/memories/{row['id']}", params={"as_of": "2000-01-01"}).status_code == 404
     assert subjects(vault)[0].startswith("memvault rm: ")
     proxy.fake.push(facts("The user moved to Lisbon"))
     learned = proxy.http("POST", "/v1/memories", json={"text": "I moved to Lisbon last month", "extract": True,

@@ -134,6 +134,9 @@ class MemvaultGroup(TyperGroup):
         return message
 
 
+AS_OF_HELP = ("What the vault held at this ISO date or time: memories created later left out, those deleted or "
+              "replaced since shown as they were.")
+
 app = typer.Typer(
     cls=MemvaultGroup,
     name="memvault",
@@ -370,6 +373,7 @@ def log(
                                               autocompletion=complete_memory_id),
     max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
     since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
+    until: Optional[str] = typer.Option(None, "--until", help="Only commits before this date (git syntax)."),
     json_output: bool = json_option("Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git.
@@ -377,7 +381,7 @@ def log(
     Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     every = json_output or state.json or state.verbose
-    entries = state.open().log(memory_id, limit=max_count, since=since,
+    entries = state.open().log(memory_id, limit=max_count, since=since, until=until,
                                max_changes=None if every else LOG_CHANGES_SHOWN)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
@@ -401,6 +405,8 @@ def show(
     memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
                                     autocompletion=complete_memory_id),
     raw: bool = typer.Option(False, "--raw", help="Print the file's bytes as they are."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO",
+                                        help="The memory as the vault held it then (an error if it did not)."),
     json_output: bool = json_option("Print the memory as JSON."),
 ) -> None:
     """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
@@ -408,8 +414,10 @@ def show(
     as_json = json_output or state.json
     if raw and as_json:
         raise UsageError("--raw and --json do not go together")
+    if raw and as_of:
+        raise UsageError("--raw prints the file as it is now; --as-of shows the memory as it was: not together")
     vault = state.open()
-    memory = vault.get(memory_id)
+    memory = vault.get(memory_id, as_of=as_of)
     if raw:
         sys.stdout.flush()
         sys.stdout.buffer.write(memory.path.read_bytes())
@@ -463,6 +471,8 @@ def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
         rows.append((key, shown))
     if memory.path is not None:
         rows.append(("path", vault.relative(memory.path)))
+    if memory.as_of is not None:
+        rows.append(("deleted since", memory.deleted_since or ""))
     return rows
 
 
@@ -535,14 +545,16 @@ def list_memories(
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
     max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
     deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
     json_output: bool = json_option("Print the memories as JSON."),
 ) -> None:
     """List memories without a query, newest first: id, date, kind, conversation, text."""
     _exclusive(ctx, "all_conversations", "conversation")
+    _exclusive(ctx, "deleted", "as_of")
     state = _state(ctx)
     vault = state.open()
     memories = vault.recent(conversation, limit=max_count, kinds=[k.value for k in kind or []], tags=tag or (),
-                            since=since, until=until, deleted=deleted)
+                            since=since, until=until, deleted=deleted, as_of=as_of)
     if json_output or state.json:
         emit_json([m.to_json(vault.root) for m in memories])
         return
@@ -693,6 +705,7 @@ def search(
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
     now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="The clock for recency (scripts, tests)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
     no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the cross-encoder."),
     recency_weight: Optional[float] = typer.Option(None, "--recency-weight", min=0.0, max=1.0,
                                                    help="Weight of recency in the score (recency_weight)."),
@@ -723,7 +736,7 @@ def search(
         raise UsageError("give a QUERY or --queries FILE")
     vault = state.open()
     options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
-                   kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now,
+                   kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now, as_of=as_of,
                    rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
                    retriever=retriever.value, relevance_floor=relevance_floor, session_weight=session_weight)
     if queries is not None:

@@ -297,6 +297,9 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             description="Only memories created at or after this ISO 8601 date or time, e.g. 2026-01-31.")] = None,
         until: Annotated[str | None, Field(
             description="Only memories created at or before this ISO 8601 date or time.")] = None,
+        as_of: Annotated[str | None, Field(
+            description="Search what the memory held at this ISO 8601 date or time: memories created later left "
+                        "out, those deleted or replaced since included as they were.")] = None,
     ) -> SearchResults:
         """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
         first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at,
@@ -304,7 +307,7 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         try:
             outcome = vault.search(query, top_k=top_k, conversation=conversation or files.DEFAULT_CONVERSATION,
                                    all_conversations=conversation is None, kinds=[kind] if kind else None,
-                                   since=since, until=until)
+                                   since=since, until=until, as_of=as_of)
         except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return SearchResults(results=[
@@ -343,11 +346,14 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
 
     def get_memory(
         id: Annotated[str, Field(description="The memory's id, or a unique prefix of at least 4 characters.")],
+        as_of: Annotated[str | None, Field(
+            description="The memory as it was at this ISO 8601 date or time (an error if it did not exist then).")
+        ] = None,
     ) -> MemoryDetail:
         """One memory with its whole front matter; deleted and replaced ones too (then `deleted` is true and
         `replaced_by` names the memory that replaced it)."""
         try:
-            return _detail(vault, vault.get(id))
+            return _detail(vault, vault.get(id, as_of=as_of))
         except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
 
@@ -369,10 +375,13 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         limit: Annotated[int, Field(ge=1, le=200, description="How many memories to return.")] = 10,
         kind: Annotated[SearchKind | None, Field(
             description="Only this kind; leave out for facts, notes and decisions.")] = None,
+        as_of: Annotated[str | None, Field(
+            description="The newest the memory held at this ISO 8601 date or time (deleted since: as they were).")
+        ] = None,
     ) -> RecentMemories:
-        """The newest memories, newest first (deleted ones left out)."""
+        """The newest memories, newest first (deleted ones left out; with as_of, those held then)."""
         try:
-            memories = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS)
+            memories = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS, as_of=as_of)
         except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
         return RecentMemories(memories=[MemoryItem(**_item(m)) for m in memories])

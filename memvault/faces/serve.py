@@ -319,6 +319,7 @@ class SearchBody(BaseModel):
     since: str | None = None
     until: str | None = None
     now: str | None = None
+    as_of: str | None = None
     rerank: bool = True
     recency_weight: float | None = Field(None, ge=0, le=1)
     mmr_lambda: float | None = Field(None, ge=0, le=1)
@@ -828,7 +829,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         outcome = await blocking(
             vault.search, body.query, top_k=body.top_k, conversation=body.conversation_id or options.conversation,
             all_conversations=body.all_conversations, kinds=body.kinds or None, tags=body.tags, since=body.since,
-            until=body.until, now=body.now, rerank=body.rerank, recency_weight=body.recency_weight,
+            until=body.until, now=body.now, as_of=body.as_of, rerank=body.rerank, recency_weight=body.recency_weight,
             mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever,
             relevance_floor=body.relevance_floor, session_weight=body.session_weight)
         return _json(outcome.to_json())
@@ -854,8 +855,8 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         return _json(outcome.to_json())
 
     @app.get("/v1/memories/{memory_id}")
-    async def get(memory_id: str):
-        memory = await blocking(vault.get, memory_id)
+    async def get(memory_id: str, as_of: str | None = None):
+        memory = await blocking(vault.get, memory_id, as_of=as_of)
         return _json(memory.to_json(vault.root))
 
     @app.delete("/v1/memories/{memory_id}")

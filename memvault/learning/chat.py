@@ -78,11 +78,12 @@ class ChatResult:
 
 
 def build_messages(message: str, results: list[Result], summary: str | None, session: sessions.Session,
-                   history: list[dict] | None = None, user_message: dict | None = None) -> list[dict]:
-    """What the model gets: memvault's system prompt with the memory block, the session, the message.
-    With a client's own history, that history as it is, the memory block in a system message
-    right before the message (the client's own message object when given)."""
-    block = injection_block(results, summary)
+                   history: list[dict] | None = None, user_message: dict | None = None, *,
+                   now: datetime | None = None, summary_written: datetime | str | None = None) -> list[dict]:
+    """What the model gets: memvault's system prompt with the memory block (dated; today is `now`),
+    the session, the message. With a client's own history, that history as it is, the memory block
+    in a system message right before the message (the client's own message object when given)."""
+    block = injection_block(results, summary, today=now, summary_written=summary_written)
     if history is not None:
         return [*history, {"role": "system", "content": block}, user_message or {"role": "user", "content": message}]
     system = SYSTEM_PROMPT + "\n\n" + block
@@ -224,7 +225,7 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
     messages, and the user's turn on disk. Nothing here holds the lock for long."""
     from memvault.store import llm, secret_scan
     from memvault.learning import prompts
-    from memvault.learning.summaries import read_rolling_summary
+    from memvault.learning.summaries import read_rolling_summary, written_at
 
     settings = vault.settings
     conversation = options.conversation
@@ -255,7 +256,7 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
     # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder
     summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
     messages = build_messages(message, result.memories, summary_text, session, options.history,
-                              options.user_message)
+                              options.user_message, now=now, summary_written=written_at(summary))
     # The user's words are on disk before the model is asked (indexed and committed with the reply,
     # which rewrites the file anyway: it loses its `unanswered` mark).
     # `extracted: false`: learning is owed to it until the commit of what it taught marks it true, so

@@ -40,6 +40,13 @@ def read_rolling_summary(vault, conversation: str) -> Memory | None:
     return None if summary is None or summary.extra.get(STALE) else summary
 
 
+def written_at(summary: Memory | None):
+    """When a rolling summary was last written (its updated_at, else its created_at); None without one."""
+    if summary is None:
+        return None
+    return summary.extra.get("updated_at") or summary.created_at
+
+
 def summary_file(vault, conversation: str) -> Memory | None:
     """The rolling summary's file as it is, set aside or not."""
     return files.read_optional(summary_path(vault, conversation), vault.root)

@@ -214,7 +214,7 @@ def id_resolver(vault):
 
 
 def history(root: Path, limit: int | None = None, since: str | None = None, follow: str | None = None,
-            max_changes: int | None = None, resolve=None) -> list[LogEntry]:
+            max_changes: int | None = None, resolve=None, until: str | None = None) -> list[LogEntry]:
     """Newest first. `follow` is an id or unique prefix, traced through replacements.
 
     max_changes: read and list at most this many changes of one commit (an import is one commit
@@ -223,18 +223,26 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
     memories are looked for by the ids in their file names."""
     if not (root / ".git").exists():
         raise MemvaultError(f"{root} has no git history (is enable_git_versioning off?)")
-    since_args, since_time = [], None
+    git_dates, since_time, until_time = [], None, None
     if since:
         try:  # ISO dates are compared exactly; git's own parser takes the rest ("2 weeks ago")
             since_time = files.parse_time(since, "since")
         except ValueError:
-            since_args.append(f"--since={since}")
+            git_dates.append(f"--since={since}")
+    if until:
+        try:
+            until_time = files.parse_time(until, "until")
+        except ValueError:
+            git_dates.append(f"--until={until}")
+
+    def within(entry) -> bool:
+        return (since_time is None or entry.date >= since_time) and (until_time is None or entry.date <= until_time)
+
+    git_limits = since_time is None and until_time is None  # an ISO bound is checked here, after git
     if follow:
-        entries = _follow(root, follow, since_args, resolve or (lambda wanted: {}))
-        entries = [e for e in entries if since_time is None or e.date >= since_time]
+        entries = [e for e in _follow(root, follow, git_dates, resolve or (lambda wanted: {})) if within(e)]
         return entries[:limit] if limit else entries
-    commits = [c for c in _entries_log(root, since_args, limit if since_time is None else None)
-               if since_time is None or c.date >= since_time]
+    commits = [c for c in _entries_log(root, git_dates, limit if git_limits else None) if within(c)]
     if limit:
         commits = commits[:limit]
     shown = {c.sha: _memory_rows(c.rows)[:max_changes] if max_changes is not None else _memory_rows(c.rows)

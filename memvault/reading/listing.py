@@ -26,13 +26,15 @@ LISTED_ROLES = tuple(_FOLDER_ROLES.values())
 def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
            roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
            tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
-           deleted: bool = False, owner_of: Callable[[str], str | None] | None = None) -> list[Memory]:
+           deleted: bool = False, owner_of: Callable[[str], str | None] | None = None,
+           as_of: datetime | None = None) -> list[Memory]:
     """At most `limit` live memories, newest first: of one conversation (None: all), of these
     roles (None: every role but summary), with all these tags, created within since..until; or,
     with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
     and are passed over, and so is a file claiming an id that owner_of(id) (the index's record)
     gives another file that is there: the index leaves such a copy out too. The time in a name
-    prunes before any file is read; tags are read."""
+    prunes before any file is read; tags are read. With as_of, the memories the vault held then
+    (files.held_at): live ones created by then and tombstones deleted after it, as they were."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
     wanted = set(roles or LISTED_ROLES) - {"summary"}
@@ -45,16 +47,21 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
             return []
     wanted_tags = set(tags)
     low = files.file_stamp(since) if since else None
+    if as_of is not None:
+        until = min(until, as_of) if until else as_of
     high = files.file_stamp(until) if until else None
 
     def keep(memory: Memory) -> bool:
         return (memory.role in wanted and wanted_tags <= set(memory.tags)
-                and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until))
+                and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until)
+                and (as_of is None or files.held_at(memory, as_of)))
 
     stamped: list[tuple[str, Path]] = []
     read: dict[Path, Memory] = {}  # files read already (no time in their name)
-    for folder in folders:
-        for path, folder_role in _candidates(folder, deleted):
+    # As of a moment: the live files and the tombstones (deleted after it is held then).
+    looks = (False, True) if as_of is not None else (deleted,)
+    for folder, look in ((folder, look) for folder in folders for look in looks):
+        for path, folder_role in _candidates(folder, look):
             if folder_role is not None and folder_role not in wanted:
                 continue
             match = _STAMPED.match(path.name)
@@ -72,14 +79,14 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
         memory = read.get(path) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
             continue
-        owner = owner_of(memory.id) if owner_of is not None and not deleted else None
+        owner = owner_of(memory.id) if owner_of is not None and not memory.is_deleted else None
         if owner is not None and (entries.parent / owner) != path and (entries.parent / owner).is_file():
             from memvault.store.index import id_taken
 
             if on_error is not None:
                 on_error(MemoryFileError(path, id_taken(memory.id, owner)))
             continue
-        found.append(memory)
+        found.append(files.as_held(memory, as_of) if as_of is not None else memory)
         if len(found) == limit:
             break
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name

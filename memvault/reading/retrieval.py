@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from memvault.store import files
@@ -43,6 +43,7 @@ class Query:
     since: datetime | None = None
     until: datetime | None = None
     now: datetime | None = None
+    as_of: datetime | None = None  # search what the vault held then (as_of.py); the clock defaults to it
     rerank: bool = True
     use_dense: bool = True
     use_bm25: bool = True
@@ -111,6 +112,7 @@ class SearchOutcome:
     below_floor: int = 0  # of left_out: the candidates whose match was below the floor
     threshold: float | None = None  # the threshold that applied
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
+    now: datetime | None = None  # the query's clock: the "today" the injection block states
 
     @property
     def reordered(self) -> bool:
@@ -386,7 +388,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
 
     table = index.table()
     if table is None or not query.text.strip():
-        return SearchOutcome([], False, rerank_note)
+        return SearchOutcome([], False, rerank_note, now=query.now or files.utcnow())
     vector = index.embedder.embed_query(query.text)
     lap("embed")
     pool = list(candidates(table, query, vector).values())
@@ -397,7 +399,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
-                         threshold=query.threshold, best_below_threshold=left.best_below_threshold)
+                         threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
@@ -477,30 +479,53 @@ INJECTION_HEADER = (
 )
 
 
-def injection_block(results: list[Result], summary: str | None = None) -> str:
-    """The block a chat sends before the user's message: summary, then `[role] text` lines; results
-    that belong to an episode are grouped under it (title, one line of narrative), the episodes in
-    the order of their best result, then the remaining results (docs/design.md, "Episodes")."""
-    lines = ["<memory>", INJECTION_HEADER]
+def injection_block(results: list[Result], summary: str | None = None, *, today: datetime | None = None,
+                    summary_written: datetime | str | None = None) -> str:
+    """The block a chat sends before the user's message: today's date, the summary (with when it
+    was written), then `[date] [role] text` lines; results that belong to an episode are grouped
+    under it (title, one line of narrative), the episodes in the order of their best result, then
+    the remaining results (docs/design.md, "Episodes"). Every line is dated (UTC day, YYYY-MM-DD)
+    so the model can tell last year's plan from today's and answer "when" and "how long ago"."""
+    lines = ["<memory>", INJECTION_HEADER, f"Today is {_day_and_weekday(today or files.utcnow())}."]
     if summary and summary.strip():
-        lines += ["", "Conversation summary:", summary.strip()]
+        written = f" (written {_day(summary_written)})" if summary_written else ""
+        lines += ["", f"Conversation summary{written}:", summary.strip()]
     if results:
-        lines += ["", "Relevant memories (most relevant first):"]
+        lines += ["", "Relevant memories (most relevant first, each dated when said or written):"]
         groups: dict[str, list[Result]] = {}
         for r in results:
             if r.episode:
                 groups.setdefault(r.episode["id"], []).append(r)
         for members in groups.values():
             episode = members[0].episode
-            lines.append(f"Episode: {_one_line(episode.get('title') or '', 100)} ({str(episode.get('started_at'))[:10]})"
+            lines.append(f"Episode: {_one_line(episode.get('title') or '', 100)} ({_day(episode.get('started_at'))})"
                          f": {_one_line(episode.get('narrative') or '', 240)}")
-            lines += [f"  [{r.role}] {' '.join(r.text.split())}" for r in members if r.role != "episode"]
+            lines += [f"  {_line(r)}" for r in members if r.role != "episode"]
         rest = [r for r in results if not r.episode]
         if groups and rest:
             lines.append("Other memories:")
-        lines += [f"[{r.role}] {' '.join(r.text.split())}" for r in rest]
+        lines += [_line(r) for r in rest]
     lines.append("</memory>")
     return "\n".join(lines)
+
+
+def _line(result: Result) -> str:
+    return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}"
+
+
+def _day(moment: datetime | str | None) -> str:
+    """The UTC day of a time (a datetime or ISO 8601 text), YYYY-MM-DD: short, and read one way only."""
+    if moment is None or moment == "":
+        return "date unknown"
+    try:
+        return files.parse_time(moment).astimezone(timezone.utc).strftime("%Y-%m-%d")
+    except (ValueError, TypeError):
+        return str(moment)[:10]
+
+
+def _day_and_weekday(moment: datetime) -> str:
+    utc = moment.astimezone(timezone.utc)
+    return f"{utc:%Y-%m-%d} ({utc:%A})"
 
 
 def _one_line(text: str, width: int) -> str:

@@ -147,6 +147,10 @@ class Memory:
     text: str
     extra: dict[str, Any] = field(default_factory=dict)  # every other front-matter key, in order
     path: Path | None = None  # absolute path once written or read
+    # A view of the memory as the vault held it at this moment (as_held, `--as-of`): live then,
+    # although its file may be a tombstone now (deleted at `deleted_since`).
+    as_of: datetime | None = field(default=None, compare=False)
+    deleted_since: str | None = field(default=None, compare=False)
 
     @property
     def tags(self) -> list[str]:
@@ -155,8 +159,9 @@ class Memory:
 
     @property
     def is_deleted(self) -> bool:
-        """A tombstone: entries/<conversation>/deleted/... (a conversation may be named "deleted")."""
-        if self.path is None:
+        """A tombstone: entries/<conversation>/deleted/... (a conversation may be named "deleted");
+        never in a view as of a moment it was held (as_held)."""
+        if self.path is None or self.as_of is not None:
             return False
         parts = self.path.parts
         return any(parts[i] == ENTRIES and parts[i + 2] == DELETED for i in range(len(parts) - 3))
@@ -190,6 +195,7 @@ class Memory:
             "text": self.text,
             "meta": json_safe(self.extra),
             "deleted": self.is_deleted,
+            **({"as_of": format_time(self.as_of), "deleted_since": self.deleted_since} if self.as_of else {}),
         }
 
     def date_paths(self) -> list[list[Any]]:
@@ -707,6 +713,36 @@ def is_memory_file(path: Path) -> bool:
     """Markdown files only; temp files and editor droppings are never memories."""
     name = path.name
     return name.endswith(".md") and not name.startswith((".", "#", "~")) and not name.endswith("~")
+
+
+def held_at(memory: Memory, moment: datetime) -> bool:
+    """Whether the vault held this memory at `moment` (issue 29, `--as-of`), from its front matter:
+    created by then, and live now or deleted (replaced) after it. A tombstone without a readable
+    `deleted_at` cannot say when it went, so it counts as gone (never shown as held when it may not
+    have been). An edit leaves no time in the file: the text is the one of now."""
+    if memory.created_at > moment:
+        return False
+    if not memory.is_deleted:
+        return True
+    try:
+        return parse_time(memory.extra.get("deleted_at"), "deleted_at") > moment
+    except ValueError:
+        return False
+
+
+# What a tombstone has that the memory had not while it was live.
+DELETION_KEYS = ("deleted_at", "deleted_reason", "replaced_by", DELETED_NOTE)
+
+
+def as_held(memory: Memory, moment: datetime) -> Memory:
+    """A memory as the vault held it at `moment` (held_at says whether it did): a tombstone without
+    its deletion keys, live then (`deleted_since` says when it went; its path stays the tombstone's,
+    so the file can be found); a live memory as it is."""
+    if not memory.is_deleted:
+        return memory
+    extra = {k: v for k, v in memory.extra.items() if k not in DELETION_KEYS}
+    return Memory(memory.id, memory.role, memory.conversation_id, memory.created_at, memory.text, extra, memory.path,
+                  as_of=moment, deleted_since=str(memory.extra.get("deleted_at")))
 
 
 def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:

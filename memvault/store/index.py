@@ -484,6 +484,32 @@ class Index:
         return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
                 .where(where_clause(roles, conversation), prefilter=True).limit(k).to_list())
 
+    def snapshot(self, moment, tombstones: list[Memory], folder: Path):
+        """A table of what the vault held at `moment` (`search --as-of`), in `folder` (a temporary
+        one the caller removes): the rows of memories created by then, with their stored vectors
+        and turn context, and rows for `tombstones` (deleted after it; embedded now, text only,
+        they have no row). Same schema and BM25 index as the table, so the read path runs on it
+        unchanged. Costs a pass over the table: a search of the past, not the everyday one."""
+        import pyarrow.compute as pc
+
+        lancedb = import_lancedb()
+        schema = self._schema()
+        table = self.table()
+        held = None
+        if table is not None:
+            rows = table.to_arrow()
+            held = rows.filter(pc.less_equal(rows["created_us"], int(moment.timestamp() * 1_000_000)))
+            held = held.select(schema.names).cast(schema)
+        snapshot = lancedb.connect(str(folder)).create_table(TABLE, schema=schema)
+        if held is not None and held.num_rows:
+            snapshot.add(held)
+        if tombstones:
+            vectors = self.embedder.embed([m.text for m in tombstones])
+            snapshot.add([_row(m.path.relative_to(self.root).as_posix(), m, "", vector)
+                          for m, vector in zip(tombstones, vectors)])
+        self.ensure_fts(snapshot)
+        return snapshot
+
     def rows(self, columns: list[str], roles: Iterable[str] | None = None,
              conversation: str | None = None) -> list[dict[str, Any]]:
         """Every row matching the filter, with these columns only."""
