@@ -10,10 +10,12 @@ command line: its exit code, its one line, a kill.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -434,6 +436,24 @@ def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_
     assert live_texts(a) == live_texts(b) == {"The user keeps bees in the garden", "Written on A: the user learns Welsh",
                                               "Written on B meanwhile: the user bought a kayak"}
     assert_in_step(a, b)
+
+
+def test_a_ref_lock_a_killed_git_left_is_removed_and_the_sync_goes_on(machines):
+    """A sync killed with its git fetch (a process group killed, a machine that lost power) leaves
+    refs/remotes/origin/<branch>.lock; every later fetch failed on it until the user deleted it."""
+    a, b, _ = machines
+    memvault.open_vault(b).add("Written on B: the user plays chess")
+    sync(b)
+    branch = git(a, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    lock = a / ".git" / "refs" / "remotes" / "origin" / f"{branch}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    done = mv("--vault", str(a), "sync")
+    assert done.returncode == 0, done.stderr
+    assert "Written on B: the user plays chess" in live_texts(a)
+    assert not lock.exists() and "a lock a killed git left" in done.stderr
 
 
 # -- kills -----------------------------------------------------------------------------------------

@@ -220,17 +220,52 @@ def _pick_remote(git_repo, root: Path, branch: str, wanted: str | None) -> tuple
     return name, remote_branch
 
 
+# A ref lock git left ("Unable to create '.../refs/remotes/origin/main.lock': File exists"): a git
+# fetch of a sync killed a moment ago may still be finishing (it holds the lock for milliseconds),
+# or was killed with it and left the file. Wait for the one; the other, untouched this long, is stale.
+_REF_LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+STALE_REF_LOCK_S = 10.0
+
+
 def _fetch(vault, name: str, url: str, progress: Progress | None, result: SyncResult) -> None:
     git = gitrepo.git_module()
     git_repo = gitrepo.repo(vault.root)
     watcher = _Progress(progress)
     try:
-        git_repo.remote(name).fetch(progress=watcher)
+        for attempt in range(3):
+            # A watcher per attempt: GitPython reads the fetched refs from the lines it collected
+            watcher = _Progress(progress)
+            try:
+                git_repo.remote(name).fetch(progress=watcher)
+                return
+            except git.GitCommandError as exc:
+                lock = _REF_LOCK.search(str(getattr(exc, "stderr", "") or exc))
+                if lock is None or attempt == 2 or not _ref_lock_gone(vault, Path(lock[1])):
+                    raise
     except (git.GitCommandError, git.exc.UnsafeProtocolError) as exc:
         raise _failure("fetch from", name, url, exc, watcher, result,
                        "nothing was pulled; what is here is committed and safe") from None
     finally:
         git_repo.close()
+
+
+def _ref_lock_gone(vault, lock: Path) -> bool:
+    """Whether a ref lock under the vault's .git is gone: waited for while it changes, removed once
+    it has been left untouched for STALE_REF_LOCK_S (no git holds a ref lock that long)."""
+    if not lock.resolve().is_relative_to((vault.root / ".git").resolve()):
+        return False
+    deadline = time.monotonic() + STALE_REF_LOCK_S + 1
+    while time.monotonic() < deadline:
+        try:
+            idle = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return True
+        if idle >= STALE_REF_LOCK_S:
+            lock.unlink(missing_ok=True)
+            vault.notice(f"memvault: removed {lock}, a lock a killed git left {idle:.0f} s ago")
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def _integrate(vault, result: SyncResult, theirs: str | None, progress: Progress | None) -> None:
