@@ -121,9 +121,7 @@ def keep(vault, ids: list[str], text: str | None = None, now: datetime | None = 
         change.title = f"kept {len(targets)} learned fact{'s' if len(targets) != 1 else ''}"
         retired: dict[str, list[Memory]] = {}
         for memory in targets:
-            current = files.still_live(vault.root, memory.path, memory.id, memory.text)
-            if current is None:
-                raise MemvaultError(f"{vault.relative(memory.path)} changed meanwhile; nothing was written")
+            current = _still_as_listed(vault, memory)
             edited = text is not None and text != current.text
             if edited:
                 current.text = text
@@ -169,6 +167,14 @@ def _refuse_secrets(vault, targets: list[Memory], text: str | None) -> None:
                              f"keeps one: reject it, or keep it with other words; nothing was written")
 
 
+def _still_as_listed(vault, memory: Memory) -> Memory:
+    """The fact as it is on disk, refused if it changed since it was resolved (keep and reject)."""
+    current = files.still_live(vault.root, memory.path, memory.id, memory.text)
+    if current is None:
+        raise MemvaultError(f"{vault.relative(memory.path)} changed meanwhile; nothing was written")
+    return current
+
+
 def reject(vault, ids: list[str], reason: str | None = None, now: datetime | None = None) -> ReviewOutcome:
     """Reject learned facts (one commit): each is soft-deleted with reason `rejected` (reason: the
     user's words, as `deleted_note`), and the facts it retired come back live."""
@@ -183,9 +189,7 @@ def reject(vault, ids: list[str], reason: str | None = None, now: datetime | Non
         change.title = f"rejected {len(targets)} learned fact{'s' if len(targets) != 1 else ''}"
         gone: dict[str, list[Memory]] = {}
         for memory in targets:
-            current = files.still_live(vault.root, memory.path, memory.id, memory.text)
-            if current is None:
-                raise MemvaultError(f"{vault.relative(memory.path)} changed meanwhile; nothing was written")
+            current = _still_as_listed(vault, memory)
             change.soft_delete(current, "rejected", now=now, note=note)
             gone.setdefault(current.conversation_id, []).append(current)
             for tombstone in _retired_by(vault, current):
