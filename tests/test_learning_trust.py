@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -36,6 +34,7 @@ import pytest
 import memvault
 from conftest import git, run_cli, seed
 from export_fixtures import chatgpt_conversation, write_json
+from test_terminal import run_in_pty
 from memvault.store import files
 from memvault.store.vault import Vault
 
@@ -202,38 +201,6 @@ def test_with_learned_review_every_learned_fact_waits_until_kept(vault_dir, llm_
     found = json.loads(run_cli("search", "--json", "--kind", "fact", "where does the user live").stdout)
     assert [r["text"] for r in found] == ["The user lives in Porto, Portugal"]
     assert git(vault_dir, "status", "--porcelain") == ""
-
-
-def run_in_pty(args: list[str], env: dict, answers: str, timeout: float = 120) -> str:
-    """Run a command on a pseudo-terminal, typing `answers`; returns what it wrote there."""
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    os.write(master, answers.encode())
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], timeout)
-            if not ready:
-                break
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the other side is closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        try:
-            proc.wait(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def test_review_on_a_terminal_goes_one_fact_at_a_time(vault_dir):

@@ -523,6 +523,24 @@ def test_stdout_carries_only_protocol_messages(vault_dir):
     assert "building it from 2 files" in said
 
 
+def search_then_start_an_add(proc) -> None:
+    """Over a raw MCP server's stdin: the handshake, a search answered, then an add_memory sent and
+    left to run (what a closed stdin or a stop signal then meets)."""
+    for request in [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "search_memory", "arguments": {"query": "bees"}}}]:
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+        if "id" in request:
+            assert json.loads(proc.stdout.readline())["id"] == request["id"]
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "add_memory", "arguments": {"text": "The user keeps hens"}}}).encode() + b"\n")
+    proc.stdin.flush()
+
+
 def test_a_client_that_leaves_mid_write_leaves_the_vault_whole(vault_dir):
     """The client closes stdin while add_memory may be running: the server finishes the write and
     commits it (or never starts it), then leaves by itself."""
@@ -530,19 +548,7 @@ def test_a_client_that_leaves_mid_write_leaves_the_vault_whole(vault_dir):
     proc = subprocess.Popen([*memvault_command(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        for request in [
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}}},
-                {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                    "name": "search_memory", "arguments": {"query": "bees"}}}]:
-            proc.stdin.write(json.dumps(request).encode() + b"\n")
-            proc.stdin.flush()
-            if "id" in request:
-                assert json.loads(proc.stdout.readline())["id"] == request["id"]
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "add_memory", "arguments": {"text": "The user keeps hens"}}}).encode() + b"\n")
-        proc.stdin.flush()
+        search_then_start_an_add(proc)
         time.sleep(0.05)
         proc.stdin.close()
         proc.wait(timeout=60)
@@ -593,19 +599,7 @@ def test_a_stop_signal_mid_write_leaves_the_vault_whole_and_exits_0(vault_dir, s
     proc = subprocess.Popen([*memvault_command(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, preexec_fn=started_with)
     try:
-        for request in [
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "p", "version": "1"}}},
-                {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                    "name": "search_memory", "arguments": {"query": "bees"}}}]:
-            proc.stdin.write(json.dumps(request).encode() + b"\n")
-            proc.stdin.flush()
-            if "id" in request:
-                assert json.loads(proc.stdout.readline())["id"] == request["id"]
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "add_memory", "arguments": {"text": "The user keeps hens"}}}).encode() + b"\n")
-        proc.stdin.flush()
+        search_then_start_an_add(proc)
         time.sleep(0.05)
         sent = time.monotonic()
         proc.send_signal(sig)  # stdin stays open: the client has not left

@@ -21,13 +21,16 @@ def has_colour(text: str) -> bool:
     return any(set(m.group(1).split(";")) & COLOUR_CODES for m in ANSI.finditer(text))
 
 
-def run_in_pty(args: list[str], env: dict, timeout: float = 120) -> str:
-    """Run a command with stdin/stdout/stderr on a pseudo-terminal; returns what it wrote there."""
+def run_in_pty(args: list[str], env: dict, answers: str = "", timeout: float = 120) -> str:
+    """Run a command with stdin/stdout/stderr on a pseudo-terminal, typing `answers`; returns what it
+    wrote there."""
     import pty
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
+    if answers:
+        os.write(master, answers.encode())
     chunks = []
     try:
         while True:
