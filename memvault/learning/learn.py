@@ -296,10 +296,10 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
 
 
 def withheld_events(plan: LearningPlan) -> list[Event]:
-    """The facts of a plan not learned because they held a secret, as WITHHELD events (never written)."""
-    from memvault.store import secret_scan
-
-    return [secret_scan.not_learned(text, plan.conversation) for text in plan.withheld]
+    """The facts of a plan not learned because they held a secret, as WITHHELD events: no id, never
+    written, the text with placeholders (the changes every learning command shows)."""
+    return [Event(WITHHELD, Memory("", "memory", plan.conversation, files.utcnow(), text),
+                  reason="holds a secret: not learned") for text in plan.withheld]
 
 
 def _pending_texts(change, conversation: str) -> set[str]:

@@ -643,12 +643,3 @@ def split_facts(vault, facts: list[str]) -> tuple[list[str], list[str]]:
         else:
             kept.append(fact)
     return kept, dropped
-
-
-def not_learned(text: str, conversation: str):
-    """A fact not learned because it held a secret, as the event the learning changes show (WITHHELD: no
-    id, never written; its text with placeholders)."""
-    from memvault.store.files import Memory, utcnow
-    from memvault.store.vault import WITHHELD, Event
-
-    return Event(WITHHELD, Memory("", "memory", conversation, utcnow(), text), reason="holds a secret: not learned")

@@ -265,7 +265,7 @@ class Vault:
 ADD, UPDATE, REPLACE, DELETE, EVICT, EDIT, RESTORE, REMOVE = (
     "ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "EDIT", "RESTORE", "REMOVE")
 SCRUB = "SCRUB"  # `memvault scrub` replaced the secrets of a memory file with placeholders
-WITHHELD = "WITHHELD"  # a learned fact not stored: it held a secret (secret_scan.not_learned)
+WITHHELD = "WITHHELD"  # a learned fact not stored: it held a secret (learn.withheld_events)
 # At most this many memories are evicted by one command. A chat turn writes at most five entries
 # (two turns, three learned facts), so a conversation over max_entries still shrinks by fifteen a
 # turn, while a vault that is far over (a limit lowered, an old vault) is trimmed a little at a
