@@ -117,7 +117,7 @@ def judge(vault, item: dict, k: int, show: bool) -> tuple[bool, bool]:
         for label, results in (("Q " + item["current_q"], current), ("Q " + item["earlier_q"], earlier)):
             print("  " + label)
             for r in results:
-                mark = (r.scores.get("superseded") or {}).get("by_text") if isinstance(r.scores.get("superseded"), dict) else ""
+                mark = (getattr(r, "superseded", None) or {}).get("text") or ""
                 print(f"    {r.score:.3f} [{r.role}] {r.text[:70]}" + (f"  (earlier; now: {mark})" if mark else ""))
     return current_first, earlier_found
 

@@ -759,7 +759,8 @@ def search(
         _print_explain(outcome)
     else:
         for r in outcome.results:
-            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}")
+            earlier = f"  ({r.superseded['note']})" if r.superseded else ""
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}{earlier}")
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
@@ -785,14 +786,15 @@ def _print_explain(outcome) -> None:
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
                       number(s.get("session")), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
-                      escape(" ".join(r.text.split())))  # a [secret: ...] placeholder is text, not rich markup
+                      escape(" ".join(r.text.split()) + (f" ({r.superseded['note']})" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
     console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
-    console.print("score = relevance x (1 - recency_weight + recency_weight x recency)")
+    console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
+                  "(something newer took its place) ranks below what replaced it")
 
 
 @app.command()

@@ -69,6 +69,8 @@ class MemoryItem(BaseModel):
 
 class SearchHit(MemoryItem):
     score: float = Field(description="0 to 1; higher is more relevant (relevance, then a little recency).")
+    earlier: str | None = Field(None, description="Set when something newer took this memory's place: since when, "
+                                "and what ('earlier; since 2026-05-03: Lena lives in Lisbon'). Prefer the newer one.")
 
 
 class SearchResults(BaseModel):
@@ -312,7 +314,8 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             raise _failure(exc) from None
         return SearchResults(results=[
             SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id,
-                      created_at=r.created_at, text=r.text, tags=_tags(r.meta), score=round(r.score, 4))
+                      created_at=r.created_at, text=r.text, tags=_tags(r.meta), score=round(r.score, 4),
+                      earlier=(r.superseded or {}).get("note"))
             for r in outcome.results])
 
     def add_memory(

@@ -92,10 +92,18 @@ class Learned:
         return self
 
 
+def reconcile_scopes(conversation: str) -> list[str]:
+    """Where a new fact's neighbours are looked for: its conversation and `global` (issue 29, "one
+    truth across scopes": "I live in Madrid now" said in a trip's chat is about the global "I live
+    in Lisbon"). A fact of another conversation is that conversation's own and is left alone."""
+    return list(dict.fromkeys([conversation, files.DEFAULT_CONVERSATION]))
+
+
 def nearest_facts(index: Index, conversation: str, facts: list[str]
                   ) -> tuple[list[Memory], dict[str, list[str]]]:
-    """The live facts of the conversation near the new facts, and for each new fact the ids of
-    its up to NEIGHBOURS_PER_FACT neighbours with cosine >= SIMILARITY_FLOOR, nearest first."""
+    """The live facts of the conversation and of `global` near the new facts (reconcile_scopes),
+    and for each new fact the ids of its up to NEIGHBOURS_PER_FACT neighbours with cosine >=
+    SIMILARITY_FLOOR, nearest first."""
     import json
 
     from memvault.learning.extraction import first_person
@@ -109,8 +117,9 @@ def nearest_facts(index: Index, conversation: str, facts: list[str]
     rows_by_id: dict[str, dict] = {}
     for fact, vector, own_words in zip(facts, vectors[:len(facts)], vectors[len(facts):]):
         found: dict[str, float] = {}
-        for query, users_only in ((vector, False), (own_words, True)):
-            for row in index.nearest(query, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=conversation):
+        for query, users_only, scope in ((q, users_only, scope) for q, users_only in ((vector, False), (own_words, True))
+                                         for scope in reconcile_scopes(conversation)):
+            for row in index.nearest(query, NEIGHBOURS_PER_FACT, roles=("memory",), conversation=scope):
                 cosine = 1.0 - float(row["_distance"])  # cosine distance = 1 - cosine
                 if users_only and json.loads(row.get("meta") or "{}").get(files.ORIGIN_KEY) == "learned":
                     continue
@@ -288,6 +297,9 @@ def apply(change, plan: LearningPlan, now: datetime | None = None, max_entries: 
                 summaries.set_aside(change, plan.conversation, untrue, now=now, force=True)
         elif untrue:
             summaries.set_aside(change, plan.conversation, untrue, now=now)
+        for other in sorted({m.conversation_id for m in untrue} - {plan.conversation}):
+            # A global fact retired from a conversation's chat: the global summary may state it.
+            summaries.set_aside(change, other, [m for m in untrue if m.conversation_id == other], now=now)
     if max_entries is not None:
         change.evict(plan.conversation, max_entries, now=now)
     change.events += withheld_events(plan)
@@ -316,13 +328,14 @@ PREDICTION_FACTS = 8
 
 
 def related_facts(index: Index, conversation: str, texts: list[str], limit: int = PREDICTION_FACTS) -> list[Memory]:
-    """The live facts of the conversation closest to any of `texts` (cosine >= SIMILARITY_FLOOR),
-    closest first, at most `limit`."""
+    """The live facts of the conversation and of `global` (reconcile_scopes) closest to any of
+    `texts` (cosine >= SIMILARITY_FLOOR), closest first, at most `limit`."""
     if not texts or index.table() is None:
         return []
     best: dict[str, tuple[float, dict]] = {}
     for vector in index.embedder.embed(texts):
-        for row in index.nearest(vector, limit, roles=("memory",), conversation=conversation):
+        for row in (r for scope in reconcile_scopes(conversation)
+                    for r in index.nearest(vector, limit, roles=("memory",), conversation=scope)):
             cosine = 1.0 - float(row["_distance"])
             if cosine >= SIMILARITY_FLOOR and cosine > best.get(row["id"], (-1.0, row))[0]:
                 best[row["id"]] = (cosine, row)

@@ -86,6 +86,9 @@ class Result:
     # The episode the memory belongs to (an episode: itself): id, title, narrative, started_at
     # (annotate_episodes; docs/design.md, "Episodes").
     episode: dict[str, Any] | None = None
+    # Something newer took its place (reading/current.py): by (id), text, since, how; None: current.
+    superseded: dict[str, Any] | None = None
+    index_text: str = field(repr=False, default="")  # what BM25 read: a turn with the turns before it
 
     @property
     def score(self) -> float:
@@ -96,7 +99,8 @@ class Result:
                 "created_at": self.created_at, "text": self.text, "score": round(self.score, 6),
                 "scores": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.scores.items()},
                 "meta": self.meta, "episode_id": self.episode["id"] if self.episode else None,
-                "episode_title": self.episode["title"] if self.episode else None}
+                "episode_title": self.episode["title"] if self.episode else None,
+                "superseded": self.superseded}
 
 
 @dataclass
@@ -240,7 +244,7 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
     if found is None:
         found = Result(id=row["id"], path=row["path"], role=row["role"], conversation_id=row["conversation_id"],
                        created_at=row["created_at"], text=row["text"], meta=json.loads(row["meta"] or "{}"),
-                       vector=row["vector"])
+                       vector=row["vector"], index_text=row.get("index_text") or "")
         pool[row["id"]] = found
     return found
 
@@ -317,11 +321,11 @@ class LeftOut:
     best_below_threshold: float | None = None  # the best relevance (or probability) the threshold dropped
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0
-         ) -> tuple[list[Result], bool, LeftOut]:
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0,
+         supersede: Callable[[list[Result]], None] | None = None) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session, floor and
-    threshold, recency, MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked,
-    what was left out)."""
+    threshold, recency, the current truth first (supersede: current.supersede over the scored pool),
+    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -362,6 +366,8 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     left.count = before - len(pool)
     if not pool:
         return [], reranked, left
+    if supersede is not None:
+        supersede(pool)
     pool.sort(key=lambda r: (-r.scores["score"], r.id))
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
     picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
@@ -394,7 +400,10 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     pool = list(candidates(table, query, vector).values())
     lap("candidates")
     now = query.now or files.utcnow()
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows())
+    from memvault.reading import current
+
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(),
+                                  supersede=lambda scored: current.supersede(scored, index, query))
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
@@ -510,7 +519,10 @@ def injection_block(results: list[Result], summary: str | None = None, *, today:
 
 
 def _line(result: Result) -> str:
-    return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}"
+    from memvault.reading.current import marker
+
+    earlier = f" {marker(result.superseded)}" if result.superseded else ""
+    return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}{earlier}"
 
 
 def _day(moment: datetime | str | None) -> str:

@@ -545,6 +545,25 @@ class Index:
         where = where_clause(("user",), conversation) + " AND " + meta_clause(files.EXTRACTED, False)
         return sorted(self._rows_where(where), key=lambda row: row["created_us"])
 
+    def supersessions(self) -> list[dict[str, str]]:
+        """What the files declare superseded (store/supersession.py), as the last sync recorded it."""
+        from memvault.store.state import Unreadable
+
+        try:
+            return self.state.supersessions() if self.state_path.exists() else []
+        except Unreadable:
+            return []
+
+    def texts(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """{id: {"text", "created_at", "conversation_id"}} of the live rows with these ids."""
+        table = self.table()
+        wanted = sorted(set(ids))
+        if table is None or not wanted:
+            return {}
+        rows = (table.search().where("id IN (" + ", ".join(_sql_str(i) for i in wanted) + ")")
+                .select(["id", "text", "created_at", "conversation_id"]).limit(len(wanted) * 2).to_list())
+        return {row["id"]: row for row in rows}
+
     def _rows_where(self, where: str) -> list[dict[str, Any]]:
         table = self.table()
         if table is None:
@@ -700,6 +719,8 @@ class _Sync:
         self.unsure = False  # a file read without git's word on it that changed after git looked
         self.put: dict[str, dict[str, Any]] = {}
         self.drop: set[str] = set()
+        self.declared: dict[str, list[tuple]] = {}  # path -> the supersessions the file declares, as read now
+        self.meta_extra: dict[str, Any] = {}
 
     def run(self) -> SyncReport:
         self.start()
@@ -716,8 +737,35 @@ class _Sync:
         for rel, memory, digest, stat, oid in to_index:
             self.put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
                              "live": 1}
+            self.declare(rel, memory)
+        if self.header is not None and self.header.get("backfill"):
+            self.backfill()
         self.record()
         return self.report
+
+    def declare(self, rel: str, memory: Memory) -> None:
+        """What the file says is superseded (store/supersession.py), to replace its rows in the record."""
+        from memvault.store.supersession import declared_by
+
+        self.declared[rel] = [s.row(rel) for s in declared_by(memory)]
+
+    def backfill(self) -> None:
+        """A record carried over from the version before the `superseded` table: the supersessions
+        of every tombstone and every proposal, read once (no row is embedded again)."""
+        index = self.index
+        paths = {rel for rel, entry in index.state.entries().items() if not entry["live"]}
+        table = index.table()
+        if table is not None:
+            paths |= {row["path"] for row in index._rows_where(meta_clause("would_replace"))}
+        for rel in sorted(paths - set(self.declared) - self.drop):
+            try:
+                memory, _adopted = files.read_memory(index.root / rel, index.root)
+            except (MemoryFileError, OSError):
+                continue
+            self.declare(rel, memory)
+        from memvault.store.state import BACKFILL
+
+        self.meta_extra[BACKFILL] = None
 
     def turn_contexts(self, to_index):
         """What BM25 reads for the memories to index (turn_context.py); the indexed turns whose
@@ -893,9 +941,10 @@ class _Sync:
                 if renewed != entry:
                     put[rel] = renewed
                 continue
-            if tombstone:  # no row: recorded for find() only
+            if tombstone:  # no row: recorded for find() and for what it says is superseded
                 put[rel] = {"id": memory.id, **_stat_fields(stat, self.asked_at), "sha256": digest, "oid": oid,
                             "live": 0}
+                self.declare(rel, memory)
                 continue
             fresh_reads.append((rel, memory, digest, stat, oid, entry))
         return fresh_reads
@@ -933,7 +982,7 @@ class _Sync:
         index, header, known, put = self.index, self.header, self.known, self.put
         self.drop -= set(put)
         drop, old_dirty, seen = self.drop, self.old_dirty, self.seen
-        meta: dict[str, Any] = {}
+        meta: dict[str, Any] = dict(self.meta_extra)
         if header is None or header["model"] != self.model:
             meta["model"] = self.model
         dirty = dirty_add = None
@@ -967,7 +1016,8 @@ class _Sync:
             if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
                 meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
         if put or drop or meta or dirty is not None or dirty_add or self.fresh:
-            index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh)
+            index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh,
+                              superseded={rel: rows for rel, rows in self.declared.items() if rel not in drop})
 
     def recorded_oid(self, rel: str) -> str:
         """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""

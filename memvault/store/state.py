@@ -20,7 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
-VERSION = 2
+VERSION = 3
+# A record of version 2 is carried over to 3 in place: the table `superseded` is made, and the next
+# sync fills it from the tombstones and proposals (no rebuild: nothing is embedded again).
+_CARRIED = ("2",)
 # Paths are looked up this many at a time (SQLite's limit on host parameters is 32,766).
 _CHUNK = 500
 
@@ -32,7 +35,14 @@ CREATE TABLE IF NOT EXISTS files (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS files_id ON files (id);
 CREATE TABLE IF NOT EXISTS dirty (path TEXT PRIMARY KEY, oid TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS superseded (
+    path TEXT NOT NULL, old_id TEXT NOT NULL, new_id TEXT NOT NULL, since TEXT NOT NULL, kind TEXT NOT NULL,
+    old_text TEXT NOT NULL, learned_from TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS superseded_path ON superseded (path);
 """
+# What the files declare superseded (store/supersession.py): one row per (declaring file, old memory).
+BACKFILL = "backfill_superseded"
 _COLUMNS = ("id", "size", "mtime_ns", "ctime_ns", "sha256", "oid", "live")
 
 
@@ -63,6 +73,8 @@ class State:
                     if db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() is None:
                         db.execute("INSERT INTO meta VALUES ('version', ?)", (str(VERSION),))
                 version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+                if version is not None and version[0] in _CARRIED:
+                    version = _carry_over(db)
             except sqlite3.DatabaseError as exc:
                 raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
             if version is None or version[0] != str(VERSION):
@@ -98,6 +110,7 @@ class State:
             return {"model": json.loads(meta["model"]) if "model" in meta else None,
                     "notices": json.loads(meta.get("notices", "{}")),
                     "commit": meta.get("commit") or None,
+                    "backfill": meta.get(BACKFILL) == "1",
                     "folders": json.loads(meta.get("folders", "{}"))}
         except ValueError as exc:
             raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
@@ -145,6 +158,12 @@ class State:
         escaped = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         return self._query("SELECT path, id FROM files WHERE lower(id) LIKE ? ESCAPE '\\'", (escaped + "%",))
 
+    def supersessions(self) -> list[dict[str, str]]:
+        """Every supersession the files declare (store/supersession.py), as dicts of its COLUMNS."""
+        from memvault.store.supersession import COLUMNS
+
+        return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded")]
+
     def dirty(self) -> dict[str, str]:
         """{path: blob id at the synced commit ("" where it had none)} for the paths where the record
         may differ from that commit."""
@@ -153,21 +172,29 @@ class State:
     # -- writing -----------------------------------------------------------------------------
     def write(self, put: dict[str, dict[str, Any]] | None = None, drop: Iterable[str] = (),
               meta: dict[str, Any] | None = None, dirty: dict[str, str] | None = None,
-              dirty_add: dict[str, str] | None = None, fresh: bool = False) -> None:
+              dirty_add: dict[str, str] | None = None, fresh: bool = False,
+              superseded: dict[str, list[tuple]] | None = None) -> None:
         """One transaction: entries put and dropped, meta keys set (JSON for model and notices),
-        the dirty paths replaced (dirty) or added to where not there yet (dirty_add).
-        fresh: start from an empty record (a rebuild)."""
+        the dirty paths replaced (dirty) or added to where not there yet (dirty_add), the
+        supersessions of the files read replaced (superseded: path -> Supersession.row()s; a dropped
+        path's go). fresh: start from an empty record (a rebuild)."""
         db = self._conn(create=True)
         try:
             db.execute("BEGIN IMMEDIATE")
             if fresh:
                 db.execute("DELETE FROM files")
                 db.execute("DELETE FROM dirty")
+                db.execute("DELETE FROM superseded")
                 db.execute("DELETE FROM meta WHERE key != 'version'")
             drop = list(drop)
             for start in range(0, len(drop), _CHUNK):
                 chunk = drop[start:start + _CHUNK]
                 db.execute("DELETE FROM files WHERE path IN (" + ", ".join("?" * len(chunk)) + ")", chunk)
+                db.execute("DELETE FROM superseded WHERE path IN (" + ", ".join("?" * len(chunk)) + ")", chunk)
+            if superseded:
+                db.executemany("DELETE FROM superseded WHERE path = ?", ((path,) for path in superseded))
+                db.executemany("INSERT INTO superseded VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (row for rows in superseded.values() for row in rows))
             if put:
                 db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                ((path, *(e[c] for c in _COLUMNS)) for path, e in put.items()))
@@ -187,6 +214,24 @@ class State:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+
+def _carry_over(db: sqlite3.Connection) -> tuple[str]:
+    """A record of the version before made this version's, in one transaction: the new table, and
+    the mark that asks the next sync to fill it (index.py, `_Sync.backfill`)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (BACKFILL,))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return (str(VERSION),)
 
 
 @contextmanager

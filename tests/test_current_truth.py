@@ -1,0 +1,170 @@
+"""The current truth first, and one truth across scopes (issue 29).
+
+Each test is a case of the issue as it was seen:
+- "My sister Lena lives in Porto." learned, later "Lena moved to Lisbon last month." replaced it, yet
+  the old turns ("[user] My sister Lena lives in Porto.", "[assistant] Porto") ranked above the
+  current fact and went to the model undated and unmarked;
+- `chat -c trip "I don't live in Lisbon anymore, I live in Madrid now"` left the global "I live in
+  Lisbon" first for `search -c trip "where do I live"`.
+Real index, real git, real learning through the fake LLM over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from datetime import datetime, timezone
+
+import memvault
+from conftest import run_cli
+
+FACTS = lambda *texts: json.dumps({"facts": list(texts)})  # noqa: E731
+NO = '{"answer": "no"}'
+EPISODE = '{"title": "Family news", "narrative": "The user talked about family news."}'
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def lena(vault_dir, llm_env, monkeypatch):
+    """The issue's history, through chat and learning: Porto in January, asked in February (the
+    assistant answered "Porto"), Lisbon in May (the Porto fact replaced)."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    llm_env.default = EPISODE  # an episode's record when a silence closes one
+    vault = memvault.open_vault(vault_dir)
+    llm_env.push("Nice, a lovely city.", FACTS("The user's sister Lena lives in Porto"))
+    vault.ask("My sister Lena lives in Porto.", conversation="family", now=at("2026-01-10T18:00:00"))
+    llm_env.push("Porto")
+    vault.ask("Where does my sister Lena live?", conversation="family", now=at("2026-02-14T19:00:00"))
+    llm_env.push("That is a big change for her!", FACTS("The user's sister Lena lives in Lisbon"), NO)
+    result = vault.ask("Lena moved to Lisbon last month.", conversation="family", now=at("2026-05-03T09:00:00"))
+    [(porto, lisbon)] = result.learned.replaced
+    assert porto.text.endswith("Porto") and lisbon.text.endswith("Lisbon")
+    return vault, porto, lisbon
+
+
+def test_the_old_value_ranks_below_its_successor_and_is_marked_earlier(vault_dir, llm_env, monkeypatch):
+    vault, porto, lisbon = lena(vault_dir, llm_env, monkeypatch)
+    results = vault.search("where does Lena live", conversation="family", now="2026-05-10T12:00:00Z",
+                           relevance_floor=0).results
+    texts = [r.text for r in results]
+    first_lisbon = next(i for i, t in enumerate(texts) if "Lisbon" in t)
+    stale = [r for r in results if "Porto" in r.text]
+    # Both old turns are there (history stays findable), below the current value, marked with it.
+    assert {r.text for r in stale} >= {"My sister Lena lives in Porto.", "Porto"}
+    assert all(texts.index(r.text) > first_lisbon for r in stale)
+    for r in stale:
+        assert r.superseded["by"] == lisbon.id and r.superseded["text"] == lisbon.text
+        assert r.superseded["note"] == f"earlier; since 2026-05-03: {lisbon.text}"
+    assert all(r.superseded is None for r in results if "Lisbon" in r.text)
+
+    # What the model reads and the user sees: the same mark, in the injection block and the list.
+    block = run_cli("search", "-c", "family", "--format", "prompt", "--relevance-floor", "0",
+                    "where does Lena live").stdout
+    assert f"[2026-02-14] [assistant] Porto (earlier; since 2026-05-03: {lisbon.text})" in block
+    assert f"[2026-01-10] [user] My sister Lena lives in Porto. (earlier; since 2026-05-03: {lisbon.text})" in block
+    listed = run_cli("search", "-c", "family", "--relevance-floor", "0", "where does Lena live").stdout
+    assert f"[assistant] Porto  (earlier; since 2026-05-03: {lisbon.text})" in listed
+    as_json = json.loads(run_cli("search", "-c", "family", "--json", "--relevance-floor", "0",
+                                 "where does Lena live").stdout)
+    assert {r["text"] for r in as_json if r["superseded"]} >= {"Porto", "My sister Lena lives in Porto."}
+
+    # A chat: the block sent to the model marks Porto as earlier, with Lisbon.
+    llm_env.push("She lives in Lisbon.")
+    vault.ask("Where does Lena live now?", conversation="family", now=at("2026-05-10T12:00:00"), learn=False)
+    sent = "\n".join(m["content"] for m in llm_env.requests[-1]["messages"] if m["role"] == "system")
+    assert f"Porto (earlier; since 2026-05-03: {lisbon.text})" in sent
+
+
+def test_a_question_about_the_past_still_finds_the_old_value(vault_dir, llm_env, monkeypatch):
+    vault, porto, lisbon = lena(vault_dir, llm_env, monkeypatch)
+    results = vault.search("where did Lena live before?", conversation="family", now="2026-05-10T12:00:00Z").results
+    texts = [r.text for r in results]
+    first_porto = next(r for r in results if "Porto" in r.text)
+    # Not demoted: the question asks for the earlier value, which comes before the current one.
+    assert results.index(first_porto) <= 2 and all("Lisbon" not in t for t in texts[:results.index(first_porto)])
+    assert first_porto.superseded["by"] == lisbon.id  # still marked as earlier
+    assert all(r.superseded is None for r in results if r.text.endswith("?"))  # a question states no value
+
+
+def test_the_marks_come_back_the_same_after_a_rebuild_and_from_an_older_record(vault_dir, llm_env, monkeypatch):
+    vault, porto, lisbon = lena(vault_dir, llm_env, monkeypatch)
+
+    def marks():
+        found = memvault.open_vault(vault_dir).search("where does Lena live", conversation="family",
+                                                      now="2026-05-10T12:00:00Z", relevance_floor=0).results
+        return [(r.text, (r.superseded or {}).get("by")) for r in found]
+
+    before = marks()
+    assert sum(1 for _, by in before if by == lisbon.id) >= 2
+    shutil.rmtree(vault_dir / ".memvault")  # the index is derived: built again from the files
+    assert marks() == before
+    # A record of the version before the `superseded` table is carried over, not rebuilt.
+    state = vault_dir / ".memvault" / "state.db"
+    with sqlite3.connect(state) as db:
+        db.execute("DROP TABLE superseded")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
+    assert marks() == before
+    with sqlite3.connect(state) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("3",)
+    assert "rebuilding" not in run_cli("search", "-c", "family", "Lena").stderr
+
+
+def test_a_change_said_in_a_conversation_reaches_the_users_global_fact(vault_dir, llm_env, monkeypatch):
+    """The user's own global fact is not retired by a learned one (issue 26): the new fact proposes
+    it, and the ranking already puts the newer statement first and marks the older one."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    vault = memvault.open_vault(vault_dir)
+    [home] = vault.add("I live in Lisbon", created_at="2026-01-01T10:00:00Z")
+    llm_env.push("How is Madrid?", FACTS("The user lives in Madrid now"), NO)
+    result = vault.ask("I don't live in Lisbon anymore, I live in Madrid now", conversation="trip",
+                       now=at("2026-06-01T10:00:00"))
+    [madrid] = result.learned.added
+    assert madrid.extra["would_replace"] == [home.id]  # reconciled with the global fact, as a proposal
+    assert vault.get(home.id).is_deleted is False  # the user's fact stays until review keeps the proposal
+    assert [e.memory.id for e in vault.review()] == [madrid.id]
+
+    results = vault.search("where do I live", conversation="trip", now="2026-06-05T10:00:00Z").results
+    texts = [r.text for r in results]
+    assert texts.index("The user lives in Madrid now") < texts.index("I live in Lisbon")
+    lisbon = results[texts.index("I live in Lisbon")]
+    assert lisbon.superseded["how"] == "proposal" and lisbon.superseded["by"] == madrid.id
+    assert lisbon.superseded["note"] == "earlier; since 2026-06-01, waiting for review: The user lives in Madrid now"
+
+
+def test_a_learned_global_fact_is_retired_by_a_change_said_in_a_conversation(vault_dir, llm_env, monkeypatch):
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    vault = memvault.open_vault(vault_dir)
+    llm_env.push(FACTS("The user works as a nurse"))
+    [nurse] = vault.add_extracted("I work as a nurse", now="2026-01-05T10:00:00Z").added
+    assert nurse.conversation_id == "global"
+    llm_env.push("Congratulations!", FACTS("The user works as a teacher at a primary school"), NO)
+    result = vault.ask("Actually I am not a nurse anymore, I work as a teacher at a primary school",
+                       conversation="school", now=at("2026-06-01T08:00:00"))
+    [(old, teacher)] = result.learned.replaced
+    assert old.id == nurse.id and teacher.conversation_id == "school"
+    assert vault.get(nurse.id).extra["replaced_by"] == teacher.id  # one truth: the global fact is retired
+    results = vault.search("what is my job", conversation="school", now="2026-06-05T10:00:00Z").results
+    assert results[0].text == "The user works as a teacher at a primary school"
+    turn = next(r for r in results if "not a nurse" in r.text)
+    assert turn.superseded is None  # the turn that said the change is current, though it names the old job
+
+
+def test_a_change_said_only_in_turns_puts_the_new_statement_first(vault_dir):
+    vault = memvault.open_vault(vault_dir)
+    lines = [{"text": "I live in Hamburg, near the harbour.", "role": "user", "created_at": "2026-01-10T18:00:00Z"},
+             {"text": "Hamburg has great fish markets.", "role": "assistant", "created_at": "2026-01-10T18:01:00Z"},
+             {"text": "We moved, I live in Berlin now, in Kreuzberg.", "role": "user",
+              "created_at": "2026-06-10T18:00:00Z"}]
+    vault.add_jsonl("\n".join(json.dumps({**line, "conversation_id": "home"}) for line in lines))
+    results = vault.search("where do I live", conversation="home", now="2026-06-20T10:00:00Z").results
+    texts = [r.text for r in results]
+    assert texts[0] == "We moved, I live in Berlin now, in Kreuzberg."
+    hamburg = results[texts.index("I live in Hamburg, near the harbour.")]
+    assert hamburg.superseded["how"] == "said"
+    assert hamburg.superseded["note"] == "earlier; since 2026-06-10: We moved, I live in Berlin now, in Kreuzberg."
+    before = [r.text for r in vault.search("where did I live before?", conversation="home",
+                                           now="2026-06-20T10:00:00Z").results]
+    assert "I live in Hamburg, near the harbour." in before[:2]
