@@ -24,9 +24,10 @@ evidence holds the old value and not the current one.
 
     python bench/current_truth.py [--workdir DIR] [--k 5] [--show] [--ask N]
 
---ask N: also ask the first N current-value questions through `Memvault.ask` (the local LLM, hold
-the shared lock: `flock /work/coord/llm.lock python3 bench/current_truth.py --ask 45`) and count
-answers naming the current value (and not only the old one).
+--ask N: also ask N current-value questions, spread over the set, through `Memvault.ask` (the local
+LLM; hold the shared lock: `flock /work/coord/llm.lock python3 bench/current_truth.py --ask 15`) and
+count the answers naming the current value, and those naming only the old one. --without-current:
+rank as before this step (the "before" row, on the same files).
 """
 
 from __future__ import annotations
@@ -117,20 +118,24 @@ def judge(vault, item: dict, k: int, show: bool) -> tuple[bool, bool]:
         for label, results in (("Q " + item["current_q"], current), ("Q " + item["earlier_q"], earlier)):
             print("  " + label)
             for r in results:
-                mark = (getattr(r, "superseded", None) or {}).get("text") or ""
-                print(f"    {r.score:.3f} [{r.role}] {r.text[:70]}" + (f"  (earlier; now: {mark})" if mark else ""))
+                mark = (getattr(r, "superseded", None) or {}).get("note") or ""
+                print(f"    {r.score:.3f} [{r.role}] {r.text[:70]}" + (f"  ({mark})" if mark else ""))
     return current_first, earlier_found
 
 
 def ask(vault, items: list[dict]) -> dict:
-    """The current-value question through Memvault.ask (a fresh conversation per question, so the
-    history reaches the model only as memories): does the answer name the current value?"""
+    """The current-value question through Memvault.ask in the history's conversation (10 days after
+    its last turn: a fresh chat session, so the history reaches the model only as memories, in the
+    injection block): does the answer name the current value, or only the old one?"""
     named = stale_only = 0
+    rows = []
     for item in items:
-        reply = vault.ask(item["current_q"], conversation=conversation(item) + "-ask", now=clock(item),
-                          learn=False) if False else None
-        del reply
-    return {"named": named, "stale_only": stale_only}
+        reply = vault.ask(item["current_q"], conversation=conversation(item), now=clock(item), learn=False).reply
+        current, old = holds(reply, item["current"]), holds(reply, item["earlier"])
+        named += current
+        stale_only += old and not current
+        rows.append({"id": item["id"], "mode": item["mode"], "reply": reply[:200], "current": current, "stale": old})
+    return {"asked": len(items), "named_current": named, "named_only_the_old": stale_only, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,8 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--show", action="store_true", help="print the results of every history that fails")
     parser.add_argument("--ask", type=int, default=0, help="also ask the first N current-value questions of the LLM")
+    parser.add_argument("--without-current", action="store_true",
+                        help="rank as before issue 29's current-truth step (reading/current.supersede off): "
+                             "the 'before' row on the same files")
     args = parser.parse_args(argv)
     items = load()
+    if args.without_current:
+        from memvault.reading import current
+
+        current.supersede = lambda *a, **k: None
     work = args.workdir or Path(tempfile.mkdtemp(prefix="memvault-current-truth-"))
     vault_path = work / "vault"
     try:
@@ -155,11 +167,13 @@ def main(argv: list[str] | None = None) -> int:
             by_mode.setdefault(item["mode"], []).append(judge(vault, item, args.k, args.show))
         every = [x for rows in by_mode.values() for x in rows]
         report = {"histories": len(items), "k": args.k, "build_seconds": round(built, 1),
+                  "current_step": not args.without_current,
                   "current_first": sum(c for c, _ in every), "earlier_found": sum(e for _, e in every),
                   "by_mode": {mode: {"n": len(rows), "current_first": sum(c for c, _ in rows),
                                      "earlier_found": sum(e for _, e in rows)} for mode, rows in by_mode.items()}}
-        if args.ask:
-            report["ask"] = ask(vault, items[:args.ask])
+        if args.ask:  # spread over the set: every mode gets its share
+            chosen = [items[i * len(items) // args.ask] for i in range(min(args.ask, len(items)))]
+            report["ask"] = ask(vault, chosen)
         print(json.dumps(report, indent=2))
         print(f"current-first {report['current_first']}/{len(items)} ({report['current_first'] / len(items):.0%}), "
               f"earlier found {report['earlier_found']}/{len(items)} ({report['earlier_found'] / len(items):.0%})")

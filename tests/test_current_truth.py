@@ -156,15 +156,38 @@ def test_a_change_said_only_in_turns_puts_the_new_statement_first(vault_dir):
     vault = memvault.open_vault(vault_dir)
     lines = [{"text": "I live in Hamburg, near the harbour.", "role": "user", "created_at": "2026-01-10T18:00:00Z"},
              {"text": "Hamburg has great fish markets.", "role": "assistant", "created_at": "2026-01-10T18:01:00Z"},
-             {"text": "We moved, I live in Berlin now, in Kreuzberg.", "role": "user",
+             {"text": "I don't live in Hamburg anymore, I live in Berlin now.", "role": "user",
               "created_at": "2026-06-10T18:00:00Z"}]
     vault.add_jsonl("\n".join(json.dumps({**line, "conversation_id": "home"}) for line in lines))
     results = vault.search("where do I live", conversation="home", now="2026-06-20T10:00:00Z").results
     texts = [r.text for r in results]
-    assert texts[0] == "We moved, I live in Berlin now, in Kreuzberg."
+    assert texts[0] == "I don't live in Hamburg anymore, I live in Berlin now."
     hamburg = results[texts.index("I live in Hamburg, near the harbour.")]
     assert hamburg.superseded["how"] == "said"
-    assert hamburg.superseded["note"] == "earlier; since 2026-06-10: We moved, I live in Berlin now, in Kreuzberg."
+    assert hamburg.superseded["note"] == "earlier; since 2026-06-10: I don't live in Hamburg anymore, I live in Berlin now."
     before = [r.text for r in vault.search("where did I live before?", conversation="home",
                                            now="2026-06-20T10:00:00Z").results]
     assert "I live in Hamburg, near the harbour." in before[:2]
+
+
+def test_an_agent_sees_the_older_fact_marked_through_mcp(vault_dir):
+    """MCP's search_memory gives each result's `earlier` note (in-process SDK client, as test_mcp.py)."""
+    from test_mcp import call, with_client
+
+    from memvault.store import files
+
+    vault = memvault.open_vault(vault_dir)
+    [home] = vault.add("I live in Lisbon", created_at="2026-01-01T10:00:00Z")
+    with vault._vault.change("a proposal, as learning writes one") as change:  # the LLM's part is tested above
+        madrid = change.add(files.new_memory("The user lives in Madrid now", "memory", "trip",
+                                             created_at=at("2026-06-01T10:00:00"),
+                                             extra={files.ORIGIN_KEY: "learned", "would_replace": [home.id]}))
+    vault.close()
+
+    async def body(client):
+        return await call(client, "search_memory", query="where do I live", conversation="trip")
+
+    found = with_client(vault_dir, body)["results"]
+    assert [r["text"] for r in found][:2] == ["The user lives in Madrid now", "I live in Lisbon"], found
+    assert found[0]["earlier"] is None
+    assert found[1]["earlier"] == f"earlier; since 2026-06-01, waiting for review: {madrid.text}"

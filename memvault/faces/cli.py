@@ -723,7 +723,9 @@ def search(
     retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
-                                               help="text, prompt (the block a chat injects) or json."),
+                                               help="text, prompt (the block a chat injects: today's date, each "
+                                                    "line dated, an earlier memory marked with what replaced it) "
+                                                    "or json."),
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
                                           help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
                                                '"now"?, "k"?}; prints {"qid", "results"} lines.'),

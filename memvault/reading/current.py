@@ -32,11 +32,17 @@ from memvault.store.files import DEFAULT_CONVERSATION
 PAST_CUES = re.compile(r"\b(before|used to|previously|earlier|formerly|originally|at first|at the start|"
                        r"in the past|former|prior to|back then|anymore|any more|no longer)\b", re.IGNORECASE)
 # A statement that something changed: it supersedes an older candidate it shares a word with.
-CHANGE_CUES = re.compile(r"\b(moved|move to|moving to|anymore|any more|no longer|not \w+ anymore|switched|swapped|"
-                         r"instead|changed|change of plans?|quit|gave up|given up|traded|dropped|split up|broke up|"
-                         r"divorced|sold|cancell?ed|raised|replaced|now|these days|lately|new)\b", re.IGNORECASE)
+# Words that say so and little else: "now" and "new" are in too many chat lines (LoCoMo R@10 fell
+# from .766 to .428 with them and no other guard; bench/README.md, "The current truth first").
+CHANGE_CUES = re.compile(r"\b(moved|anymore|any more|no longer|switched|swapped|instead|changed|change of plans?|"
+                         r"quit|gave up|given up|traded in|split up|broke up|divorced|sold|cancell?ed|replaced)\b",
+                         re.IGNORECASE)
 # Without its successor among the candidates, a superseded result's score is scaled by this.
 ALONE_FACTOR = 0.5
+# A change said in turns counts only when the statement answers the query at least this well
+# relative to what it would supersede: "bought a new bicycle" does not retire "the wife likes
+# bicycles" for "what is my wife's name?".
+SAID_RELEVANCE = 0.8
 # Words too common in memories to tie two of them to one topic.
 _GENERIC = frozenset("user users like really also get got go going one would could much many".split())
 
@@ -160,7 +166,8 @@ def _stated_old_values(pool: list, rows: list[dict[str, Any]], marks: dict[str, 
 def _said_changes(pool: list, marks: dict[str, dict[str, Any]]) -> None:
     """Changes said but never learned: a later user turn or fact with a CHANGE_CUES word, of another
     session, in the same conversation (or the older one in `global`), sharing a word with an older
-    candidate that holds a word it does not, supersedes it (the newest such statement)."""
+    candidate that holds a word it does not, and scoring at least SAID_RELEVANCE times its score,
+    supersedes it (the newest such statement)."""
     from memvault.store.turn_context import CONTEXT_GAP
 
     statements = [r for r in pool if r.role in ("user", "memory", "note", "decision") and CHANGE_CUES.search(r.text)]
@@ -175,10 +182,14 @@ def _said_changes(pool: list, marks: dict[str, dict[str, Any]]) -> None:
         for newer in statements:
             if newer.id == older.id or moments[newer.id] - moments[older.id] <= CONTEXT_GAP:
                 continue
+            if older.role in ("user", "assistant") and older.role != newer.role:
+                continue  # a turn is superseded by its own speaker's later words only
             if older.conversation_id not in (newer.conversation_id, DEFAULT_CONVERSATION):
                 continue
             shared = own[older.id] & own[newer.id]
             if not shared or not (own[older.id] - own[newer.id]):
+                continue
+            if newer.scores.get("score", 0.0) < SAID_RELEVANCE * older.scores.get("score", 0.0):
                 continue
             if best is None or moments[newer.id] > moments[best.id]:
                 best = newer

@@ -368,7 +368,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         return [], reranked, left
     if supersede is not None:
         supersede(pool)
-    pool.sort(key=lambda r: (-r.scores["score"], r.id))
+    pool.sort(key=lambda r: (-r.scores["score"], r.superseded is not None, r.id))  # a tie (at 0): the current one first
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
     picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
                         query.mmr_lambda)
