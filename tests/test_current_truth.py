@@ -88,6 +88,12 @@ def test_a_question_about_the_past_still_finds_the_old_value(vault_dir, llm_env,
     assert first_porto.superseded["by"] == lisbon.id  # still marked as earlier
     assert all(r.superseded is None for r in results if r.text.endswith("?"))  # a question states no value
 
+    # The user removes the new fact: nothing supersedes Porto any more.
+    vault.remove(lisbon.id)
+    again = vault.search("where does Lena live", conversation="family", now="2026-05-10T12:00:00Z",
+                         relevance_floor=0).results
+    assert any("Porto" in r.text for r in again) and all(r.superseded is None for r in again if "Porto" in r.text)
+
 
 def test_the_marks_come_back_the_same_after_a_rebuild_and_from_an_older_record(vault_dir, llm_env, monkeypatch):
     vault, porto, lisbon = lena(vault_dir, llm_env, monkeypatch)

@@ -106,6 +106,10 @@ def supersede(pool: list, index, query) -> None:
                 break
             mark["by"], mark["since"] = row["new_id"], row["since"]
     look_up({m["by"] for m in marks.values()})
+    # A successor that is gone itself (removed, rejected in review) supersedes nothing any more.
+    marks = {key: mark for key, mark in marks.items() if mark["by"] in texts}
+    if not marks:
+        return
     past = asks_about_the_past(query.text)
     for _ in range(2):  # twice: a successor demoted itself first moves its predecessors with it
         for result_id, mark in marks.items():
