@@ -2,7 +2,7 @@
 "The index"): derived from the files' own keys, never written into the user's files, and kept in
 the index's record (state.py, table `superseded`) by the sync that reads the file.
 
-- A tombstone with `replaced_by` (an update, a contradiction, a sync's losing side): the old
+- A tombstone with `replaced_by` (an update, a contradiction; not a sync's losing side): the old
   memory was superseded by the one named, since its `deleted_at`; so was the turn it was
   `learned_from`. Its text is kept, so that a search can tell which other turns and facts state
   the old value (reading/current.py).
@@ -45,8 +45,8 @@ def declared_by(memory: files.Memory) -> list[Supersession]:
     extra = memory.extra
     if memory.is_deleted:
         successor = extra.get("replaced_by")
-        if not successor or memory.role in ("summary", "episode"):
-            return []
+        if not successor or memory.role in ("summary", "episode") or extra.get("sync_conflict"):
+            return []  # a sync's losing version is the same memory edited twice, not a change of what is true
         since = extra.get("deleted_at") or files.format_time(memory.created_at)
         return [Supersession(memory.id, str(successor), str(since), REPLACED, memory.text,
                              str(extra.get("learned_from") or ""))]
