@@ -249,6 +249,7 @@ def _text(fd: int, mode: str, facts: dict, line_buffering: bool):
 def _invoke(argv: list[str]) -> int:
     """The typer app on argv, standalone as `memvault` runs it: SystemExit's code, 1 for a crash."""
     from memvault.faces import term
+    from memvault.store.signals import Stopped
 
     term.configure(quiet=False)  # -q of the last request must not linger (the main callback sets it anew)
     try:
@@ -263,7 +264,11 @@ def _invoke(argv: list[str]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BaseException:  # a crash (or a stop signal inside a lock wait): as a cold process prints it
+    except Stopped:
+        sys.stderr.write("memvault: error: the memvault agent was asked to stop while this command waited for the "
+                         "vault lock; nothing was changed: run it again\n")
+        return 1
+    except BaseException:  # a crash: as a cold process prints it
         traceback.print_exc()
         return 1
     return 0

@@ -260,6 +260,11 @@ def handed_over(argv: list[str]) -> int | None:
     except AgentDied as died:
         sys.stderr.write(f"memvault: error: {died}\n")
         return 1
+    except KeyboardInterrupt:
+        # As click says it of a cold command. The agent finishes the command it took (one command's
+        # work, its writes atomic); its output goes where this one's went.
+        sys.stderr.write("\nAborted!\n")
+        return 1
     finally:
         conn.close()
 
@@ -287,7 +292,11 @@ def _run_there(conn: socket.socket, argv: list[str]) -> int | None:
                         "errors": getattr(stream, "errors", None) or "strict"})
     umask = os.umask(0)
     os.umask(umask)
-    request = {"kind": "run", "identity": code_identity(), "argv": argv, "cwd": os.getcwd(),
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # a working folder that is gone: the cold path says what it says of it
+    request = {"kind": "run", "identity": code_identity(), "argv": argv, "cwd": cwd,
                "env": dict(os.environ), "umask": umask, "streams": streams, "pid": os.getpid()}
     try:
         socket.send_fds(conn, [b"\0"], [0, 1, 2])
