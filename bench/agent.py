@@ -73,6 +73,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "agent.json")
+    ap.add_argument("--cron", type=int, metavar="N", default=0,
+                    help="only what `agent = auto` costs a vault used once a day: N first calls (no agent "
+                         "running) with auto against N with off")
     args = ap.parse_args()
     if args.quick:
         args.size, args.runs, args.calls = 60, 2, 20
@@ -84,6 +87,9 @@ def main() -> int:
         print(f"building {vault} ...", file=sys.stderr)
         perf.build_vault(mv, env, vault, args.size)
 
+    if args.cron:
+        print(json.dumps(cron_cost(mv, env, vault, args.cron), indent=1))
+        return 0
     from fake_llm import FakeLLM
 
     llm = FakeLLM()
@@ -135,6 +141,23 @@ def main() -> int:
     args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(table(report))
     return 0
+
+
+def cron_cost(mv, env, vault: Path, runs: int) -> dict:
+    """A cron job's one `search` a day: with agent = off, and with auto (no agent running: the call starts
+    one, waits for it to listen, and goes warm). Then the agent it left: its CPU so far, its RSS (held
+    until agent_idle_minutes pass), stopped by `agent stop`."""
+    argv = [*mv, "--vault", str(vault), "search", "--now", NOW, "what did Dana decide"]
+    out: dict = {"off": [], "auto": [], "agent_cpu_s": [], "agent_rss_mb": [], "load": []}
+    for _ in range(runs):
+        out["load"].append(os.getloadavg()[0])
+        out["off"].append(perf.run(argv, {**env, "MEMVAULT_AGENT": "off"}).wall)
+        out["auto"].append(perf.run(argv, {**env, "MEMVAULT_AGENT": "auto"}).wall)
+        pid = int(open(vault / ".memvault" / "agent.lock").read().split()[0])
+        out["agent_cpu_s"].append(cpu_s(pid))
+        out["agent_rss_mb"].append(rss_mb(pid))
+        perf.run([*mv, "--vault", str(vault), "agent", "stop"], env)
+    return {key: perf.stats(values) for key, values in out.items()}
 
 
 def calls(mv, env, vault: Path, pid: int, total: int) -> dict:
