@@ -145,10 +145,10 @@ class Agent:
             with conn:
                 conn.settimeout(None)
                 try:
-                    self._answer(conn)
+                    if self._answer(conn) == "run":
+                        self.last_request = time.monotonic()  # a status poll does not keep it alive
                 except (OSError, ValueError) as exc:
                     self.notice(f"memvault agent: a request failed: {exc}")
-            self.last_request = time.monotonic()
 
     def _socket_is_mine(self, inode: int) -> bool:
         try:
@@ -157,16 +157,17 @@ class Agent:
             return False
 
     # -- one request -----------------------------------------------------------------------
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket) -> str | None:
+        """One request: its kind (run, status, stop), or None when refused."""
         _pid, uid = warm.peer_ids(conn)
         if uid != os.getuid():
             self.notice(f"memvault agent: refused a connection from user {uid}")
-            return
+            return None
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
         try:
             request = warm.read_message(conn)
             if request is None:
-                return
+                return None
             kind = request.get("kind")
             if kind == "status":
                 warm.send_message(conn, self.status())
@@ -176,6 +177,7 @@ class Agent:
             elif kind == "run":
                 self._run(conn, request, fds)
                 fds = []  # _run closed them
+            return kind
         finally:
             for fd in fds:
                 os.close(fd)
