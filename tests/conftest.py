@@ -30,8 +30,8 @@ def isolated_env(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("MEMVAULT_") or name.startswith("GIT_"):
             monkeypatch.delenv(name)
-    # No test starts a background agent unless it asks to (tests/test_agent.py): the default `auto`
-    # would leave one per vault running after each CLI subprocess.
+    # Every CLI subprocess runs cold unless its test asks for the agent (tests/test_agent.py): none
+    # uses, or (agent = auto) starts, one behind the test's back.
     monkeypatch.setenv("MEMVAULT_AGENT", "off")
     home = tmp_path / "home"
     home.mkdir()

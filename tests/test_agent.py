@@ -340,6 +340,8 @@ def test_an_agent_killed_mid_command_is_reported_and_nothing_is_half_written(vau
     listed = run_memvault("ls", "--json", env=COLD)
     texts = [m["text"] for m in json.loads(listed.stdout)]
     assert texts.count("The boiler is serviced in May") == 1 and "My wife is Anne" in texts
+    history = run_memvault("log", env=COLD)  # what the error message points to
+    assert history.returncode == 0 and b"The next command recovers" in history.stdout
     # No partial file or git lock left behind (a kill at this point of a cold add leaves the same:
     # the whole memory file, kept, found and listed).
     assert not [p for p in vault_dir.rglob("*") if p.name.endswith((".tmp", ".lock")) and ".memvault" not in p.parts]

@@ -1665,8 +1665,8 @@ def agent(
     """Keep the vault warm: a process that carries out this vault's CLI commands (search, add, ls, ...)
     with the model and libraries loaded once, over a Unix socket in .memvault/ (owner-only).
 
-    With the `agent` setting at auto (the default) the first command starts one in the background;
-    at use, only one started here is used; at off, none. Same output and exit codes as without it.
+    With the `agent` setting at use (the default) a running one is used; at auto the first command starts
+    one in the background; at off, none. Same output and exit codes as without it.
     """
     from memvault.faces import agent as agent_process
 

@@ -51,10 +51,10 @@ class Settings:
     # (memvault/store/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").
     secret_scan: bool = True
     serve_api_key: str | None = field(default=None, repr=False)
-    # The CLI's warm path (memvault/faces/warm.py, docs/design.md "The agent"): off, use (an agent that
+    # The CLI's warm path (memvault/faces/warm.py, docs/design.md section 19): off, use (an agent that
     # runs carries the command out), auto (also start one in the background, which exits after
-    # agent_idle_minutes without a request).
-    agent: str = "auto"
+    # agent_idle_minutes without a request). use by default: no resident process nobody asked for.
+    agent: str = "use"
     agent_idle_minutes: float = 10.0
 
     def replace(self, **changes: Any) -> "Settings":
