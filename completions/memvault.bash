@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm scrub search serve show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add agent chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm scrub search serve show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -105,6 +105,14 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--allow-duplicate --alternative --conversation --each-line --extract --file --help --json --jsonl --kind --rationale --source --tag -c -f -h -t' -- "$cur"
+            fi
+            ;;
+        agent)
+            case $prev in
+                --idle) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --idle --json -h' -- "$cur"
             fi
             ;;
         chat)

@@ -81,6 +81,7 @@ complete -c memvault -n '__memvault_needs_command' -s v -l verbose -d 'More deta
 complete -c memvault -n '__memvault_needs_command' -l version -d 'Print the version'
 complete -c memvault -s h -l help -d 'Show help and exit'
 complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from arguments, stdin, --file or --jsonl'
+complete -c memvault -n __memvault_needs_command -a agent -d 'Keep the vault warm: a process that carries out this vault\'s CLI commands (search, add, ls, ...) with the model and libraries loaded once, over a Unix socket in .memvault/ (owner-only)'
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
 complete -c memvault -n __memvault_needs_command -a clone -d 'Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)'
 complete -c memvault -n __memvault_needs_command -a conversations -d 'List the conversations: memories by kind, newest activity, whether there is a summary'
@@ -119,6 +120,9 @@ complete -c memvault -n '__memvault_using_command add' -l alternative -x -d 'An 
 complete -c memvault -n '__memvault_using_command add' -l extract -d 'Let the LLM extract facts from what the text states (never from a question or request) and reconcile them instead of storing the text verbatim (with --jsonl: learn from the turns, cut them into episodes)'
 complete -c memvault -n '__memvault_using_command add' -l allow-duplicate -d 'Store a text even when a live memory of the conversation already says exactly that'
 complete -c memvault -n '__memvault_using_command add' -l json -d 'Print the stored memories as JSON'
+
+complete -c memvault -n '__memvault_using_command agent' -l idle -x -d 'Exit after this long without a command (default: the agent_idle_minutes setting, 10)'
+complete -c memvault -n '__memvault_using_command agent' -l json -d 'Print the status as JSON'
 
 complete -c memvault -n '__memvault_using_command chat' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation id'
 complete -c memvault -n '__memvault_using_command chat' -l model -x -d 'litellm model string (llm_model)'

@@ -1,3 +1,3 @@
-from memvault.faces.cli import main
+from memvault.faces.warm import main
 
 main()

@@ -904,15 +904,24 @@ class Memvault:
         self._vault.require_existing()
         reindex.watch(self._vault, on_report, stop=stop, on_start=on_start)
 
-    def warm(self) -> None:
+    def warm(self, search: bool = True) -> None:
         """Load now what the first search would load (the embedding model, the reranker, the index
         in step with the files, its full-text index and LanceDB's caches), so that a server's first
-        call does not wait for it. Optional: every operation loads what it needs on first use."""
+        call does not wait for it. Optional: every operation loads what it needs on first use.
+        search=False: the models and libraries only (the CLI's agent: a search would take the
+        vault's notices, a missing reranker's, as said before the user's first command said them)."""
         from memvault.store import secret_scan
 
         index = self._vault.index
         index.embedder.embed(["warm-up"])  # the first inference allocates ONNX Runtime's buffers
         secret_scan.warm(self._vault)  # a server's first chat does not wait for detect-secrets' import
+        if not search:
+            from memvault.reading.retrieval import load_reranker
+
+            load_reranker(self.settings, warn=lambda reason: None)  # each search says it, as cold
+            if self._vault.exists():
+                index.table()  # LanceDB's import and its first open
+            return
         if self._vault.exists():
             # One search of every conversation: it loads the reranker (saying so once if it cannot),
             # opens the table and reads what a first query reads.

@@ -30,6 +30,9 @@ def isolated_env(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("MEMVAULT_") or name.startswith("GIT_"):
             monkeypatch.delenv(name)
+    # Every CLI subprocess runs cold unless its test asks for the agent (tests/test_agent.py): none
+    # uses, or (agent = auto) starts, one behind the test's back.
+    monkeypatch.setenv("MEMVAULT_AGENT", "off")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

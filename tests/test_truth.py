@@ -631,6 +631,10 @@ def test_the_hints_of_sync_run(two_machines, tmp_path):
 # Every command memvault's messages tell the user to run ((module, command as written), f-string
 # parts as {}), and the test that runs it as written. A new hint without a test fails here.
 HINT_TESTS = {
+    # issue 33 (the agent)
+    ("faces/agent.py", "memvault agent status"): "test_agent.py::test_the_socket_is_owner_only_and_one_agent_per_vault",
+    ("faces/warm.py", "memvault log"):
+        "test_agent.py::test_an_agent_killed_mid_command_is_reported_and_nothing_is_half_written",
     # issue 31 (secrets)
     ("faces/cli.py", "memvault scrub --rewrite-history"):
         "test_secrets.py::test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it",

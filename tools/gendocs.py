@@ -74,6 +74,10 @@ SETTING_HELP = {
     "serve_api_key": "The key clients of memvault serve must send (Authorization: Bearer KEY); required to "
                      "bind an address other than the loopback one. Only from the environment "
                      "(MEMVAULT_SERVE_API_KEY), never from memvault.toml, which is committed.",
+    "agent": "The CLI's warm path: off (every command loads what it needs itself), use (a running memvault "
+             "agent of the vault carries the commands out) or auto (also start one in the background on the "
+             "first command; it exits after agent_idle_minutes without one). Same output and exit codes either way.",
+    "agent_idle_minutes": "Minutes without a command after which a memvault agent exits.",
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",

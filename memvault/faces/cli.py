@@ -1650,7 +1650,63 @@ def serve(
         os._exit(0)  # as run() leaves: the native libraries' teardown is not waited for
 
 
+class AgentAction(str, Enum):
+    start = "start"
+    status = "status"
+    stop = "stop"
+
+
+@app.command()
+def agent(
+    ctx: typer.Context,
+    action: Optional[AgentAction] = typer.Argument(None, help="start (in the background), status or stop; "
+                                                              "none: run in the foreground."),
+    idle: Optional[float] = typer.Option(None, "--idle", metavar="MINUTES", min=0.01,
+                                         help="Exit after this long without a command (default: the "
+                                              "agent_idle_minutes setting, 10)."),
+    json_output: bool = json_option("Print the status as JSON."),
+) -> None:
+    """Keep the vault warm: a process that carries out this vault's CLI commands (search, add, ls, ...)
+    with the model and libraries loaded once, over a Unix socket in .memvault/ (owner-only).
+
+    With the `agent` setting at use (the default) a running one is used; at auto the first command starts
+    one in the background; at off, none. Same output and exit codes as without it.
+    """
+    from memvault.faces import agent as agent_process
+
+    state = _state(ctx)
+    vault = state.open()
+    minutes = idle if idle is not None else vault.settings.agent_idle_minutes
+    sidecar = vault.root / ".memvault"
+    if action is None:
+        agent_process.run(vault.root, minutes, state.notice)
+        return
+    if action is AgentAction.start:
+        status = agent_process.start(vault.root, minutes)
+        info(ctx, f"memvault agent: pid {status['pid']} serves {vault.root}")
+        return
+    if action is AgentAction.stop:
+        stopped = agent_process.stop(sidecar)
+        info(ctx, f"memvault agent: pid {stopped} stopped" if stopped else f"memvault agent: none runs for {vault.root}")
+        return
+    status = agent_process.status(sidecar)
+    if json_output or state.json:
+        emit_json(status or {"running": False, "vault": str(vault.root)})
+    elif status:
+        for line in agent_process.status_lines(status):
+            typer.echo(line)
+    else:
+        typer.echo(f"no agent runs for {vault.root}")
+    if not status:
+        raise typer.Exit(1)
+
+
 def main() -> None:
+    from memvault.faces import warm
+
+    code = warm.handed_over(sys.argv[1:])  # an agent carries it out: same output, same exit code
+    if code is not None:
+        sys.exit(code)
     app(prog_name="memvault")
 
 

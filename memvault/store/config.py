@@ -51,6 +51,11 @@ class Settings:
     # (memvault/store/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").
     secret_scan: bool = True
     serve_api_key: str | None = field(default=None, repr=False)
+    # The CLI's warm path (memvault/faces/warm.py, docs/design.md section 19): off, use (an agent that
+    # runs carries the command out), auto (also start one in the background, which exits after
+    # agent_idle_minutes without a request). use by default: no resident process nobody asked for.
+    agent: str = "use"
+    agent_idle_minutes: float = 10.0
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -74,12 +79,14 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "hard_decay_minutes": (0.0, None),
     "max_session_tokens": (100, None),
     "lock_timeout": (1.0, None),
+    "agent_idle_minutes": (0.01, None),
 }
 
 # Allowed values of string keys that are a choice.
 CHOICES: dict[str, tuple[str, ...]] = {
     "reconcile_mode": ("pairs", "list"),
     "extraction_mode": ("message", "predict-calibrate"),
+    "agent": ("off", "use", "auto"),
 }
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
