@@ -129,11 +129,14 @@ def worker(vaults: Path, data: Path) -> int:
                                history=[], use_memory=request["use_memory"],
                                llm_options={"max_tokens": MAX_TOKENS})
             error = result.upkeep_error
-        except Exception as exc:  # the reader failed: recorded, the run goes on
+        except Exception as exc:  # the reader failed (a timeout under load): said, not scored, asked again later
             result, error = None, f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started
         injected = [m.meta.get("memory_id") for m in (result.memories if result else [])]
-        stored = [t.id for t in (result.user_turn, result.assistant_turn) if result and t is not None]
+        if result is not None:
+            stored = [t.id for t in (result.user_turn, result.assistant_turn) if t is not None]
+        else:  # the user's turn was stored before the model was asked
+            stored = [m.id for m in vault.recent(conv, limit=5) if m.extra.get("origin") == "chat"]
         if stored:
             vault.remove(stored)  # no later question sees this one's exchange
         print(json.dumps({"reply": result.reply if result else "", "error": error, "seconds": seconds,
@@ -144,7 +147,7 @@ def worker(vaults: Path, data: Path) -> int:
 class Worker:
     def __init__(self, checkout: Path, vaults: Path, data: Path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_") or k.startswith("MEMVAULT_LLM_")}
-        env.update(PYTHONPATH=str(checkout), MEMVAULT_MAX_ENTRIES="1000000",
+        env.update(PYTHONPATH=str(checkout), MEMVAULT_MAX_ENTRIES="1000000", MEMVAULT_LLM_TIMEOUT="900",
                    GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
                    GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@localhost")
         vaults.mkdir(parents=True, exist_ok=True)
@@ -210,6 +213,10 @@ def run(args) -> int:
                     request = {"conv_id": q["conv_id"], "question": q["question"] + SUFFIX, "now": q["query_now"],
                                "use_memory": row != "none"}
                     answer = workers["after" if row == "none" else row].ask(request)
+                    if answer["error"] and not answer["reply"]:
+                        print(f"{q['qid']} {row}: no answer ({answer['error']}); asked again in the next run",
+                              file=sys.stderr, flush=True)
+                        return 0
                     gold = str(q["answer"])
                     record = {"qid": q["qid"], "row": row, "conv_id": q["conv_id"], "category": q["category"],
                               "question": q["question"], "gold": gold, "reply": answer["reply"],
