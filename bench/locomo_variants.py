@@ -245,6 +245,8 @@ TIME_VARIANTS = {
 }
 for weight in (0.1, 0.2, 0.3, 0.5, 0.7):
     TIME_VARIANTS[f"when lift {weight}"] = variant(NOW_OPTIONS, [], when__WHEN_WEIGHT=weight)
-for weight in (0.25, 0.5, 0.75):
+for weight in (0.1, 0.25, 0.5, 0.75):
     TIME_VARIANTS[f"range lift {weight}"] = variant(NOW_OPTIONS, [], when__RANGE_WEIGHT=weight)
+TIME_VARIANTS["range lift 0.25 without range candidates"] = variant(NOW_OPTIONS, [], when__RANGE_WEIGHT=0.25,
+                                                                retrieval___in_range_rows=lambda *a: [])
 ALL = {**ISSUE15_VARIANTS, **VARIANTS, **LOST, **TIME_VARIANTS}

@@ -58,6 +58,23 @@ def test_in_may_2023_lifts_may_2023(vault_dir):
     assert len(outcome.results) == 3
 
 
+def test_a_when_question_favours_the_memory_that_says_when(vault_dir):
+    vault = vault_of(vault_dir,
+                     ("Caroline: Caroline went to the LGBTQ support group, it was so good", "2023-05-08T13:00:00Z"),
+                     ("Caroline: I went to the LGBTQ support group yesterday", "2023-05-08T14:30:00Z"),
+                     ("Melanie: I painted a sunrise by the lake", "2023-05-09T13:02:00Z"),
+                     ("Melanie: The kids love the pottery class", "2023-05-10T13:02:00Z"))
+    # Asked without "when", the line that names Caroline twice leads; neither is lifted.
+    plain = vault.search("Did Caroline go to the LGBTQ support group?", now=NOW, relevance_floor=0)
+    assert texts(plain)[0].startswith("Caroline: Caroline went")
+    assert all("time" not in r.scores for r in plain.results)
+    # Asked when, the turn that says when ("yesterday": its date is the day before 2023-05-08) leads.
+    asked = vault.search("When did Caroline go to the LGBTQ support group?", now=NOW, relevance_floor=0)
+    assert texts(asked)[0] == "Caroline: I went to the LGBTQ support group yesterday"
+    assert asked.results[0].scores["time"] > 0
+    assert [r.text for r in asked.results if "time" in r.scores] == [texts(asked)[0]]
+
+
 def test_explain_shows_the_time_boost(vault_dir):
     vault_of(vault_dir, ("I went hiking in the Alps with Marta", "2023-10-18T10:00:00Z"),
              ("I started learning Japanese", "2023-01-20T10:00:00Z"))

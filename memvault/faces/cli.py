@@ -704,7 +704,9 @@ def search(
     tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
-    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="The clock for recency (scripts, tests)."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO",
+                                      help="The clock for recency and for the times the query names "
+                                           "(\"last week\"), for scripts and tests."),
     as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
     no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the cross-encoder."),
     recency_weight: Optional[float] = typer.Option(None, "--recency-weight", min=0.0, max=1.0,
@@ -729,7 +731,11 @@ def search(
                                                '"now"?, "k"?}; prints {"qid", "results"} lines.'),
     json_output: bool = json_option("Results as JSON."),
 ) -> None:
-    """Search memories: hybrid retrieval, rerank, recency, diversity."""
+    """Search memories: hybrid retrieval, rerank, recency, diversity.
+
+    Times the query names ("last week", "in May 2023", "two years ago") are read against the clock
+    (--now) and lift the memories created then; a "when" question lifts the memories whose words say
+    when ("yesterday", "last Friday"). --explain shows what each gained (time)."""
     _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     if query is None and queries is None:
