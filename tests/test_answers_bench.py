@@ -15,9 +15,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo"
-sys.path.insert(0, str(REPO / "bench"))
 
-import answers  # noqa: E402  (bench/answers.py)
+
+def _load_answers():
+    """bench/answers.py as a module, without putting bench/ on sys.path (its mcp.py would hide the SDK)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_answers", REPO / "bench" / "answers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+answers = _load_answers()
 
 
 def test_scores_follow_the_locomo_normalisation():
