@@ -118,5 +118,6 @@ def test_reading_time_in_words():
     assert ranges("anything after June 2022") == [("2022-07-01", None)]
     assert when.read("When did Caroline go to the support group?", now).asks_when
     assert when.read("what is my name", now) is None
+    assert when.read("what happened in 9999", now) is None  # past datetime's last year: no range, no error
     assert when.read("we may go", now) is None  # dateparser's "Wednesday" and "May" are not times here
     assert not when.names_time("Caroline: We may go", now) and when.names_time("Nate: Last Friday I won", now)

@@ -172,7 +172,10 @@ def _ranges(text: str, now: datetime) -> list[TimeRange]:
     ranges = []
     for phrase, moment, at in finds:
         period = parser.get_date_data(phrase).period or "day"
-        start, end = _period(moment, period)
+        try:
+            start, end = _period(moment, period)
+        except (ValueError, OverflowError):  # "in 9999": a range past datetime's last year is no range
+            continue
         before = text[:at]
         if OPEN_BEFORE.search(before) or re.match(r"\s*(?:before|until|till)\b", phrase, re.IGNORECASE):
             start, end = None, start
