@@ -777,8 +777,9 @@ def _print_explain(outcome) -> None:
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", "time", "relevance", "recency",
-               "score", "text"]
+    asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
+               "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -789,7 +790,7 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), number(s.get("time")), number(s.get("relevance")),
+                      number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split())))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
@@ -798,7 +799,6 @@ def _print_explain(outcome) -> None:
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
     console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
-    asked = getattr(outcome, "time_read", None)
     if asked is not None:
         named = "; ".join(str(r) for r in asked.ranges)
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
