@@ -16,7 +16,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from memvault.store import index
-from memvault.reading import ranking, retrieval
+from memvault.reading import ranking, retrieval, when
 from memvault.store.config import Settings
 
 _S = Settings()
@@ -102,7 +102,7 @@ class Variant:
         return {"options": self.options, "patches": {k: getattr(v, "__name__", v) for k, v in self.patches.items()}}
 
 
-MODULES = {"index": index, "retrieval": retrieval, "ranking": ranking}
+MODULES = {"index": index, "retrieval": retrieval, "ranking": ranking, "when": when}
 
 
 @contextlib.contextmanager
@@ -222,4 +222,31 @@ LOST.update({
     "lost: session lift 0.25": now(session_weight=0.25),
     "lost: session lift 0.6": now(session_weight=0.6),
 })
-ALL = {**ISSUE15_VARIANTS, **VARIANTS, **LOST}
+
+
+def no_time(text, now):
+    """The query's time is not read (before issue 29's time in questions)."""
+    return None
+
+
+def _when_only(text, now, _read=when.read):
+    """The query's "when" is read, the times it names are not."""
+    asked = _read(text, now)
+    return when.QueryTime((), True) if asked is not None and asked.asks_when else None
+
+
+# Issue 29's time in questions (bench/README.md, "Time in questions"): the read path before it
+# (issue 32's defaults), today's, each half taken out, and the weights tried on the tuning split.
+TIME_VARIANTS = {
+    "issue 32": variant(NOW_OPTIONS, [], when__read=no_time),
+    "now": now(),
+    "now - when lift": variant(NOW_OPTIONS, [], when__WHEN_WEIGHT=0.0),
+    "now - time ranges": variant(NOW_OPTIONS, [], when__read=_when_only),
+}
+for weight in (0.1, 0.2, 0.3, 0.5, 0.7):
+    TIME_VARIANTS[f"when lift {weight}"] = variant(NOW_OPTIONS, [], when__WHEN_WEIGHT=weight)
+for weight in (0.1, 0.25, 0.5, 0.75):
+    TIME_VARIANTS[f"range lift {weight}"] = variant(NOW_OPTIONS, [], when__RANGE_WEIGHT=weight)
+TIME_VARIANTS["range lift 0.25 without range candidates"] = variant(NOW_OPTIONS, [], when__RANGE_WEIGHT=0.25,
+                                                                retrieval___in_range_rows=lambda *a: [])
+ALL = {**ISSUE15_VARIANTS, **VARIANTS, **LOST, **TIME_VARIANTS}

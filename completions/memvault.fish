@@ -223,7 +223,7 @@ complete -c memvault -n '__memvault_using_command search' -l kind -x -a 'fact no
 complete -c memvault -n '__memvault_using_command search' -s t -l tag -x -d 'Only memories with this tag (repeatable)'
 complete -c memvault -n '__memvault_using_command search' -l since -x -d 'Only memories created at or after'
 complete -c memvault -n '__memvault_using_command search' -l until -x -d 'Only memories created at or before'
-complete -c memvault -n '__memvault_using_command search' -l now -x -d 'The clock for recency (scripts, tests)'
+complete -c memvault -n '__memvault_using_command search' -l now -x -d 'The clock for recency and for the times the query names ("last week"), for scripts and tests'
 complete -c memvault -n '__memvault_using_command search' -l as-of -x -d 'What the vault held at this ISO date or time: memories created later left out, those deleted or replaced since shown as they were'
 complete -c memvault -n '__memvault_using_command search' -l no-rerank -d 'Skip the cross-encoder'
 complete -c memvault -n '__memvault_using_command search' -l recency-weight -x -d 'Weight of recency in the score (recency_weight)'

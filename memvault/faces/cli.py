@@ -704,7 +704,9 @@ def search(
     tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
     until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
-    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="The clock for recency (scripts, tests)."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="ISO",
+                                      help="The clock for recency and for the times the query names "
+                                           "(\"last week\"), for scripts and tests."),
     as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
     no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the cross-encoder."),
     recency_weight: Optional[float] = typer.Option(None, "--recency-weight", min=0.0, max=1.0,
@@ -731,7 +733,11 @@ def search(
                                                '"now"?, "k"?}; prints {"qid", "results"} lines.'),
     json_output: bool = json_option("Results as JSON."),
 ) -> None:
-    """Search memories: hybrid retrieval, rerank, recency, diversity."""
+    """Search memories: hybrid retrieval, rerank, recency, diversity.
+
+    Times the query names ("last week", "in May 2023", "two years ago") are read against the clock
+    (--now) and lift the memories created then; a "when" question lifts the memories whose words say
+    when ("yesterday", "last Friday"). --explain shows what each gained (time)."""
     _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     if query is None and queries is None:
@@ -774,8 +780,9 @@ def _print_explain(outcome) -> None:
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", "relevance", "recency", "score",
-               "text"]
+    asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
+               "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -786,7 +793,7 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), number(s.get("relevance")),
+                      number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" ({r.superseded['note']})" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
@@ -795,6 +802,11 @@ def _print_explain(outcome) -> None:
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
     console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
+    if asked is not None:
+        named = "; ".join(str(r) for r in asked.ranges)
+        console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
+            f"memories of {named} (and, as candidates, that range's best matches)" if named else "",
+            "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])))
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
                   "(something newer took its place) ranks below what replaced it")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from memvault.store import files
@@ -117,6 +117,7 @@ class SearchOutcome:
     threshold: float | None = None  # the threshold that applied
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
     now: datetime | None = None  # the query's clock: the "today" the injection block states
+    time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
 
     @property
     def reordered(self) -> bool:
@@ -164,10 +165,11 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-def candidates(table, query: Query, query_vector) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
-    the query's words and the words that answer its category words (ranking.category_words)."""
+    the query's words and the words that answer its category words (ranking.category_words).
+    asked: the time the query names (when.read); its range's best dense matches are a third list."""
     from memvault.store.index import FTS_COLUMN
 
     depth = candidate_depth(query)
@@ -187,6 +189,11 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
+        in_range = _in_range_rows(table, query, query_vector, scope, asked, depth)
+        if in_range:
+            rankings.append([r["id"] for r in in_range])
+            for row in in_range:
+                _result(pool, row)
         fused = ranking.rrf(rankings)
         for rank, row in enumerate(dense_rows, 1):
             _result(pool, row).scores.update(dense_rank=rank)
@@ -202,6 +209,23 @@ def candidates(table, query: Query, query_vector) -> dict[str, Result]:
     for result in pool.values():
         result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
     return pool
+
+
+def _in_range_rows(table, query: Query, query_vector, scope: str | None, asked, depth: int) -> list[dict]:
+    """The best dense matches among the memories created in the range the query names (when.py),
+    within the query's own since/until: what "what did I do last week" is about, even when its
+    words match nothing."""
+    if asked is None or not asked.ranges or not query.use_dense:
+        return []
+    from memvault.store.index import where_clause
+
+    start, end = asked.span()
+    since = max((t for t in (start, query.since) if t is not None), default=None)
+    until = min((t for t in (end - timedelta(microseconds=1) if end else None, query.until) if t is not None),
+                default=None)
+    where = where_clause(query.roles, scope, query.tags, since, until)
+    return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
+                     where).limit(depth).to_list()
 
 
 def _filtered(search, where: str):
@@ -321,11 +345,12 @@ class LeftOut:
     best_below_threshold: float | None = None  # the best relevance (or probability) the threshold dropped
 
 
-def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0,
+def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0, asked=None,
          supersede: Callable[[list[Result]], None] | None = None) -> tuple[list[Result], bool, LeftOut]:
-    """Relevance (reranker, or fused score times absolute match) lifted by the session, floor and
-    threshold, recency, the current truth first (supersede: current.supersede over the scored pool),
-    MMR. rows: the table's row count (BM25's scale). Returns (picked, reranked, what was left out)."""
+    """Relevance (reranker, or fused score times absolute match) lifted by the session and by the
+    time the query names (asked: when.read), floor and threshold, recency, the current truth first
+    (supersede: current.supersede over the scored pool), MMR. rows: the table's row count (BM25's
+    scale). Returns (picked, reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -350,8 +375,12 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             if after != before_lift:
                 result.scores["session"] = after - before_lift
         relevance = lifted
-    if not reranked:
-        floor = [r.scores["match"] >= query.relevance_floor for r in pool]
+    if asked is not None:
+        from memvault.reading import when
+
+        relevance = when.lift(pool, relevance, asked, [files.parse_time(r.created_at) for r in pool])
+    if not reranked:  # a memory of the range the query names matches it by its date
+        floor = [r.scores["match"] >= query.relevance_floor or r.scores.get("in_range", False) for r in pool]
         left.below_floor = floor.count(False)
         if query.threshold is not None:
             left.best_below_threshold = max((rel for rel, above in zip(relevance, floor)
@@ -395,20 +424,24 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     table = index.table()
     if table is None or not query.text.strip():
         return SearchOutcome([], False, rerank_note, now=query.now or files.utcnow())
+    from memvault.reading import when
+
+    now = query.now or files.utcnow()
+    asked = when.read(query.text, now)  # dateparser is imported only for a query with a time word
     vector = index.embedder.embed_query(query.text)
     lap("embed")
-    pool = list(candidates(table, query, vector).values())
+    pool = list(candidates(table, query, vector, asked).values())
     lap("candidates")
-    now = query.now or files.utcnow()
     from memvault.reading import current
 
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(),
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
                                   supersede=lambda scored: current.supersede(scored, index, query))
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
-                         threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now)
+                         threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
+                         time_read=asked)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],

@@ -1,0 +1,201 @@
+"""Time in questions (issue 29; docs/design.md, "The read path"): what a query says about time,
+read against the query's clock (`now`), and what it does to the ranking.
+
+- A time the query names ("last week", "in May 2023", "two years ago", "yesterday", "since March")
+  becomes a range of days; memories created in it are brought in as candidates (a third list
+  beside dense and BM25) and lifted (RANGE_WEIGHT). A boost, not a filter: evidence outside the
+  range still comes back when it matches better (`--since/--until` filter).
+- A question that asks when ("when did...", "what year...", "how long ago...") lifts the candidates
+  whose own words name a time ("yesterday", "last Friday", "in 2019": WHEN_WEIGHT). A memory's date
+  is its created_at, which every memory has; what tells an answer to "when" apart is a turn that
+  places the event relative to that date (LoCoMo: 79% of the temporal questions' evidence turns
+  have one, 15% of all turns; bench/README.md, "Time in questions").
+
+The words are read by dateparser (search_dates, relative to the clock, dates from the past
+preferred); it costs ~80 ms to import and its language data more at the first parse, so it is
+imported only when a cheap look at the query finds a word that can name a time (TIME_WORD): a
+query without one never loads it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Sequence
+
+# How much a time cue lifts a candidate's relevance r (before recency and MMR):
+# r + weight * (1 - r), as the session lift does. On LoCoMo's tuning conversations (bench/README.md,
+# "Time in questions") the "when" lift gains most at 0.2-0.3 (temporal R@10 .784 -> .833); the range
+# lift is best small (0.1: R@10 .783, 0.25: .782, 0.5: .776: LoCoMo's sessions tell of events days
+# after them), and 0.25 is the least that puts the memory of "last week" or "May 2023" above an equal
+# or closer match from another time in a personal vault (tests/test_when.py).
+RANGE_WEIGHT = 0.25
+WHEN_WEIGHT = 0.2
+
+# Words without which no date can be named: the gate before dateparser is imported (and, for a
+# "when" question, before a candidate's text is parsed). It only decides whether to look; what a
+# time is, is dateparser's to say.
+TIME_WORD = re.compile(
+    r"\d|\b(?:ago|yesterday|today|tonight|tomorrow|last|past|next|this|previous|recent(?:ly)?|earlier|"
+    r"week|weeks|weekend|month|months|year|years|day|days|morning|evening|night|"
+    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|spring|summer|autumn|fall|winter|"
+    r"mon(?:day)?|tue(?:s|sday)?|wed(?:nesday)?|thu(?:rs|rsday)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?)\b",
+    re.IGNORECASE)
+# A question about when: its answer is a time.
+ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen (?:did|was|were|is|are|do|does|will|had|has|have)\b|"
+                       r"\bwhat (?:date|day|year|month|time)\b|\bwhich (?:date|day|year|month)\b|\bhow long ago\b",
+                       re.IGNORECASE)
+# "before May 2023", "since last week": the range runs open on one side.
+OPEN_BEFORE = re.compile(r"\b(?:before|until|till|prior to)\s*$", re.IGNORECASE)
+OPEN_AFTER = re.compile(r"\b(?:after|since)\s*$", re.IGNORECASE)
+_PERIOD_DAYS = {"day": 1, "time": 1}
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A stretch of time a query names: start inclusive, end exclusive (UTC); None: open."""
+
+    phrase: str
+    start: datetime | None
+    end: datetime | None
+
+    def holds(self, moment: datetime) -> bool:
+        return (self.start is None or moment >= self.start) and (self.end is None or moment < self.end)
+
+    def __str__(self) -> str:
+        day = "%Y-%m-%d"
+        start = self.start.strftime(day) if self.start else "..."
+        end = (self.end - timedelta(microseconds=1)).strftime(day) if self.end else "..."
+        return f"{self.phrase!r}: {start} to {end}"
+
+
+@dataclass(frozen=True)
+class QueryTime:
+    """What a query says about time."""
+
+    ranges: tuple[TimeRange, ...] = ()
+    asks_when: bool = False
+
+    def in_range(self, moment: datetime) -> bool:
+        return any(r.holds(moment) for r in self.ranges)
+
+    def span(self) -> tuple[datetime | None, datetime | None]:
+        """From the earliest start to the latest end of the ranges (None: open)."""
+        starts = [r.start for r in self.ranges]
+        ends = [r.end for r in self.ranges]
+        return (None if None in starts else min(starts)), (None if None in ends else max(ends))
+
+
+def read(text: str, now: datetime) -> QueryTime | None:
+    """What `text` says about time, relative to `now`; None when it says nothing (dateparser is
+    imported only when the text has a TIME_WORD)."""
+    asks_when = bool(ASKS_WHEN.search(text))
+    ranges = tuple(_ranges(text, now)) if TIME_WORD.search(text) else ()
+    if not ranges and not asks_when:
+        return None
+    return QueryTime(ranges, asks_when)
+
+
+def names_time(text: str, now: datetime | None = None) -> bool:
+    """Whether a memory's own words place something in time ("yesterday", "last Friday", "in 2019")."""
+    return bool(TIME_WORD.search(text)) and bool(_found(text, now or datetime.now(timezone.utc)))
+
+
+def lift(pool: Sequence, relevance: Sequence[float], asked: QueryTime, created: Sequence[datetime]
+         ) -> list[float]:
+    """Relevance with the query's time applied: a candidate created in a range the query names
+    gains RANGE_WEIGHT * (1 - r), one whose words name a time, for a "when" question, WHEN_WEIGHT *
+    (1 - r). Sets scores "time" (what was added) and "in_range" on the results."""
+    lifted = list(relevance)
+    for i, (result, moment) in enumerate(zip(pool, created)):
+        weight = 0.0
+        if asked.ranges and asked.in_range(moment):
+            result.scores["in_range"] = True
+            weight += RANGE_WEIGHT
+        if asked.asks_when and WHEN_WEIGHT and names_time(result.text, moment):
+            weight += WHEN_WEIGHT
+        if weight:
+            lifted[i] = relevance[i] + min(weight, 1.0) * (1.0 - relevance[i])
+            result.scores["time"] = lifted[i] - relevance[i]
+    return lifted
+
+
+def _found(text: str, now: datetime) -> list[tuple[str, datetime]]:
+    """dateparser's finds in `text` that are times. It also reads "we" as Wednesday, "may" as the
+    month and "18th" as a day of this month, so a find counts when it has a year (four digits), a
+    word of four letters or more ("yesterday", "3 days ago"), or a capitalised word inside a
+    sentence ("in May")."""
+    from dateparser.search import search_dates
+
+    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False}
+    try:
+        found = search_dates(text, languages=["en"], settings=settings) or []
+    except Exception:  # dateparser's own failures on odd text: no time read, the search goes on
+        return []
+    kept, searched = [], 0
+    for phrase, moment in found:
+        at = text.find(phrase, searched)
+        at = at if at >= 0 else text.find(phrase)
+        searched = max(at, 0) + len(phrase)
+        words = [(m.group(), max(at, 0) + m.start()) for m in re.finditer(r"[^\W\d_]+", phrase)]
+        if (re.search(r"\d{4}", phrase) or any(len(w) >= 4 for w, _ in words)
+                or any(w[0].isupper() and _inside_sentence(text, pos) for w, pos in words)):
+            kept.append((phrase, moment))
+    return kept
+
+
+def _inside_sentence(text: str, position: int) -> bool:
+    before = text[:position].rstrip()
+    return bool(before) and before[-1] not in ".!?:;\"'(\n"
+
+
+def _ranges(text: str, now: datetime) -> list[TimeRange]:
+    from dateparser.date import DateDataParser
+
+    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    parser = DateDataParser(languages=["en"], settings={"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past",
+                                                         "RETURN_AS_TIMEZONE_AWARE": False})
+    finds: list[tuple[str, datetime, int]] = []
+    for phrase, moment in _found(text, now):
+        at = text.find(phrase, finds[-1][2] + len(finds[-1][0]) if finds else 0)
+        if finds and at >= 0 and not text[finds[-1][2] + len(finds[-1][0]):at].strip(" ,"):
+            # dateparser's search cuts "before May 2023" into "May" and "2023": read them together
+            joined = text[finds[-1][2]:at + len(phrase)]
+            data = parser.get_date_data(joined)
+            if data.date_obj is not None:
+                finds[-1] = (joined, data.date_obj, finds[-1][2])
+                continue
+        finds.append((phrase, moment, max(at, 0)))
+    ranges = []
+    for phrase, moment, at in finds:
+        period = parser.get_date_data(phrase).period or "day"
+        try:
+            start, end = _period(moment, period)
+        except (ValueError, OverflowError):  # "in 9999": a range past datetime's last year is no range
+            continue
+        before = text[:at]
+        if OPEN_BEFORE.search(before) or re.match(r"\s*(?:before|until|till)\b", phrase, re.IGNORECASE):
+            start, end = None, start
+        elif OPEN_AFTER.search(before) or re.match(r"\s*(?:after|since)\b", phrase, re.IGNORECASE):
+            after = re.search(r"\bafter\s*$", before, re.IGNORECASE) or re.match(r"\s*after\b", phrase, re.IGNORECASE)
+            start, end = (end if after else start), None
+        ranges.append(TimeRange(phrase.strip(), start, end))
+    return ranges
+
+
+def _period(moment: datetime, period: str) -> tuple[datetime, datetime]:
+    """The calendar day, week (Monday first), month or year around a moment, in UTC."""
+    day = datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc)
+    if period == "week":
+        start = day - timedelta(days=day.weekday())
+        return start, start + timedelta(days=7)
+    if period == "month":
+        start = day.replace(day=1)
+        return start, (start + timedelta(days=32)).replace(day=1)
+    if period == "year":
+        start = day.replace(month=1, day=1)
+        return start, start.replace(year=start.year + 1)
+    return day, day + timedelta(days=_PERIOD_DAYS.get(period, 1))

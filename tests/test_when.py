@@ -1,0 +1,123 @@
+"""Time in questions (issue 29): the times a query names, read against its clock (`now`), lift
+the memories of that time; a "when" question lifts memories whose words place something in time.
+Real index, real embedding model, real dateparser; no LLM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import memvault
+from conftest import run_cli
+
+NOW = "2023-10-23T12:00:00Z"  # a Monday: "last week" is Monday 16 to Sunday 22 October
+
+
+def vault_of(vault_dir, *memories):
+    vault = memvault.open_vault(vault_dir)
+    vault.add_jsonl("".join(json.dumps({"text": t, "created_at": at}) + "\n" for t, at in memories))
+    return vault
+
+
+def texts(outcome):
+    return [r.text for r in outcome.results]
+
+
+def test_last_week_ranks_that_weeks_memory_above_a_closer_match_from_months_earlier(vault_dir):
+    vault = vault_of(vault_dir,
+                     ("I went hiking in the Alps with Marta", "2023-10-18T10:00:00Z"),
+                     ("What I did: I spent the whole weekend doing my taxes, that is what I did", "2023-06-10T10:00:00Z"),
+                     ("I bought a new kettle", "2023-10-23T09:00:00Z"),  # today: newer, but not last week
+                     ("My favourite colour is green", "2023-05-12T10:00:00Z"))
+    # Without the time the words and recency decide, and the hike is not first.
+    plain = vault.search("what did I do", now=NOW, relevance_floor=0)
+    assert texts(plain)[0] != "I went hiking in the Alps with Marta"
+    assert texts(plain).index("What I did: I spent the whole weekend doing my taxes, that is what I did") < \
+        texts(plain).index("I went hiking in the Alps with Marta")
+    asked = vault.search("what did I do last week", now=NOW)
+    assert texts(asked)[0] == "I went hiking in the Alps with Marta"
+    first = asked.results[0]
+    assert first.scores["time"] > 0 and first.scores["in_range"]
+    # A boost, not a filter: the closer match from June is still there, below.
+    assert any(t.startswith("What I did") for t in texts(asked)[1:])
+    # The clock is the query's: a week later, "last week" is another week.
+    later = vault.search("what did I do last week", now="2023-10-30T12:00:00Z")
+    assert texts(later)[0] != "I went hiking in the Alps with Marta" or "time" not in later.results[0].scores
+
+
+def test_in_may_2023_lifts_may_2023(vault_dir):
+    vault = vault_of(vault_dir,
+                     ("We adopted a cat from the shelter.", "2022-05-20T10:00:00Z"),
+                     ("We adopted a cat from the shelter!", "2023-05-20T10:00:00Z"),
+                     ("we adopted a cat from the shelter", "2023-09-02T10:00:00Z"))
+    # The same words three times (a stored text is not stored again): without a time the newest leads.
+    plain = vault.search("adopting a cat", now=NOW, relevance_floor=0)
+    assert plain.results[0].created_at.startswith("2023-09-02")
+    outcome = vault.search("adopting a cat in May 2023", now=NOW, relevance_floor=0)
+    assert outcome.results[0].created_at.startswith("2023-05-20")
+    assert [r.created_at[:10] for r in outcome.results if "time" in r.scores] == ["2023-05-20"]
+    # May 2022 is not May 2023; a lift, not a filter: all three stay findable.
+    assert len(outcome.results) == 3
+
+
+def test_a_when_question_favours_the_memory_that_says_when(vault_dir):
+    vault = vault_of(vault_dir,
+                     ("Caroline: Caroline went to the LGBTQ support group, it was so good", "2023-05-08T13:00:00Z"),
+                     ("Caroline: I went to the LGBTQ support group yesterday", "2023-05-08T14:30:00Z"),
+                     ("Melanie: I painted a sunrise by the lake", "2023-05-09T13:02:00Z"),
+                     ("Melanie: The kids love the pottery class", "2023-05-10T13:02:00Z"))
+    # Asked without "when", the line that names Caroline twice leads; neither is lifted.
+    plain = vault.search("Did Caroline go to the LGBTQ support group?", now=NOW, relevance_floor=0)
+    assert texts(plain)[0].startswith("Caroline: Caroline went")
+    assert all("time" not in r.scores for r in plain.results)
+    # Asked when, the turn that says when ("yesterday": its date is the day before 2023-05-08) leads.
+    asked = vault.search("When did Caroline go to the LGBTQ support group?", now=NOW, relevance_floor=0)
+    assert texts(asked)[0] == "Caroline: I went to the LGBTQ support group yesterday"
+    assert asked.results[0].scores["time"] > 0
+    assert [r.text for r in asked.results if "time" in r.scores] == [texts(asked)[0]]
+
+
+def test_explain_shows_the_time_boost(vault_dir):
+    vault_of(vault_dir, ("I went hiking in the Alps with Marta", "2023-10-18T10:00:00Z"),
+             ("I started learning Japanese", "2023-01-20T10:00:00Z"))
+    out = run_cli("search", "--explain", "--now", NOW, "what did I do last week").stdout
+    assert "time" in out and "'last week': 2023-10-16 to 2023-10-22" in out
+
+
+def test_a_query_without_a_time_word_does_not_import_dateparser(vault_dir):
+    vault_of(vault_dir, ("I went hiking in the Alps with Marta", "2023-10-18T10:00:00Z"))
+    probe = ("import sys, memvault\n"
+             "v = memvault.open_vault(sys.argv[1])\n"
+             "v.search(sys.argv[2], now='2023-10-23T12:00:00Z')\n"
+             "print('dateparser' in sys.modules)\n")
+    plain = subprocess.run([sys.executable, "-c", probe, str(vault_dir), "where did I go hiking"],
+                           capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "False"
+    timed = subprocess.run([sys.executable, "-c", probe, str(vault_dir), "where did I go hiking last week"],
+                           capture_output=True, text=True, check=True)
+    assert timed.stdout.strip() == "True"  # the probe can see it when it is used
+
+
+def test_reading_time_in_words():
+    from datetime import datetime, timezone
+
+    from memvault.reading import when
+
+    now = datetime(2023, 10, 23, 12, tzinfo=timezone.utc)
+
+    def ranges(text):
+        asked = when.read(text, now)
+        return [(r.start and r.start.date().isoformat(), r.end and r.end.date().isoformat()) for r in asked.ranges]
+
+    assert ranges("what did I do last week") == [("2023-10-16", "2023-10-23")]
+    assert ranges("in May 2023") == [("2023-05-01", "2023-06-01")]
+    assert ranges("two years ago") == [("2021-01-01", "2022-01-01")]
+    assert ranges("yesterday") == [("2023-10-22", "2023-10-23")]
+    assert ranges("what happened before May 2023") == [(None, "2023-05-01")]
+    assert ranges("anything after June 2022") == [("2022-07-01", None)]
+    assert when.read("When did Caroline go to the support group?", now).asks_when
+    assert when.read("what is my name", now) is None
+    assert when.read("what happened in 9999", now) is None  # past datetime's last year: no range, no error
+    assert when.read("we may go", now) is None  # dateparser's "Wednesday" and "May" are not times here
+    assert not when.names_time("Caroline: We may go", now) and when.names_time("Nate: Last Friday I won", now)
