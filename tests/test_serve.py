@@ -207,6 +207,77 @@ def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
     assert git(vault, "status", "--porcelain") == ""
 
 
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                                 "parameters": {"type": "object",
+                                                                "properties": {"city": {"type": "string"}}}}}
+
+
+def test_tools_usage_and_every_other_field_pass_through_and_only_the_text_is_stored(proxy):
+    """An agent's round trip: a streamed tool call (usage asked for), the tool's result sent back,
+    the model's answer; what the client sent beyond the messages reaches the upstream as it is, the
+    upstream's usage reaches the client, memories are injected, and the turns stored are the user's
+    text and the model's final text, once each."""
+    fake, vault, client = proxy.fake, proxy.vault, proxy.client()
+    assert proxy.http("POST", "/v1/memories", json={"text": "The user lives in Lisbon",
+                                                     "conversation_id": "agent"}).status_code == 200
+    question = {"role": "user", "content": "What is the weather where I live?"}
+    fake.push({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Lisbon"}'}],
+               "usage": {"prompt_tokens": 41, "completion_tokens": 9, "total_tokens": 50}})
+    before = len(fake.requests)
+    stream = client.chat.completions.create(
+        model="test-model", messages=[question], user="agent", stream=True, stream_options={"include_usage": True},
+        tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=False, seed=7, stop=["\n\n"], logprobs=True,
+        top_logprobs=2, logit_bias={"1734": -100}, reasoning_effort="low", response_format={"type": "text"},
+        extra_body={"top_k": 20, "repeat_penalty": 1.1})
+    chunks = list(stream)
+    sent = fake.requests[before]
+    assert sent["tools"] == [WEATHER_TOOL] and sent["tool_choice"] == "auto" and sent["parallel_tool_calls"] is False
+    assert (sent["seed"], sent["stop"], sent["logprobs"], sent["top_logprobs"], sent["logit_bias"]) == \
+        (7, ["\n\n"], True, 2, {"1734": -100})
+    assert (sent["reasoning_effort"], sent["response_format"], sent["top_k"], sent["repeat_penalty"]) == \
+        ("low", {"type": "text"}, 20, 1.1)
+    assert sent["stream_options"] == {"include_usage": True}
+    assert "[memory] The user lives in Lisbon" in sent["messages"][0]["content"]  # injected with tools too
+    arguments = "".join(d.function.arguments or "" for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or [])
+    [named] = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or [] if d.function.name]
+    assert (named.id, named.function.name, json.loads(arguments)) == ("call_0", "get_weather", {"city": "Lisbon"})
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+    assert chunks[-1].usage.prompt_tokens == 41 and chunks[-1].usage.total_tokens == 50 and not chunks[-1].choices
+    assert len({c.id for c in chunks}) == 1 and all(c.model == "test-model" for c in chunks)
+
+    called = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}]}
+    result = {"role": "tool", "tool_call_id": "call_0", "content": "18 C and sunny"}
+    fake.push({"content": "It is 18 C and sunny in Lisbon.",
+               "usage": {"prompt_tokens": 60, "completion_tokens": 12, "total_tokens": 72}})
+    answer = client.chat.completions.create(model="test-model", messages=[question, called, result], user="agent",
+                                            tools=[WEATHER_TOOL])
+    assert answer.choices[0].message.content == "It is 18 C and sunny in Lisbon."
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.usage.total_tokens) == (60, 12, 72)
+    sent = fake.requests[-1]["messages"]
+    # The memory block before the user's message; the tool round after it, unbroken.
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[2]["tool_calls"] == called["tool_calls"] and sent[3] == result  # (litellm leaves out a None content)
+    proxy.idle()
+    assert [t.text for t in memories_of(vault, "agent", "turns/user")] == ["What is the weather where I live?"]
+    assert [t.text for t in memories_of(vault, "agent", "turns/assistant")] == ["It is 18 C and sunny in Lisbon."]
+    assert "unanswered" not in memories_of(vault, "agent", "turns/user")[0].extra
+    assert git(vault, "status", "--porcelain") == ""
+
+
+def test_usage_of_a_plain_reply_and_none_asked_for_in_a_stream(proxy):
+    client = proxy.client()
+    proxy.fake.push({"content": "Hello.", "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+    plain = client.chat.completions.create(model="test-model", user="usage", messages=[{"role": "user", "content": "Hi"}])
+    assert plain.usage.total_tokens == 7 and plain.choices[0].finish_reason == "stop"
+    proxy.fake.push({"chunks": ["Hel", "lo."]})
+    chunks = list(client.chat.completions.create(model="test-model", user="usage", stream=True,
+                                                 messages=[{"role": "user", "content": "Hi again"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello."
+    assert all(c.usage is None for c in chunks)  # not asked for: none sent
+    assert "stream_options" not in proxy.fake.requests[-1]
+
+
 def test_the_openai_command_line_tool_streaming_and_not(proxy):
     cli = OPENAI_CLI / "bin" / "openai"
     if not cli.exists():

@@ -56,11 +56,16 @@ from memvault.errors import (IndexUnreadable, LLMError, LLMTimeout, LockTimeout,
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
 CONVERSATION_HEADER = "x-memvault-conversation"
-# Sampling options a client may set, passed to the model as they are; other request fields are
-# not forwarded (`user` and `metadata` name the conversation, `stream` is ours to honour).
+# Request fields whose type is checked here (a wrong one is the client's mistake, said with its
+# name); these and every other field the client sends go to the upstream as they are (llm.py,
+# OPENAI_FIELDS), but for those that name the conversation (`user`, `metadata`) and those that are
+# ours to honour (`messages`, `model`, `stream`, `n`).
 SAMPLING = {"temperature": (int, float), "top_p": (int, float), "presence_penalty": (int, float),
             "frequency_penalty": (int, float), "max_tokens": int, "max_completion_tokens": int, "seed": int,
-            "stop": (str, list), "response_format": dict}
+            "stop": (str, list), "response_format": dict, "tools": list, "tool_choice": (str, dict),
+            "logprobs": bool, "top_logprobs": int, "logit_bias": dict, "reasoning_effort": str,
+            "stream_options": dict, "parallel_tool_calls": bool}
+NOT_PASSED = {"messages", "model", "stream", "n", "user", "metadata"}
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
@@ -208,6 +213,7 @@ class ChatCall:
     text: str  # the last user message's text: what retrieval uses and what is stored
     message: dict  # that message as the client sent it
     history: list[dict]  # the messages before it, passed on as they are
+    after: list[dict]  # a tool round: the assistant's tool calls and the results after it, as they are
     conversation: str
     stream: bool
     model: str | None
@@ -225,15 +231,16 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
         if message.get("role") not in ROLES:
             raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
                                 f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
+    # The user's message is the last one, or the last before a tool round (the assistant's tool
+    # calls and their results, which the client sends back for the model's answer).
+    at = max((n for n, m in enumerate(messages) if m["role"] == "user"), default=None)
     last = messages[-1]
-    where = f"messages[{len(messages) - 1}]"
-    if last["role"] != "user":
-        raise ApiError(400, f"the last message must be the user's (got role {last['role']!r}): memvault serve "
-                            "answers a user message with memories", f"{where}.role")
-    text = _text(last.get("content"), f"{where}.content")
-    for name in ("tools", "functions"):
-        if body.get(name):
-            raise ApiError(400, f"{name} are not supported: memvault serve stores and answers text replies", name)
+    if at is None or (at != len(messages) - 1 and last["role"] not in ("tool", "function")) or \
+            any(m["role"] not in ("assistant", "tool", "function") for m in messages[at + 1:]):
+        raise ApiError(400, f"the last message must be the user's, or a tool's result after it (got role "
+                            f"{last['role']!r}): memvault serve answers a user message with memories",
+                       f"messages[{len(messages) - 1}].role")
+    text = _text(messages[at].get("content"), f"messages[{at}].content")
     if body.get("n", 1) != 1:
         raise ApiError(400, "n must be 1: memvault serve stores one reply per message", "n")
     stream = body.get("stream", False)
@@ -243,15 +250,17 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model must be a string", "model")
     options = {}
-    for name, kind in SAMPLING.items():
-        if body.get(name) is None:
+    for name, value in body.items():
+        if name in NOT_PASSED or value is None:
             continue
-        value = body[name]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        kind = SAMPLING.get(name)
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
             raise ApiError(400, f"{name} has the wrong type (got {json.dumps(value)[:40]})", name)
         options[name] = value
-    return ChatCall(text, last, messages[:-1], conversation_of(body, headers, default_conversation), stream, model,
-                    options)
+    if not stream:
+        options.pop("stream_options", None)  # only for a stream (upstreams refuse it otherwise)
+    return ChatCall(text, messages[at], messages[:at], messages[at + 1:],
+                    conversation_of(body, headers, default_conversation), stream, model, options)
 
 
 def _text(content: Any, where: str) -> str:
@@ -584,7 +593,7 @@ class Proxy:
     def _start(self, call: ChatCall, model: str | None, stream: bool):
         return self.turns.start(lambda: self.vault.chat(
             call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
-            user_message=call.message, llm_options=call.options))
+            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after))
 
     async def complete(self, call: ChatCall, model: str | None, name: str) -> Response:
         sent = threading.Event()
@@ -592,18 +601,20 @@ class Proxy:
         def run(answer: Callable[[Any], None]):
             turn = self._start(call, model, stream=False)
 
+            response = []  # the upstream's one answer (iterating the turn gives it)
+
             def on_reply(reply: str) -> None:  # respond now; the turns are stored once it is out
-                answer((turn, reply))
+                answer((turn, response[0]))
                 sent.wait(SEND_WAIT)
 
             turn.on_reply = on_reply
-            self._finish(turn, lambda: all(True for _ in turn))  # read to the end
-            return turn, turn.result.reply
+            self._finish(turn, lambda: response.extend(turn))  # read to the end
+            return turn, response[0]
 
-        turn, reply = await self.wait(self.in_thread(run))
-        body = {"id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion", "created": int(time.time()),
-                "model": name, "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                            "finish_reason": "stop", "logprobs": None}]}
+        turn, response = await self.wait(self.in_thread(run))
+        # The upstream's answer as it is (tool calls, usage, log-probabilities), under our id and the model's name.
+        body = {**response, "id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion",
+                "created": int(time.time()), "model": name}
         # Starlette runs a response's background task once its body is sent.
         return _json(body, headers=self._headers(call, turn), background=BackgroundTask(sent.set))
 
@@ -683,17 +694,16 @@ class Proxy:
             raise first[1]
         chunk_id, created = f"chatcmpl-{turn.result.user_turn.id}", int(time.time())
 
-        def event(delta: dict, finish: str | None = None) -> bytes:
-            data = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        def event(chunk: dict) -> bytes:
+            # The upstream's chunk as it is (content, tool-call deltas, usage), under our id and the model's name.
+            data = {**chunk, "id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
             return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
         async def events():
             try:
-                yield event({"role": "assistant", "content": ""})
                 kind, value = first
                 while kind == "piece":
-                    yield event({"content": value})
+                    yield event(value)
                     try:
                         kind, value = await next_item()
                     except ApiError as stopping:
@@ -704,7 +714,6 @@ class Proxy:
                     body = error_body(failure.message, failure.kind, failure.param, failure.code)
                     yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
                     return
-                yield event({}, "stop")
                 yield b"data: [DONE]\n\n"
             except BaseException:  # the client hung up (cancelled), or the server is stopping
                 cancel.set()
