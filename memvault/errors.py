@@ -41,6 +41,10 @@ class NotFound(MemvaultError):
     """No memory matches an id or prefix."""
 
 
+class AlreadyDeleted(MemvaultError):
+    """The memory asked for is a tombstone: deleted already (a removal or edit of it has nothing to do)."""
+
+
 class LockTimeout(MemvaultError):
     """Another memvault process held the vault lock for too long."""
 

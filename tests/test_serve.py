@@ -520,6 +520,60 @@ def test_the_memory_api_answers_in_the_shapes_of_the_cli_json(proxy):
     assert git(vault, "status", "--porcelain") == ""
 
 
+def test_client_mistakes_are_4xx_with_param_and_the_routes_clients_expect_answer(proxy):
+    """What clients got as 500s (which they retry) or 404s: empty text, a memory deleted twice, a
+    search by GET, models.retrieve; and the listing of memories, a page at a time."""
+    empty = proxy.http("POST", "/v1/memories", json={"text": "   "})
+    assert empty.status_code == 400 and empty.json()["error"]["param"] == "text", empty.text
+    assert "nothing to add" in empty.json()["error"]["message"]
+    [row] = proxy.http("POST", "/v1/memories", json={"text": "Deleted twice", "conversation_id": "http"}).json()
+    assert proxy.http("DELETE", f"/v1/memories/{row['id']}").status_code == 200
+    twice = proxy.http("DELETE", f"/v1/memories/{row['id']}")
+    assert twice.status_code == 409 and twice.json()["error"]["code"] == "memory_deleted", twice.text
+    assert f"memory {row['id']} is deleted" in twice.json()["error"]["message"]
+    by_get = proxy.http("GET", "/v1/memories/search", params={"query": "x"})
+    assert by_get.status_code == 405 and "POST /v1/memories/search" in by_get.json()["error"]["message"]
+    assert "no memory with id" not in by_get.text
+    wrong = proxy.http("PATCH", "/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST" and wrong.json()["error"]["code"] == \
+        "method_not_allowed"
+    client = proxy.client()
+    assert client.models.retrieve("test-model").id == "test-model"  # the upstream serves it
+    assert client.models.retrieve("configured-model").id == "configured-model"  # llm_model
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.models.retrieve("gpt-nothing")
+    assert "test-model" in unknown.value.message
+
+    for n in range(5):
+        assert proxy.http("POST", "/v1/memories", json={"text": f"Listed note {n}", "kind": "note",
+                                                         "conversation_id": "paged"}).status_code == 200
+    proxy.http("POST", "/v1/memories", json={"text": "A listed fact", "conversation_id": "paged"})
+    seen, cursor = [], None
+    while True:
+        page = proxy.http("GET", "/v1/memories", params={"conversation_id": "paged", "kinds": "note", "limit": 2,
+                                                         **({"cursor": cursor} if cursor else {})}).json()
+        seen += [m["text"] for m in page["data"]]
+        assert page["object"] == "list" and len(page["data"]) <= 2
+        if not page["has_more"]:
+            assert page["next_cursor"] is None
+            break
+        cursor = page["next_cursor"]
+    assert seen == [f"Listed note {n}" for n in reversed(range(5))]  # newest first, each once
+    both = proxy.http("GET", "/v1/memories?conversation_id=paged&kinds=note&kinds=fact&limit=10").json()["data"]
+    assert len(both) == 6 and both[0]["text"] == "A listed fact"
+    bad = proxy.http("GET", "/v1/memories", params={"since": "last tuesday"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "since"
+    assert bad.json()["error"]["message"].startswith("since 'last tuesday' is not an ISO 8601")
+    assert proxy.http("GET", "/v1/memories", params={"limt": 3}).json()["error"]["param"] == "limt"
+
+
+def test_nothing_found_means_no_memory_block(proxy):
+    proxy.fake.push("Hi.")
+    proxy.client().chat.completions.create(model="test-model", user="blank-slate",
+                                           messages=[{"role": "user", "content": "Zyxwv qwerty?"}])
+    assert proxy.fake.requests[-1]["messages"] == [{"role": "user", "content": "Zyxwv qwerty?"}]
+
+
 def test_requests_at_once_all_land(proxy):
     """Streamed chats in four conversations and searches, all at the same time."""
     errors: list[str] = []

@@ -37,7 +37,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import anyio
 import uvicorn
@@ -50,8 +50,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memvault import __version__
 from memvault.store import files, signals
 from memvault.faces import term
-from memvault.errors import (IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound,
-                             UsageError, VaultStateError, as_memvault_error, validation_problem)
+from memvault.errors import (AlreadyDeleted, IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError,
+                             NotFound, UsageError, VaultStateError, as_memvault_error, validation_problem)
 
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
@@ -116,6 +116,8 @@ def as_api_error(exc: BaseException) -> ApiError:
     exc = as_memvault_error(exc) or exc  # LanceDB's and git's failures in the words the CLI gives
     if isinstance(exc, IndexUnreadable):
         return ApiError(503, str(exc), kind="server_error", code="index_unreadable")
+    if isinstance(exc, AlreadyDeleted):  # deleting (or editing) a deleted memory: the client's mistake, not ours
+        return ApiError(409, str(exc), kind="invalid_request_error", code="memory_deleted")
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), kind="not_found_error", code="memory_not_found")
     if isinstance(exc, LLMTimeout):
@@ -336,6 +338,24 @@ class SearchBody(BaseModel):
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
     relevance_floor: float | None = Field(None, ge=0, le=1)
     session_weight: float | None = Field(None, ge=0, le=1)
+
+
+class ListQuery(BaseModel):
+    """GET /v1/memories: what `memvault ls` takes (`Memvault.recent`), newest first, a page at a time:
+    `cursor` is the `next_cursor` of the page before."""
+
+    model_config = ConfigDict(extra="forbid")
+    conversation_id: str | None = None
+    limit: int = Field(20, ge=1, le=1000)
+    kinds: list[Literal["fact", "note", "decision", "turn", "episode"]] = []
+    tags: list[str] = []
+    since: str | None = None
+    until: str | None = None
+    deleted: bool = False
+    as_of: str | None = None
+    cursor: str | None = None
+
+    LISTS: ClassVar[tuple[str, ...]] = ("kinds", "tags")  # query parameters given once per value
 
 
 class ReviewBody(BaseModel):
@@ -779,7 +799,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             return _refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
                                           "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
                                      kind="not_found_error", code="unknown_route"))
-        return _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+        refusal = _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                                    code="method_not_allowed" if exc.status_code == 405 else None))
+        refusal.headers.update(exc.headers or {})  # 405: Allow, the methods the route takes
+        return refusal
 
     @app.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):
@@ -806,6 +829,17 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def models():
         listed = await blocking(vault.llm_models)
         return _json({"object": "list", "data": listed})
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        # What client.models.retrieve() asks: the configured model, or one the upstream serves.
+        listed = {m["id"]: m for m in await blocking(vault.llm_models)}
+        if model_id in listed or model_id == proxy.configured_model:
+            return _json({"object": "model", "created": 0, "owned_by": "memvault",
+                          **listed.get(model_id, {}), "id": model_id})
+        raise ApiError(404, f"no model {model_id!r}: the upstream serves {', '.join(sorted(listed)) or 'none'} and "
+                            f"llm_model is {proxy.configured_model!r}", "model", kind="not_found_error",
+                       code="model_not_found")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -842,6 +876,34 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever,
             relevance_floor=body.relevance_floor, session_weight=body.session_weight)
         return _json(outcome.to_json())
+
+    @app.get("/v1/memories")
+    async def listing(request: Request):
+        asked = {name: (request.query_params.getlist(name) if name in ListQuery.LISTS else value)
+                 for name, value in request.query_params.items()}
+        query: ListQuery = checked(ListQuery, asked)
+        since, until, skip = query.since, query.until, None
+        if query.cursor is not None:  # the page after the one that ended with this memory (time|id)
+            at, _, last_id = query.cursor.rpartition("|")
+            if not at or not last_id:
+                raise ApiError(400, "cursor must be the next_cursor of the page before", "cursor")
+            until, skip = at, (at, last_id)
+        # A few more than asked for: those of the page before at the same moment are left out, and
+        # one more says whether there is a next page.
+        found = await blocking(vault.recent, query.conversation_id, limit=query.limit + 1 + (50 if skip else 0),
+                               kinds=query.kinds or None, tags=query.tags, since=since, until=until,
+                               deleted=query.deleted, as_of=query.as_of)
+        if skip is not None:
+            found = [m for m in found if files.format_time(m.created_at) != skip[0] or m.id < skip[1]]
+        page = found[:query.limit]
+        more = len(found) > query.limit
+        return _json({"object": "list", "data": [m.to_json(vault.root) for m in page], "has_more": more,
+                      "next_cursor": f"{files.format_time(page[-1].created_at)}|{page[-1].id}" if more else None})
+
+    @app.get("/v1/memories/search")
+    async def search_by_get():
+        raise ApiError(405, "search is POST /v1/memories/search with a JSON body ({\"query\": ...}); "
+                            "GET /v1/memories lists the newest", code="method_not_allowed")
 
     @app.get("/v1/memories/review")
     async def review_list(conversation_id: str | None = None, limit: int | None = None):
