@@ -278,6 +278,65 @@ def test_usage_of_a_plain_reply_and_none_asked_for_in_a_stream(proxy):
     assert "stream_options" not in proxy.fake.requests[-1]
 
 
+def test_a_message_sent_right_after_a_reply_finds_that_exchange(proxy):
+    """Agents send their next message the moment a reply is in: the exchange must be stored and
+    indexed by then (its learning may come later)."""
+    fake, client = proxy.fake, proxy.client()
+    for n in range(3):
+        fake.push(f"Noted, code word {n}.", f"You told me code word {n}.")
+        told = [{"role": "user", "content": f"Remember the code word zanzibar-{n}."}]
+        reply = client.chat.completions.create(model="test-model", messages=told, user=f"at-once-after-{n}",
+                                               stream=bool(n % 2))
+        if n % 2:
+            assert "".join(c.choices[0].delta.content or "" for c in reply if c.choices) == f"Noted, code word {n}."
+        before = len(fake.requests)
+        asked = [*told, {"role": "assistant", "content": f"Noted, code word {n}."},
+                 {"role": "user", "content": f"Which code word zanzibar-{n}?"}]
+        client.chat.completions.create(model="test-model", messages=asked, user=f"at-once-after-{n}")
+        block = next((m["content"] for m in fake.requests[before]["messages"] if m["role"] == "system"),
+                     fake.requests[before]["messages"])
+        assert f"[user] Remember the code word zanzibar-{n}." in block, block
+        assert f"[assistant] Noted, code word {n}." in block, block
+
+
+def test_a_retried_message_is_one_turn_and_hopeless_errors_say_do_not_retry(proxy):
+    """The official client retries a 5xx twice: the same message, unanswered, is one turn, not three;
+    a retry of a message whose reply is still coming is the same turn too."""
+    fake, vault = proxy.fake, proxy.vault
+    failing = {"status": 500, "body": {"error": {"message": "model crashed", "type": "server_error"}}}
+    fake.push(failing, failing, failing)
+    before = len(fake.requests)
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="unused", max_retries=2, timeout=120)
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(model="test-model", user="retried",
+                                       messages=[{"role": "user", "content": "Are you there?"}])
+    assert failed.value.status_code == 502 and "x-should-retry" not in failed.value.response.headers
+    assert len(fake.requests) - before == 3  # three tries reached the model
+    proxy.idle()
+    [turn] = memories_of(vault, "retried", "turns/user")
+    assert turn.text == "Are you there?" and turn.extra["unanswered"] is True
+    found = proxy.http("POST", "/v1/memories/search", json={"query": "Are you there?", "conversation_id": "retried",
+                                                             "kinds": ["turn"]}).json()
+    assert [r["id"] for r in found] == [turn.id]
+    # Answered at last: the same turn loses its mark.
+    fake.push("Yes.")
+    proxy.client().chat.completions.create(model="test-model", user="retried",
+                                           messages=[{"role": "user", "content": "Are you there?"}])
+    proxy.idle()
+    [again] = memories_of(vault, "retried", "turns/user")
+    assert again.id == turn.id and "unanswered" not in again.extra
+    # A client that gives up on a slow reply and sends the message again: one turn.
+    fake.push({"delay": 3, "content": "Slowly: yes."}, "Quickly: yes.")
+    impatient = openai.OpenAI(base_url=proxy.base_url, api_key="unused", max_retries=1, timeout=1.5)
+    answer = impatient.chat.completions.create(model="test-model", user="impatient",
+                                               messages=[{"role": "user", "content": "Still there?"}])
+    assert answer.choices[0].message.content == "Quickly: yes."
+    time.sleep(2)  # the first reply comes and is stored too
+    proxy.idle()
+    assert [t.text for t in memories_of(vault, "impatient", "turns/user")] == ["Still there?"]
+    assert git(vault, "status", "--porcelain") == ""
+
+
 def test_the_openai_command_line_tool_streaming_and_not(proxy):
     cli = OPENAI_CLI / "bin" / "openai"
     if not cli.exists():
@@ -620,6 +679,7 @@ def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_it
             with pytest.raises(openai.APIStatusError) as slow:
                 client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "Are you slow?"}])
             assert slow.value.status_code == 504
+            assert slow.value.response.headers["x-should-retry"] == "false"  # it would wait llm_timeout again
             assert f"{fake.base_url} did not answer within 1s" in slow.value.message
             fake.close()  # now nothing listens there
             for stream in (False, True):
@@ -627,6 +687,7 @@ def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_it
                     client.chat.completions.create(model="test-model", stream=stream,
                                                    messages=[{"role": "user", "content": f"Is anyone there ({stream})?"}])
                 assert down.value.status_code == 502, stream
+                assert down.value.response.headers["x-should-retry"] == "false"
                 assert f"LLM endpoint {fake.base_url} is unreachable" in down.value.message
                 assert "sk-never-shown" not in down.value.response.text
             models = server.http("GET", "/v1/models")

@@ -94,9 +94,10 @@ class ApiError(Exception):
     """A refusal with its HTTP status, in OpenAI's error shape."""
 
     def __init__(self, status: int, message: str, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None):
+                 code: str | None = None, retry: bool | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
+        self.retry = retry  # False: a retry cannot help (the header x-should-retry, which openai clients obey)
 
 
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
@@ -120,12 +121,16 @@ def as_api_error(exc: BaseException) -> ApiError:
         return ApiError(409, str(exc), kind="invalid_request_error", code="memory_deleted")
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), kind="not_found_error", code="memory_not_found")
-    if isinstance(exc, LLMTimeout):
-        return ApiError(504, str(exc), kind="upstream_error", code="upstream_timeout")
+    if isinstance(exc, LLMTimeout):  # a retry would wait llm_timeout again
+        return ApiError(504, str(exc), kind="upstream_error", code="upstream_timeout", retry=False)
     if isinstance(exc, LLMError):
         if exc.status in (400, 422):  # the upstream refused what the client asked for (a bad option)
             return ApiError(400, str(exc), code="upstream_refused")
-        return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable")
+        # An upstream that refuses the key, does not know the model or is not there at all will not
+        # within a client's retry; one that failed (5xx) may (and a retried message is one turn).
+        hopeless = exc.status is None or exc.status < 500
+        return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable",
+                        retry=False if hopeless else None)
     if isinstance(exc, UsageError):  # the library names the body's fields, which are its parameters
         return ApiError(400, str(exc), exc.params[-1] if exc.params else None)
     if isinstance(exc, LockTimeout):
@@ -142,7 +147,8 @@ def as_api_error(exc: BaseException) -> ApiError:
 
 
 def _refusal(exc: ApiError) -> Response:
-    return _json(error_body(exc.message, exc.kind, exc.param, exc.code), exc.status)
+    headers = {"x-should-retry": "false"} if exc.retry is False else None
+    return _json(error_body(exc.message, exc.kind, exc.param, exc.code), exc.status, headers=headers)
 
 
 class Guard:
@@ -433,6 +439,32 @@ class Turns:
             return list(self._live)
 
 
+class Storing:
+    """Per conversation, the exchanges whose reply is out and whose turns are being stored: the next
+    request of the conversation waits for them (read-your-writes: a client that sends its next
+    message at once, as agents do, finds the last exchange among its memories); other conversations
+    do not wait."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._under_way: dict[str, int] = {}
+
+    def begin(self, conversation: str) -> None:
+        with self._cond:
+            self._under_way[conversation] = self._under_way.get(conversation, 0) + 1
+
+    def end(self, conversation: str) -> None:
+        with self._cond:
+            left = self._under_way.pop(conversation) - 1
+            if left:
+                self._under_way[conversation] = left
+            self._cond.notify_all()
+
+    def wait(self, conversation: str, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: conversation not in self._under_way, timeout)
+
+
 class Upkeep:
     """The memory upkeep of each turn, after its response was sent: one at a time, in order, on one
     worker thread (two at once would ask the model about the same facts)."""
@@ -541,6 +573,7 @@ class Proxy:
     def __init__(self, vault, options: ServeOptions, notice: Callable[[str], None]):
         self.vault, self.options, self.notice = vault, options, notice
         self.turns = Turns()
+        self.storing = Storing()
         self.upkeep = Upkeep(notice, when_idle=vault.warm)
         self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
@@ -611,6 +644,8 @@ class Proxy:
 
     # -- chat ---------------------------------------------------------------------------------
     def _start(self, call: ChatCall, model: str | None, stream: bool):
+        # The conversation's last exchange stored and indexed first (a store waits at most lock_timeout).
+        self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
         return self.turns.start(lambda: self.vault.chat(
             call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
             user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after))
@@ -643,8 +678,10 @@ class Proxy:
         after the client has its reply (the turns could not be stored) is said on stderr."""
         answered = []
         reply_callback = turn.on_reply
+        conversation = turn.options.conversation
 
         def on_reply(reply: str) -> None:
+            self.storing.begin(conversation)  # before the client has it: its next message waits for the store
             answered.append(True)
             reply_callback(reply)
 
@@ -657,6 +694,8 @@ class Proxy:
             self.notice(f"memvault: warning: a reply was sent but not stored: {as_api_error(exc).message}")
             return
         finally:
+            if answered:
+                self.storing.end(conversation)
             self.turns.done(turn)
         self.upkeep.submit(turn)
 
