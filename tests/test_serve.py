@@ -479,6 +479,23 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
+def test_another_process_write_is_taken_in_without_a_repair(proxy):
+    """A terminal `add` beside the warm server (the workflow README documents): its next search finds
+    the memory, and says nothing of an index that "did not match its files" (the server's table
+    handle was behind the record the other process wrote; it is brought up to date instead)."""
+    ask = {"query": "which plants on the balcony", "conversation_id": "terminal"}
+    assert proxy.http("POST", "/v1/memories/search", json=ask).status_code == 200  # warm, table open
+    for n in range(2):
+        added = subprocess.run([*memvault_command(), "--vault", str(proxy.vault), "add", "-c", "terminal",
+                                f"Basil and thyme grow on the balcony ({n})"], capture_output=True, text=True,
+                               timeout=120)
+        assert added.returncode == 0, added.stderr
+        found = proxy.http("POST", "/v1/memories/search", json=ask).json()
+        assert f"Basil and thyme grow on the balcony ({n})" in [r["text"] for r in found]
+    proxy.idle()
+    assert "did not match its files" not in proxy.stderr() and "repairing" not in proxy.stderr()
+
+
 def test_a_reply_the_model_holds_back_does_not_hold_up_other_clients(proxy):
     """Each exchange runs on a worker thread of its own, kept for later exchanges (serve.Workers):
     while one reply waits for the model, other clients' chats are answered, and they go on after."""
