@@ -16,6 +16,8 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
     ``{"tool_calls": [{"name": "f", "arguments": "{...}"}]}``  the assistant calls these tools (content
                                      none unless given; finish_reason "tool_calls"); streamed as
                                      tool-call deltas, the arguments in two pieces;
+    ``{"cut": True}``                with a stream, the connection closes after the pieces, mid-reply
+                                     (half a chunk, no end): an upstream that died while answering;
     ``{"usage": {...}}``             the usage reported (default 1 prompt + 1 completion token); a
                                      stream sends it in a last chunk when stream_options.include_usage.
 
@@ -150,7 +152,7 @@ class FakeLLM:
                     default = "" if item.get("tool_calls") else "ok"
                     self._stream(body, item.get("chunks") or _split(item.get("content", default)),
                                  item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
-                                 item.get("usage"))
+                                 item.get("usage"), item.get("cut", False))
                 else:
                     content = item.get("content", "".join(item.get("chunks", [])) or
                                        (None if item.get("tool_calls") else "ok"))
@@ -166,7 +168,7 @@ class FakeLLM:
                 self.wfile.write(encoded)
 
             def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None, tool_calls=None,
-                        usage=None) -> None:
+                        usage=None, cut: bool = False) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -184,6 +186,8 @@ class FakeLLM:
                 chunks.append(_chunk(body, {}, "tool_calls" if tool_calls else "stop"))
                 if (body.get("stream_options") or {}).get("include_usage"):
                     chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage or USAGE})
+                if cut:  # the pieces, then half a chunk and the connection gone
+                    chunks = chunks[:1 + len(pieces)]
                 for number, c in enumerate(chunks):
                     if delay and 0 < number < len(chunks) - 1 and fake._closing.wait(delay):
                         return
@@ -193,6 +197,11 @@ class FakeLLM:
                                 return
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
+                if cut:
+                    self.wfile.write(b'data: {"id": "chatcmpl-fake", "choi')
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True

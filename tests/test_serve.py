@@ -337,6 +337,23 @@ def test_a_retried_message_is_one_turn_and_hopeless_errors_say_do_not_retry(prox
     assert git(vault, "status", "--porcelain") == ""
 
 
+def test_an_upstream_that_dies_mid_stream_is_said_in_one_line_naming_it(proxy):
+    proxy.fake.push({"chunks": ["Half an ", "answer"], "cut": True})
+    stream = proxy.client().chat.completions.create(model="test-model", user="cut-off", stream=True,
+                                                    messages=[{"role": "user", "content": "Tell me everything."}])
+    pieces = []
+    with pytest.raises(openai.APIError) as broke:
+        for chunk in stream:
+            pieces += [chunk.choices[0].delta.content or ""] if chunk.choices else []
+    assert "".join(pieces) == "Half an answer"
+    message = broke.value.message
+    assert message.startswith(f"LLM endpoint {proxy.fake.base_url} broke off its reply mid-stream"), message
+    assert "litellm" not in message.lower() and "Exception" not in message and "\n" not in message
+    proxy.idle()
+    [turn] = memories_of(proxy.vault, "cut-off", "turns/user")
+    assert turn.extra["unanswered"] is True  # the user's words kept
+
+
 def test_the_openai_command_line_tool_streaming_and_not(proxy):
     cli = OPENAI_CLI / "bin" / "openai"
     if not cli.exists():

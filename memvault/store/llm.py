@@ -492,6 +492,11 @@ def _llm_error(cfg: LLMConfig, exc: BaseException) -> LLMError:
             f"LLM endpoint {url} answered with something that is not OpenAI-style JSON; "
             "check llm_base_url (MEMVAULT_LLM_BASE_URL) points at an OpenAI-compatible /v1 API"
         )
+    elif any(type(e).__name__ == "MidStreamFallbackError" for e in chain):
+        msg = (
+            f"LLM endpoint {url} broke off its reply mid-stream ({_first_line(exc)}); "
+            "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)"
+        )
     else:
         msg = (
             f"LLM call to {url} failed ({_first_line(exc)}); "
@@ -565,12 +570,15 @@ def _http_reason(response: Any) -> str:
     return _first_line(text) or response.reason_phrase
 
 
-_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+: )?(\w+: )?(\w+Exception - )?")
+# litellm's class names before its text, as many as it stacks ("litellm.APIConnectionError:
+# APIConnectionError: OpenAIException - ..."), and the copy of the whole chain it appends.
+_LITELLM_PREFIX = re.compile(r"^(((litellm\.)?\w+(Error|Exception))(: | - ))*")
+_LITELLM_CHAIN = re.compile(r"\s*(Original exception|Received Model Group|LiteLLM Retried)\b.*", re.DOTALL)
 
 
 def _first_line(value: object, limit: int = 160) -> str:
-    """A short single line of an error text, without litellm's class-name prefixes."""
-    lines = _LITELLM_PREFIX.sub("", str(value)).strip().splitlines()
+    """A short single line of an error text, without litellm's class-name prefixes and chain."""
+    lines = _LITELLM_CHAIN.sub("", _LITELLM_PREFIX.sub("", str(value).strip())).strip().splitlines()
     text = " ".join(lines[0].split()) if lines else ""
     if not text and isinstance(value, BaseException):
         text = type(value).__name__
