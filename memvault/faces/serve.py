@@ -448,6 +448,7 @@ class Storing:
     def __init__(self):
         self._cond = threading.Condition()
         self._under_way: dict[str, int] = {}
+        self.waits, self.waited = 0, 0.0  # requests that had to wait, and the seconds they waited (/health)
 
     def begin(self, conversation: str) -> None:
         with self._cond:
@@ -462,7 +463,12 @@ class Storing:
 
     def wait(self, conversation: str, timeout: float) -> None:
         with self._cond:
+            if conversation not in self._under_way:
+                return
+            started = time.perf_counter()
             self._cond.wait_for(lambda: conversation not in self._under_way, timeout)
+            self.waits += 1
+            self.waited += time.perf_counter() - started
 
 
 class Upkeep:
@@ -858,7 +864,9 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     @app.get("/health")
     async def health():
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
-                      "upkeep_pending": proxy.upkeep.pending})
+                      "upkeep_pending": proxy.upkeep.pending,
+                      # read-your-writes: requests that waited for their conversation's last store, and how long
+                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1)})
 
     @app.get("/v1/stats")
     async def stats():
