@@ -295,7 +295,7 @@ def test_a_message_sent_right_after_a_reply_finds_that_exchange(proxy):
         client.chat.completions.create(model="test-model", messages=asked, user=f"at-once-after-{n}")
         block = next((m["content"] for m in fake.requests[before]["messages"] if m["role"] == "system"),
                      fake.requests[before]["messages"])
-        assert f"[user] Remember the code word zanzibar-{n}." in block, block
+        assert f"[user] Remember the code word zanzibar-{n}." in block, (block, proxy.stderr()[-2000:])
         assert f"[assistant] Noted, code word {n}." in block, block
 
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
+import itertools
 import json
 import os
 import queue
@@ -441,32 +442,38 @@ class Turns:
 
 class Storing:
     """Per conversation, the exchanges whose reply is out and whose turns are being stored: the next
-    request of the conversation waits for them (read-your-writes: a client that sends its next
-    message at once, as agents do, finds the last exchange among its memories); other conversations
-    do not wait."""
+    request of the conversation waits for those (read-your-writes: a client that sends its next
+    message at once, as agents do, finds the last exchange among its memories), and only those
+    under way when it came (not later ones: several clients in one busy conversation would never
+    find a moment with none); other conversations do not wait."""
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._under_way: dict[str, int] = {}
+        self._under_way: dict[str, set[int]] = {}
+        self._numbers = itertools.count()
         self.waits, self.waited = 0, 0.0  # requests that had to wait, and the seconds they waited (/health)
 
-    def begin(self, conversation: str) -> None:
+    def begin(self, conversation: str) -> int:
         with self._cond:
-            self._under_way[conversation] = self._under_way.get(conversation, 0) + 1
+            number = next(self._numbers)
+            self._under_way.setdefault(conversation, set()).add(number)
+            return number
 
-    def end(self, conversation: str) -> None:
+    def end(self, conversation: str, number: int) -> None:
         with self._cond:
-            left = self._under_way.pop(conversation) - 1
-            if left:
-                self._under_way[conversation] = left
+            under_way = self._under_way.get(conversation, set())
+            under_way.discard(number)
+            if not under_way:
+                self._under_way.pop(conversation, None)
             self._cond.notify_all()
 
     def wait(self, conversation: str, timeout: float) -> None:
         with self._cond:
-            if conversation not in self._under_way:
+            before = set(self._under_way.get(conversation, ()))
+            if not before:
                 return
             started = time.perf_counter()
-            self._cond.wait_for(lambda: conversation not in self._under_way, timeout)
+            self._cond.wait_for(lambda: not before & self._under_way.get(conversation, set()), timeout)
             self.waits += 1
             self.waited += time.perf_counter() - started
 
@@ -687,8 +694,8 @@ class Proxy:
         conversation = turn.options.conversation
 
         def on_reply(reply: str) -> None:
-            self.storing.begin(conversation)  # before the client has it: its next message waits for the store
-            answered.append(True)
+            # Before the client has it: its next message waits for the store.
+            answered.append(self.storing.begin(conversation))
             reply_callback(reply)
 
         turn.on_reply = on_reply
@@ -701,7 +708,7 @@ class Proxy:
             return
         finally:
             if answered:
-                self.storing.end(conversation)
+                self.storing.end(conversation, answered[0])
             self.turns.done(turn)
         self.upkeep.submit(turn)
 
