@@ -549,10 +549,11 @@ def main(argv: list[str] | None = None) -> int:
                 if "concurrency" in only:
                     log(f"{args.clients} clients x {args.per_client} ...")
                     report["concurrency"] = concurrency(server, vault, args.clients, args.per_client)
+                    log(f"{report['concurrency']['errors']} errors, {report['concurrency']['wall_s']:.1f} s")
                 if "writer" in only:
                     log(f"{args.writer_rounds} rounds of a terminal add, then a search ...")
                     report["writer"] = other_writer(server, mv, env, vault, args.writer_rounds, args.writer_warm)
-                    log(f"{report['concurrency']['errors']} errors, {report['concurrency']['wall_s']:.1f} s")
+                    log(f"after another process's add: {report['writer']['ratio_p50']}x the warm p50")
             finally:
                 report["stop"] = server.stop()
         if "rss" in only:

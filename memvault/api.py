@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault.errors import MemvaultError, NotFound, UsageError
+from memvault.errors import MemvaultError, NotFound, NothingGiven, UsageError
 from memvault.store import files
 from memvault.store.files import DEFAULT_CONVERSATION, Memory
 
@@ -249,7 +249,7 @@ class Memvault:
             pieces = [line for piece in pieces for line in ingest.split_lines(piece)]
         pieces = [p for p in pieces if p and p.strip()]
         if not pieces:
-            raise UsageError("nothing to add: the text is empty", params="text")
+            raise NothingGiven("nothing to add: the text is empty", params="text")
         memories = ingest.new_memories(pieces, conversation=conversation, kind=kind, tags=tags, source=source,
                                        rationale=rationale, alternatives=alternatives, meta=meta,
                                        created_at=_time(created_at, "created_at"))
@@ -336,7 +336,7 @@ class Memvault:
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
         if not texts:
-            raise UsageError("nothing to add: the text is empty", params="text")
+            raise NothingGiven("nothing to add: the text is empty", params="text")
         for piece in texts:
             files.check_text(piece, "the text")
         clock = _time(now, "now")
@@ -685,7 +685,7 @@ class Memvault:
         files.check_conversation_id(conversation)
         message = (message or "").strip()
         if not message:
-            raise UsageError("nothing to send: the message is empty", params="message")
+            raise NothingGiven("nothing to send: the message is empty", params="message")
         files.new_memory(message, "user", conversation)  # refuse what could not be stored before any model runs
         cfg = LLMConfig.from_settings(self.settings)
         if model is not None:

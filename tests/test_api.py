@@ -85,7 +85,7 @@ def test_errors_are_memvault_errors(vault_dir, monkeypatch):
         vault.add("x", conversation="../../etc")
     with pytest.raises(memvault.UsageError, match="unknown kind"):
         vault.search("bees", kinds=["memo"])
-    with pytest.raises(memvault.UsageError, match="nothing to add") as empty:
+    with pytest.raises(memvault.MemvaultError, match="nothing to add") as empty:
         vault.add("  ")
     assert empty.value.params == ("text",)  # serve answers 400 with param "text", not a 500
     with pytest.raises(memvault.UsageError, match="the limit is") as huge:  # no CLI flag in the library's words

@@ -52,7 +52,7 @@ from memvault import __version__
 from memvault.store import files, signals
 from memvault.faces import term
 from memvault.errors import (AlreadyDeleted, IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError,
-                             NotFound, UsageError, VaultStateError, as_memvault_error, validation_problem)
+                             NotFound, NothingGiven, UsageError, VaultStateError, as_memvault_error, validation_problem)
 
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
@@ -132,7 +132,7 @@ def as_api_error(exc: BaseException) -> ApiError:
         hopeless = exc.status is None or exc.status < 500
         return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable",
                         retry=False if hopeless else None)
-    if isinstance(exc, UsageError):  # the library names the body's fields, which are its parameters
+    if isinstance(exc, (UsageError, NothingGiven)):  # the library names the body's fields, its parameters
         return ApiError(400, str(exc), exc.params[-1] if exc.params else None)
     if isinstance(exc, LockTimeout):
         return ApiError(503, str(exc), kind="server_error", code="vault_busy")
