@@ -214,7 +214,7 @@ def _validate(work: Path, before: Memory) -> Memory:
         raise EditRejected(f"the id changed (from {before.id} to {new.id}); ids cannot be edited")
     if new.role != before.role:
         raise EditRejected(f"the role changed (from {before.role} to {new.role}); "
-                           "add a new memory of that kind instead")
+                           "add a new memory with `memvault add --kind` instead")
     if new.conversation_id != before.conversation_id:
         raise EditRejected(f"the conversation_id changed (from {before.conversation_id!r} to "
                            f"{new.conversation_id!r}); add a new memory with `memvault add -c` instead")
