@@ -55,7 +55,7 @@ from checkout import REPO, git_commit  # noqa: E402
 from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 from processes import stop_process  # noqa: E402
 
-PHASES = ("search", "cold", "overhead", "concurrency", "rss")
+PHASES = ("search", "cold", "overhead", "concurrency", "writer", "rss")
 GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "rss_growth": 0.10}
 
 # The upstream: tests/fake_llm.py in a process of its own, answering every request at once; its
@@ -302,6 +302,7 @@ def concurrency(server: Server, vault: Path, clients: int, per_client: int) -> d
                     times.append((time.perf_counter() - start) * 1000)
 
     before, cpu_before = load(), server.cpu_seconds()
+    health_before = server.client.get("/health").json()
     started = time.perf_counter()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
@@ -313,6 +314,10 @@ def concurrency(server: Server, vault: Path, clients: int, per_client: int) -> d
     drained = time.perf_counter() - started
     cpu = server.cpu_seconds() - cpu_before
     requests = clients * per_client
+    health = server.client.get("/health").json()
+    # Read-your-writes (issue 30): requests that waited for their conversation's last exchange to be stored.
+    waits = {key: round(health.get(key, 0) - health_before.get(key, 0), 1)
+             for key in ("waited_for_stores", "store_wait_ms")}
     status = subprocess.run(["git", "-C", str(vault), "status", "--porcelain"], capture_output=True, text=True)
     fsck = subprocess.run(["git", "-C", str(vault), "fsck", "--strict"], capture_output=True, text=True)
     return {"clients": clients, "per_client": per_client, "requests": requests, "errors": len(errors),
@@ -321,7 +326,45 @@ def concurrency(server: Server, vault: Path, clients: int, per_client: int) -> d
             "until_upkeep_done_s": round(drained, 2), "server_cpu_ms_per_request": round(cpu * 1000 / requests, 2),
             "turns": turn_files(vault, "bench-c"), "git_status_clean": status.stdout == "",
             "git_fsck_clean": fsck.returncode == 0 and not fsck.stdout.strip() and not fsck.stderr.strip(),
-            "fsck_said": (fsck.stdout + fsck.stderr).strip()[:300], "load_before": before, "load_after": load()}
+            "fsck_said": (fsck.stdout + fsck.stderr).strip()[:300], "load_before": before, "load_after": load(),
+            **waits}
+
+
+def other_writer(server: Server, mv, env, vault: Path, rounds: int, warm_searches: int) -> dict:
+    """Issue 30: a terminal `memvault add` beside the warm server, then the server's next search.
+    The warm p50 (no write between searches) against the p50 of the first search after each add
+    (goal: within 2x); each add's memory must be found, and the server must not have "repaired" its
+    index (another process's write is taken in by the files it changed, not by a look at every file)."""
+    calls = [question for _, question in synth.questions(warm_searches + rounds)]
+
+    def search(question: str) -> tuple[float, list[str]]:
+        start = time.perf_counter()
+        response = server.client.post("/v1/memories/search", json={"query": question, "top_k": 5,
+                                                                    "conversation_id": "terminal"})
+        response.raise_for_status()
+        return (time.perf_counter() - start) * 1000, [r["text"] for r in response.json()]
+
+    before = load()
+    server.idle()
+    for question in calls[:5]:
+        search(question)  # warm
+    warm = [search(question)[0] for question in calls[5:warm_searches]]
+    after, adds, missed = [], [], 0
+    for r in range(rounds):
+        text = f"Written in a terminal while the server runs, round {r}: the {synth.PROJECTS[r % 15]} review moved."
+        start = time.perf_counter()
+        subprocess.run([*mv, "-q", "--vault", str(vault), "add", "-c", "terminal", text], env=env, check=True,
+                       capture_output=True)
+        adds.append((time.perf_counter() - start) * 1000)
+        took, found = search(f"round {r} {synth.PROJECTS[r % 15]} review moved terminal")
+        after.append(took)
+        missed += text not in found
+        search(calls[warm_searches + r])  # and one more, as warm again
+    said = "".join(server.said)
+    warm_p, after_p = percentiles(warm), percentiles(after)
+    return {"rounds": rounds, "warm": warm_p, "after_add": after_p, "add_ms": percentiles(adds),
+            "ratio_p50": round(after_p["p50"] / warm_p["p50"], 2), "not_found": missed,
+            "repairs_said": said.count("did not match its files"), "load_before": before, "load_after": load()}
 
 
 def rss_growth(mv, env, vault: Path, first: int, total: int) -> dict:
@@ -385,6 +428,16 @@ def table(report: dict) -> str:
                      f"{turns['user']} user, {turns['assistant']} assistant ({turns['unanswered']} unanswered, "
                      f"{turns['partial']} partial); git status clean: {conc['git_status_clean']}; "
                      f"git fsck clean: {conc['git_fsck_clean']}")
+        if "waited_for_stores" in conc:
+            lines.append(f"read-your-writes: {conc['waited_for_stores']:.0f} of {conc['requests']} requests waited for "
+                         f"their conversation's last store, {conc['store_wait_ms']:.0f} ms in all")
+    writer = report.get("writer")
+    if writer:
+        lines.append(f"another process's `add`, then the server's next search ({writer['rounds']} rounds): p50 "
+                     f"{writer['after_add']['p50']:.1f} ms (p99 {writer['after_add']['p99']:.1f}) against warm "
+                     f"{writer['warm']['p50']:.1f} ms: {writer['ratio_p50']:.2f}x; not found {writer['not_found']}, "
+                     f"repairs said {writer['repairs_said']}; the `add` itself {writer['add_ms']['p50']:.0f} ms; load "
+                     f"{writer['load_before']} -> {writer['load_after']}")
     if rss:
         first, total = rss["first"], rss["total"]
         lines += [f"RSS: {rss['after_start_mb']:.0f} MB at start, {rss[f'after_{first}_mb']:.0f} MB after {first} requests, "
@@ -409,6 +462,11 @@ def verdicts(report: dict) -> dict:
     if over:
         found["overhead p50 <= 50 ms"] = {"ok": max(over["overhead_ms"].values()) <= GOALS["overhead_p50_ms"],
                                           "value": f"{over['overhead_ms']['plain']:.1f} / {over['overhead_ms']['stream']:.1f} ms"}
+    writer = report.get("writer")
+    if writer:
+        found["search after another process's add <= 2x warm"] = {
+            "ok": writer["ratio_p50"] <= 2 and not writer["not_found"] and not writer["repairs_said"],
+            "value": f"{writer['ratio_p50']:.2f}x"}
     if conc:
         turns = conc["turns"]
         stored = turns["user"] == turns["assistant"] == conc["requests"] and not turns["unanswered"] and not turns["partial"]
@@ -431,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-client", type=int, default=25, help="streamed chats per client (default 25)")
     ap.add_argument("--rss-first", type=int, default=100, help="requests before the first RSS reading (default 100)")
     ap.add_argument("--rss-total", type=int, default=1000, help="requests before the second (default 1,000)")
+    ap.add_argument("--writer-rounds", type=int, default=20,
+                    help="terminal adds, each followed by a search (default 20)")
+    ap.add_argument("--writer-warm", type=int, default=60, help="warm searches to compare with (default 60)")
     ap.add_argument("--only", default=",".join(PHASES), metavar="PHASES",
                     help="the phases to run, comma-separated (default all: " + ",".join(PHASES) + ")")
     ap.add_argument("--quick", action="store_true", help="smoke mode: 60 memories and small counts")
@@ -450,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.size, args.searches, args.cold, args.chats = 60, 20, 1, 5
         args.clients, args.per_client, args.rss_first, args.rss_total = 3, 3, 10, 30
+        args.writer_rounds, args.writer_warm = 3, 10
     out = args.out or HERE / "out" / ("serve-quick.json" if args.quick else "serve.json")
     mv, env = memvault_exe(), child_env(keep_bytecode_env=False)
     vault = args.workdir / f"vault-{args.size}"
@@ -467,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                              "machine": machine(), "versions": versions(), "memvault": mv, "memories": memories,
                              "goals": GOALS}}
     try:
-        if only & {"search", "cold", "overhead", "concurrency"}:
+        if only & {"search", "cold", "overhead", "concurrency", "writer"}:
             log("starting memvault serve ...")
             server = Server(mv, env, vault)
             report["start_s"] = round(server.start_s, 2)
@@ -488,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"{args.clients} clients x {args.per_client} ...")
                     report["concurrency"] = concurrency(server, vault, args.clients, args.per_client)
                     log(f"{report['concurrency']['errors']} errors, {report['concurrency']['wall_s']:.1f} s")
+                if "writer" in only:
+                    log(f"{args.writer_rounds} rounds of a terminal add, then a search ...")
+                    report["writer"] = other_writer(server, mv, env, vault, args.writer_rounds, args.writer_warm)
+                    log(f"after another process's add: {report['writer']['ratio_p50']}x the warm p50")
             finally:
                 report["stop"] = server.stop()
         if "rss" in only:

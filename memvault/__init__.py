@@ -16,10 +16,10 @@ Importing this package is cheap; models, the index and the LLM client load on fi
 
 import os as _os
 
-from memvault.errors import LLMError, MemvaultError, NotFound, UsageError
+from memvault.errors import AlreadyDeleted, LLMError, MemvaultError, NotFound, UsageError
 
 __version__ = "0.1.0"
-__all__ = ["LLMError", "Memvault", "MemvaultError", "NotFound", "UsageError", "clone_vault", "open_vault",
+__all__ = ["AlreadyDeleted", "LLMError", "Memvault", "MemvaultError", "NotFound", "UsageError", "clone_vault", "open_vault",
            "__version__"]
 
 # onnxruntime (under fastembed) and huggingface_hub phone home unless told not to;

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault.errors import MemvaultError, NotFound, UsageError
+from memvault.errors import MemvaultError, NotFound, NothingGiven, UsageError
 from memvault.store import files
 from memvault.store.files import DEFAULT_CONVERSATION, Memory
 
@@ -249,7 +249,7 @@ class Memvault:
             pieces = [line for piece in pieces for line in ingest.split_lines(piece)]
         pieces = [p for p in pieces if p and p.strip()]
         if not pieces:
-            raise MemvaultError("nothing to add: the text is empty")
+            raise NothingGiven("nothing to add: the text is empty", params="text")
         memories = ingest.new_memories(pieces, conversation=conversation, kind=kind, tags=tags, source=source,
                                        rationale=rationale, alternatives=alternatives, meta=meta,
                                        created_at=_time(created_at, "created_at"))
@@ -336,7 +336,7 @@ class Memvault:
         texts = [text] if isinstance(text, str) else list(text)
         texts = [t for t in texts if t and t.strip()]
         if not texts:
-            raise MemvaultError("nothing to add: the text is empty")
+            raise NothingGiven("nothing to add: the text is empty", params="text")
         for piece in texts:
             files.check_text(piece, "the text")
         clock = _time(now, "now")
@@ -664,7 +664,8 @@ class Memvault:
     def chat(self, message: str, *, conversation: str = DEFAULT_CONVERSATION, stream: bool = True,
              learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
              model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
-             user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None):
+             user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None,
+             upstream_objects: bool = False, after_user: list[dict] | None = None):
         """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
         for the reply's text pieces (both turns are stored and committed when it ends), then call
         `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
@@ -672,7 +673,11 @@ class Memvault:
         history: the messages before this one as a client keeps them (OpenAI shape), sent as they
         are instead of memvault's own session. user_message: with history, the client's own message
         object for this message (its content may carry images besides `message`, its text), sent as
-        it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...)."""
+        it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...).
+        upstream_objects (a proxy): iterating the turn gives the upstream's answer, or its chunks, in
+        OpenAI's shape (tool calls, usage...), llm_options being every field the client sent; only the
+        text is stored. after_user: with history, a tool round after the message (the assistant's
+        tool calls, the results), sent after it; the message's turn stored already is not stored again."""
         from memvault.learning import chat
         from memvault.store.config import coerce
         from memvault.store.llm import LLMConfig
@@ -680,7 +685,7 @@ class Memvault:
         files.check_conversation_id(conversation)
         message = (message or "").strip()
         if not message:
-            raise MemvaultError("nothing to send: the message is empty")
+            raise NothingGiven("nothing to send: the message is empty", params="message")
         files.new_memory(message, "user", conversation)  # refuse what could not be stored before any model runs
         cfg = LLMConfig.from_settings(self.settings)
         if model is not None:
@@ -689,7 +694,8 @@ class Memvault:
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
                                    user_message=dict(user_message) if user_message is not None else None,
-                                   llm_options=dict(llm_options or {}))
+                                   llm_options=dict(llm_options or {}), upstream_objects=upstream_objects,
+                                   after_user=list(after_user) if after_user else None)
 
         def memories(text: str, top: int, clock: datetime):
             if not self.exists():

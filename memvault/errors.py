@@ -41,6 +41,19 @@ class NotFound(MemvaultError):
     """No memory matches an id or prefix."""
 
 
+class NothingGiven(MemvaultError):
+    """Input that holds nothing (an empty text to add or send): exit 1 in the CLI, 400 naming the
+    parameter (`params`) in serve."""
+
+    def __init__(self, message: str = "", params: str | tuple[str, ...] = ()):
+        super().__init__(message)
+        self.params = (params,) if isinstance(params, str) else tuple(params)
+
+
+class AlreadyDeleted(MemvaultError):
+    """The memory asked for is a tombstone: deleted already (a removal or edit of it has nothing to do)."""
+
+
 class LockTimeout(MemvaultError):
     """Another memvault process held the vault lock for too long."""
 

@@ -12,7 +12,14 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
     ``{"chunks": ["a", "b"]}``       stream exactly these pieces;
     ``{"chunk_delay": 0.5}``         with a stream, wait this long before each piece (a slow reply);
     ``{"hold": threading.Event()}``  with a stream, send the pieces, then end the reply only once the
-                                     test sets the event (a reply that is still streaming).
+                                     test sets the event (a reply that is still streaming);
+    ``{"tool_calls": [{"name": "f", "arguments": "{...}"}]}``  the assistant calls these tools (content
+                                     none unless given; finish_reason "tool_calls"); streamed as
+                                     tool-call deltas, the arguments in two pieces;
+    ``{"cut": True}``                with a stream, the connection closes after the pieces, mid-reply
+                                     (half a chunk, no end): an upstream that died while answering;
+    ``{"usage": {...}}``             the usage reported (default 1 prompt + 1 completion token); a
+                                     stream sends it in a last chunk when stream_options.include_usage.
 
 Empty queue: by default the server fails loudly. It answers HTTP 500 with a body saying
 "fake_llm: no scripted reply left", and the fixture's teardown fails the test. That way an
@@ -142,11 +149,14 @@ class FakeLLM:
                 elif "raw" in item:
                     self._send(200, item["raw"])
                 elif body.get("stream"):
-                    self._stream(body, item.get("chunks") or _split(item.get("content", "ok")),
-                                 item.get("chunk_delay", 0), item.get("hold"))
+                    default = "" if item.get("tool_calls") else "ok"
+                    self._stream(body, item.get("chunks") or _split(item.get("content", default)),
+                                 item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
+                                 item.get("usage"), item.get("cut", False))
                 else:
-                    content = item.get("content", "".join(item.get("chunks", [])) or "ok")
-                    self._send(200, _completion(body, content))
+                    content = item.get("content", "".join(item.get("chunks", [])) or
+                                       (None if item.get("tool_calls") else "ok"))
+                    self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage")))
 
             def _send(self, status: int, payload: Any) -> None:
                 data = payload if isinstance(payload, str) else json.dumps(payload)
@@ -157,7 +167,8 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(encoded)
 
-            def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None) -> None:
+            def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None, tool_calls=None,
+                        usage=None, cut: bool = False) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -165,7 +176,18 @@ class FakeLLM:
                 self.end_headers()
                 chunks = [_chunk(body, {"role": "assistant", "content": ""}, None)]
                 chunks += [_chunk(body, {"content": p}, None) for p in pieces]
-                chunks.append(_chunk(body, {}, "stop"))
+                for number, call in enumerate(tool_calls or []):
+                    half = len(call["arguments"]) // 2
+                    chunks.append(_chunk(body, {"tool_calls": [{"index": number, "id": f"call_{number}", "type": "function",
+                                                                "function": {"name": call["name"],
+                                                                             "arguments": call["arguments"][:half]}}]}, None))
+                    chunks.append(_chunk(body, {"tool_calls": [{"index": number, "function": {
+                        "arguments": call["arguments"][half:]}}]}, None))
+                chunks.append(_chunk(body, {}, "tool_calls" if tool_calls else "stop"))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage or USAGE})
+                if cut:  # the pieces, then half a chunk and the connection gone
+                    chunks = chunks[:1 + len(pieces)]
                 for number, c in enumerate(chunks):
                     if delay and 0 < number < len(chunks) - 1 and fake._closing.wait(delay):
                         return
@@ -175,6 +197,11 @@ class FakeLLM:
                                 return
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
+                if cut:
+                    self.wfile.write(b'data: {"id": "chatcmpl-fake", "choi')
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
@@ -182,16 +209,25 @@ class FakeLLM:
         return Handler
 
 
-def _completion(body: dict, content: str) -> dict:
+USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+
+
+def _completion(body: dict, content: str | None, tool_calls: list[dict] | None = None,
+                usage: dict | None = None) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [{"id": f"call_{n}", "type": "function",
+                                  "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                 for n, c in enumerate(tool_calls)]
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "test-model"),
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": usage or USAGE,
     }
 
 

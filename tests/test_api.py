@@ -19,6 +19,7 @@ import memvault
 from conftest import REPO, run_cli, run_memvault
 from fake_llm import refused_url
 from memvault.api import Memvault, ReconcileOutcome, SessionView
+from memvault.store import files
 
 NOW = "2026-03-01T12:00:00+00:00"
 
@@ -84,6 +85,15 @@ def test_errors_are_memvault_errors(vault_dir, monkeypatch):
         vault.add("x", conversation="../../etc")
     with pytest.raises(memvault.UsageError, match="unknown kind"):
         vault.search("bees", kinds=["memo"])
+    with pytest.raises(memvault.MemvaultError, match="nothing to add") as empty:
+        vault.add("  ")
+    assert empty.value.params == ("text",)  # serve answers 400 with param "text", not a 500
+    with pytest.raises(memvault.UsageError, match="the limit is") as huge:  # no CLI flag in the library's words
+        vault.add("x" * (files.MAX_MEMORY_BYTES + 1))
+    assert "--" not in str(huge.value)
+    vault.remove(vault.recent(limit=1)[0].id)
+    with pytest.raises(memvault.AlreadyDeleted, match="is deleted"):  # serve: 409
+        vault.remove(vault.recent(limit=1, deleted=True)[0].id)
     down = memvault.open_vault(vault_dir, llm_base_url=refused_url())
     with pytest.raises(memvault.LLMError, match="unreachable") as caught:
         down.ask("Do I keep bees?")

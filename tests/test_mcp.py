@@ -95,6 +95,8 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
     assert list(tools) == TOOLS
     for tool in tools.values():
         assert tool.description and tool.annotations.title and tool.output_schema, tool.name
+        # The docstring dedented: no line starts with the source's indentation.
+        assert not any(line.startswith("    ") for line in tool.description.splitlines()), tool.name
         for name, prop in tool.input_schema["properties"].items():
             assert prop.get("description"), (tool.name, name)
     search = tools["search_memory"].input_schema

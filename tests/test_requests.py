@@ -27,7 +27,8 @@ def cli_params(command: str) -> set[str]:
 def serve_fields(route: str) -> set[str]:
     from memvault.faces import serve
 
-    body = {"POST /v1/memories/search": serve.SearchBody, "POST /v1/memories": serve.AddBody}[route]
+    body = {"POST /v1/memories/search": serve.SearchBody, "POST /v1/memories": serve.AddBody,
+            "GET /v1/memories": serve.ListQuery}[route]
     return set(body.model_fields)
 
 

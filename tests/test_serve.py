@@ -207,6 +207,153 @@ def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
     assert git(vault, "status", "--porcelain") == ""
 
 
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                                 "parameters": {"type": "object",
+                                                                "properties": {"city": {"type": "string"}}}}}
+
+
+def test_tools_usage_and_every_other_field_pass_through_and_only_the_text_is_stored(proxy):
+    """An agent's round trip: a streamed tool call (usage asked for), the tool's result sent back,
+    the model's answer; what the client sent beyond the messages reaches the upstream as it is, the
+    upstream's usage reaches the client, memories are injected, and the turns stored are the user's
+    text and the model's final text, once each."""
+    fake, vault, client = proxy.fake, proxy.vault, proxy.client()
+    assert proxy.http("POST", "/v1/memories", json={"text": "The user lives in Lisbon",
+                                                     "conversation_id": "agent"}).status_code == 200
+    question = {"role": "user", "content": "What is the weather where I live?"}
+    fake.push({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Lisbon"}'}],
+               "usage": {"prompt_tokens": 41, "completion_tokens": 9, "total_tokens": 50}})
+    before = len(fake.requests)
+    stream = client.chat.completions.create(
+        model="test-model", messages=[question], user="agent", stream=True, stream_options={"include_usage": True},
+        tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=False, seed=7, stop=["\n\n"], logprobs=True,
+        top_logprobs=2, logit_bias={"1734": -100}, reasoning_effort="low", response_format={"type": "text"},
+        extra_body={"top_k": 20, "repeat_penalty": 1.1})
+    chunks = list(stream)
+    sent = fake.requests[before]
+    assert sent["tools"] == [WEATHER_TOOL] and sent["tool_choice"] == "auto" and sent["parallel_tool_calls"] is False
+    assert (sent["seed"], sent["stop"], sent["logprobs"], sent["top_logprobs"], sent["logit_bias"]) == \
+        (7, ["\n\n"], True, 2, {"1734": -100})
+    assert (sent["reasoning_effort"], sent["response_format"], sent["top_k"], sent["repeat_penalty"]) == \
+        ("low", {"type": "text"}, 20, 1.1)
+    assert sent["stream_options"] == {"include_usage": True}
+    assert "[memory] The user lives in Lisbon" in sent["messages"][0]["content"]  # injected with tools too
+    arguments = "".join(d.function.arguments or "" for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or [])
+    [named] = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or [] if d.function.name]
+    assert (named.id, named.function.name, json.loads(arguments)) == ("call_0", "get_weather", {"city": "Lisbon"})
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+    assert chunks[-1].usage.prompt_tokens == 41 and chunks[-1].usage.total_tokens == 50 and not chunks[-1].choices
+    assert len({c.id for c in chunks}) == 1 and all(c.model == "test-model" for c in chunks)
+
+    called = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}]}
+    result = {"role": "tool", "tool_call_id": "call_0", "content": "18 C and sunny"}
+    fake.push({"content": "It is 18 C and sunny in Lisbon.",
+               "usage": {"prompt_tokens": 60, "completion_tokens": 12, "total_tokens": 72}})
+    answer = client.chat.completions.create(model="test-model", messages=[question, called, result], user="agent",
+                                            tools=[WEATHER_TOOL])
+    assert answer.choices[0].message.content == "It is 18 C and sunny in Lisbon."
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.usage.total_tokens) == (60, 12, 72)
+    sent = fake.requests[-1]["messages"]
+    # The memory block before the user's message; the tool round after it, unbroken.
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[2]["tool_calls"] == called["tool_calls"] and sent[3] == result  # (litellm leaves out a None content)
+    proxy.idle()
+    assert [t.text for t in memories_of(vault, "agent", "turns/user")] == ["What is the weather where I live?"]
+    assert [t.text for t in memories_of(vault, "agent", "turns/assistant")] == ["It is 18 C and sunny in Lisbon."]
+    assert "unanswered" not in memories_of(vault, "agent", "turns/user")[0].extra
+    assert git(vault, "status", "--porcelain") == ""
+
+
+def test_usage_of_a_plain_reply_and_none_asked_for_in_a_stream(proxy):
+    client = proxy.client()
+    proxy.fake.push({"content": "Hello.", "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+    plain = client.chat.completions.create(model="test-model", user="usage", messages=[{"role": "user", "content": "Hi"}])
+    assert plain.usage.total_tokens == 7 and plain.choices[0].finish_reason == "stop"
+    proxy.fake.push({"chunks": ["Hel", "lo."]})
+    chunks = list(client.chat.completions.create(model="test-model", user="usage", stream=True,
+                                                 messages=[{"role": "user", "content": "Hi again"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello."
+    assert all(c.usage is None for c in chunks)  # not asked for: none sent
+    assert "stream_options" not in proxy.fake.requests[-1]
+
+
+def test_a_message_sent_right_after_a_reply_finds_that_exchange(proxy):
+    """Agents send their next message the moment a reply is in: the exchange must be stored and
+    indexed by then (its learning may come later)."""
+    fake, client = proxy.fake, proxy.client()
+    for n in range(3):
+        fake.push(f"Noted, code word {n}.", f"You told me code word {n}.")
+        told = [{"role": "user", "content": f"Remember the code word zanzibar-{n}."}]
+        reply = client.chat.completions.create(model="test-model", messages=told, user=f"at-once-after-{n}",
+                                               stream=bool(n % 2))
+        if n % 2:
+            assert "".join(c.choices[0].delta.content or "" for c in reply if c.choices) == f"Noted, code word {n}."
+        before = len(fake.requests)
+        asked = [*told, {"role": "assistant", "content": f"Noted, code word {n}."},
+                 {"role": "user", "content": f"Which code word zanzibar-{n}?"}]
+        client.chat.completions.create(model="test-model", messages=asked, user=f"at-once-after-{n}")
+        block = next((m["content"] for m in fake.requests[before]["messages"] if m["role"] == "system"),
+                     fake.requests[before]["messages"])
+        assert f"[user] Remember the code word zanzibar-{n}." in block, (block, proxy.stderr()[-2000:])
+        assert f"[assistant] Noted, code word {n}." in block, block
+
+
+def test_a_retried_message_is_one_turn_and_hopeless_errors_say_do_not_retry(proxy):
+    """The official client retries a 5xx twice: the same message, unanswered, is one turn, not three;
+    a retry of a message whose reply is still coming is the same turn too."""
+    fake, vault = proxy.fake, proxy.vault
+    failing = {"status": 500, "body": {"error": {"message": "model crashed", "type": "server_error"}}}
+    fake.push(failing, failing, failing)
+    before = len(fake.requests)
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="unused", max_retries=2, timeout=120)
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(model="test-model", user="retried",
+                                       messages=[{"role": "user", "content": "Are you there?"}])
+    assert failed.value.status_code == 502 and "x-should-retry" not in failed.value.response.headers
+    assert len(fake.requests) - before == 3  # three tries reached the model
+    proxy.idle()
+    [turn] = memories_of(vault, "retried", "turns/user")
+    assert turn.text == "Are you there?" and turn.extra["unanswered"] is True
+    found = proxy.http("POST", "/v1/memories/search", json={"query": "Are you there?", "conversation_id": "retried",
+                                                             "kinds": ["turn"]}).json()
+    assert [r["id"] for r in found] == [turn.id]
+    # Answered at last: the same turn loses its mark.
+    fake.push("Yes.")
+    proxy.client().chat.completions.create(model="test-model", user="retried",
+                                           messages=[{"role": "user", "content": "Are you there?"}])
+    proxy.idle()
+    [again] = memories_of(vault, "retried", "turns/user")
+    assert again.id == turn.id and "unanswered" not in again.extra
+    # A client that gives up on a slow reply and sends the message again: one turn.
+    fake.push({"delay": 3, "content": "Slowly: yes."}, "Quickly: yes.")
+    impatient = openai.OpenAI(base_url=proxy.base_url, api_key="unused", max_retries=1, timeout=1.5)
+    answer = impatient.chat.completions.create(model="test-model", user="impatient",
+                                               messages=[{"role": "user", "content": "Still there?"}])
+    assert answer.choices[0].message.content == "Quickly: yes."
+    time.sleep(2)  # the first reply comes and is stored too
+    proxy.idle()
+    assert [t.text for t in memories_of(vault, "impatient", "turns/user")] == ["Still there?"]
+    assert git(vault, "status", "--porcelain") == ""
+
+
+def test_an_upstream_that_dies_mid_stream_is_said_in_one_line_naming_it(proxy):
+    proxy.fake.push({"chunks": ["Half an ", "answer"], "cut": True})
+    stream = proxy.client().chat.completions.create(model="test-model", user="cut-off", stream=True,
+                                                    messages=[{"role": "user", "content": "Tell me everything."}])
+    pieces = []
+    with pytest.raises(openai.APIError) as broke:
+        for chunk in stream:
+            pieces += [chunk.choices[0].delta.content or ""] if chunk.choices else []
+    assert "".join(pieces) == "Half an answer"
+    message = broke.value.message
+    assert message.startswith(f"LLM endpoint {proxy.fake.base_url} broke off its reply mid-stream"), message
+    assert "litellm" not in message.lower() and "Exception" not in message and "\n" not in message
+    proxy.idle()
+    [turn] = memories_of(proxy.vault, "cut-off", "turns/user")
+    assert turn.extra["unanswered"] is True  # the user's words kept
+
+
 def test_the_openai_command_line_tool_streaming_and_not(proxy):
     cli = OPENAI_CLI / "bin" / "openai"
     if not cli.exists():
@@ -349,6 +496,23 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
+def test_another_process_write_is_taken_in_without_a_repair(proxy):
+    """A terminal `add` beside the warm server (the workflow README documents): its next search finds
+    the memory, and says nothing of an index that "did not match its files" (the server's table
+    handle was behind the record the other process wrote; it is brought up to date instead)."""
+    ask = {"query": "which plants on the balcony", "conversation_id": "terminal"}
+    assert proxy.http("POST", "/v1/memories/search", json=ask).status_code == 200  # warm, table open
+    for n in range(2):
+        added = subprocess.run([*memvault_command(), "--vault", str(proxy.vault), "add", "-c", "terminal",
+                                f"Basil and thyme grow on the balcony ({n})"], capture_output=True, text=True,
+                               timeout=120)
+        assert added.returncode == 0, added.stderr
+        found = proxy.http("POST", "/v1/memories/search", json=ask).json()
+        assert f"Basil and thyme grow on the balcony ({n})" in [r["text"] for r in found]
+    proxy.idle()
+    assert "did not match its files" not in proxy.stderr() and "repairing" not in proxy.stderr()
+
+
 def test_a_reply_the_model_holds_back_does_not_hold_up_other_clients(proxy):
     """Each exchange runs on a worker thread of its own, kept for later exchanges (serve.Workers):
     while one reply waits for the model, other clients' chats are answered, and they go on after."""
@@ -449,6 +613,60 @@ def test_the_memory_api_answers_in_the_shapes_of_the_cli_json(proxy):
     assert git(vault, "status", "--porcelain") == ""
 
 
+def test_client_mistakes_are_4xx_with_param_and_the_routes_clients_expect_answer(proxy):
+    """What clients got as 500s (which they retry) or 404s: empty text, a memory deleted twice, a
+    search by GET, models.retrieve; and the listing of memories, a page at a time."""
+    empty = proxy.http("POST", "/v1/memories", json={"text": "   "})
+    assert empty.status_code == 400 and empty.json()["error"]["param"] == "text", empty.text
+    assert "nothing to add" in empty.json()["error"]["message"]
+    [row] = proxy.http("POST", "/v1/memories", json={"text": "Deleted twice", "conversation_id": "http"}).json()
+    assert proxy.http("DELETE", f"/v1/memories/{row['id']}").status_code == 200
+    twice = proxy.http("DELETE", f"/v1/memories/{row['id']}")
+    assert twice.status_code == 409 and twice.json()["error"]["code"] == "memory_deleted", twice.text
+    assert f"memory {row['id']} is deleted" in twice.json()["error"]["message"]
+    by_get = proxy.http("GET", "/v1/memories/search", params={"query": "x"})
+    assert by_get.status_code == 405 and "POST /v1/memories/search" in by_get.json()["error"]["message"]
+    assert "no memory with id" not in by_get.text
+    wrong = proxy.http("PATCH", "/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST" and wrong.json()["error"]["code"] == \
+        "method_not_allowed"
+    client = proxy.client()
+    assert client.models.retrieve("test-model").id == "test-model"  # the upstream serves it
+    assert client.models.retrieve("configured-model").id == "configured-model"  # llm_model
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.models.retrieve("gpt-nothing")
+    assert "test-model" in unknown.value.message
+
+    for n in range(5):
+        assert proxy.http("POST", "/v1/memories", json={"text": f"Listed note {n}", "kind": "note",
+                                                         "conversation_id": "paged"}).status_code == 200
+    proxy.http("POST", "/v1/memories", json={"text": "A listed fact", "conversation_id": "paged"})
+    seen, cursor = [], None
+    while True:
+        page = proxy.http("GET", "/v1/memories", params={"conversation_id": "paged", "kinds": "note", "limit": 2,
+                                                         **({"cursor": cursor} if cursor else {})}).json()
+        seen += [m["text"] for m in page["data"]]
+        assert page["object"] == "list" and len(page["data"]) <= 2
+        if not page["has_more"]:
+            assert page["next_cursor"] is None
+            break
+        cursor = page["next_cursor"]
+    assert seen == [f"Listed note {n}" for n in reversed(range(5))]  # newest first, each once
+    both = proxy.http("GET", "/v1/memories?conversation_id=paged&kinds=note&kinds=fact&limit=10").json()["data"]
+    assert len(both) == 6 and both[0]["text"] == "A listed fact"
+    bad = proxy.http("GET", "/v1/memories", params={"since": "last tuesday"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "since"
+    assert bad.json()["error"]["message"].startswith("since 'last tuesday' is not an ISO 8601")
+    assert proxy.http("GET", "/v1/memories", params={"limt": 3}).json()["error"]["param"] == "limt"
+
+
+def test_nothing_found_means_no_memory_block(proxy):
+    proxy.fake.push("Hi.")
+    proxy.client().chat.completions.create(model="test-model", user="blank-slate",
+                                           messages=[{"role": "user", "content": "Zyxwv qwerty?"}])
+    assert proxy.fake.requests[-1]["messages"] == [{"role": "user", "content": "Zyxwv qwerty?"}]
+
+
 def test_requests_at_once_all_land(proxy):
     """Streamed chats in four conversations and searches, all at the same time."""
     errors: list[str] = []
@@ -495,6 +713,7 @@ def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_it
             with pytest.raises(openai.APIStatusError) as slow:
                 client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "Are you slow?"}])
             assert slow.value.status_code == 504
+            assert slow.value.response.headers["x-should-retry"] == "false"  # it would wait llm_timeout again
             assert f"{fake.base_url} did not answer within 1s" in slow.value.message
             fake.close()  # now nothing listens there
             for stream in (False, True):
@@ -502,6 +721,7 @@ def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_it
                     client.chat.completions.create(model="test-model", stream=stream,
                                                    messages=[{"role": "user", "content": f"Is anyone there ({stream})?"}])
                 assert down.value.status_code == 502, stream
+                assert down.value.response.headers["x-should-retry"] == "false"
                 assert f"LLM endpoint {fake.base_url} is unreachable" in down.value.message
                 assert "sk-never-shown" not in down.value.response.text
             models = server.http("GET", "/v1/models")

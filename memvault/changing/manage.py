@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from memvault.store import files
-from memvault.errors import MemoryFileError, MemvaultError, UsageError
+from memvault.errors import AlreadyDeleted, MemoryFileError, MemvaultError, UsageError
 from memvault.store.files import Memory
 from memvault.store.vault import Vault
 
@@ -47,7 +47,7 @@ def find_live(vault: Vault, id_or_prefix: str) -> Memory:
     memory = find(vault, id_or_prefix)
     if memory.is_deleted:
         reason = memory.extra.get("deleted_reason") or "deleted"
-        raise MemvaultError(f"memory {memory.id} is deleted ({reason}): {vault.relative(memory.path)}")
+        raise AlreadyDeleted(f"memory {memory.id} is deleted ({reason}): {vault.relative(memory.path)}")
     return memory
 
 

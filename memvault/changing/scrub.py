@@ -279,7 +279,7 @@ def _rewrite(vault, head: str, unpushed: list[HistoryFinding]) -> Rewrite:
     root = vault.root
     branch = _git(root, "symbolic-ref", "-q", "HEAD").strip()
     if not branch:
-        raise UsageError("scrub --rewrite-history needs a branch checked out (HEAD is detached)")
+        raise UsageError("rewriting history needs a branch checked out (HEAD is detached)")
     with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout, holder="scrub", on_wait=vault.notice):
         if gitrepo.head_sha(root) != head:
             raise MemvaultError("the vault's history moved while scrub ran; run it again")

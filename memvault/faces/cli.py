@@ -1637,9 +1637,10 @@ def serve(
     """Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API.
 
     Point any OpenAI client's base URL at http://HOST:PORT/v1: each chat request gets the memories
-    that fit its last message, is answered by the configured LLM (llm_model, llm_base_url), and is
-    stored; facts are learned after the response. Also /v1/models, /health and /v1/memories (add,
-    search, get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
+    that fit its user message, is answered by the configured LLM (llm_model, llm_base_url), with
+    whatever else the client sent (tools, usage, ...) passed through, and its text is stored; facts
+    are learned after the response. Also /v1/models, /health and /v1/memories (list, add, search,
+    get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
     from memvault.store import signals
     from memvault.store.files import check_conversation_id

@@ -201,6 +201,8 @@ class _Server(MCPServer):
             self._ready.set()
 
     def tool_of(self, fn, **options: Any) -> None:
+        # The docstring without its source indentation (the SDK would send it as it is).
+        options.setdefault("description", inspect.cleandoc(fn.__doc__ or "") or None)
         self.add_tool(fn, **options)
         self.parameters[fn.__name__] = list(inspect.signature(fn).parameters)
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
+import itertools
 import json
 import os
 import queue
@@ -37,7 +38,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import anyio
 import uvicorn
@@ -50,17 +51,22 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memvault import __version__
 from memvault.store import files, signals
 from memvault.faces import term
-from memvault.errors import (IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError, NotFound,
-                             UsageError, VaultStateError, as_memvault_error, validation_problem)
+from memvault.errors import (AlreadyDeleted, IndexUnreadable, LLMError, LLMTimeout, LockTimeout, MemvaultError,
+                             NotFound, NothingGiven, UsageError, VaultStateError, as_memvault_error, validation_problem)
 
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
 CONVERSATION_HEADER = "x-memvault-conversation"
-# Sampling options a client may set, passed to the model as they are; other request fields are
-# not forwarded (`user` and `metadata` name the conversation, `stream` is ours to honour).
+# Request fields whose type is checked here (a wrong one is the client's mistake, said with its
+# name); these and every other field the client sends go to the upstream as they are (llm.py,
+# OPENAI_FIELDS), but for those that name the conversation (`user`, `metadata`) and those that are
+# ours to honour (`messages`, `model`, `stream`, `n`).
 SAMPLING = {"temperature": (int, float), "top_p": (int, float), "presence_penalty": (int, float),
             "frequency_penalty": (int, float), "max_tokens": int, "max_completion_tokens": int, "seed": int,
-            "stop": (str, list), "response_format": dict}
+            "stop": (str, list), "response_format": dict, "tools": list, "tool_choice": (str, dict),
+            "logprobs": bool, "top_logprobs": int, "logit_bias": dict, "reasoning_effort": str,
+            "stream_options": dict, "parallel_tool_calls": bool}
+NOT_PASSED = {"messages", "model", "stream", "n", "user", "metadata"}
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
@@ -89,9 +95,10 @@ class ApiError(Exception):
     """A refusal with its HTTP status, in OpenAI's error shape."""
 
     def __init__(self, status: int, message: str, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None):
+                 code: str | None = None, retry: bool | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
+        self.retry = retry  # False: a retry cannot help (the header x-should-retry, which openai clients obey)
 
 
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
@@ -111,15 +118,21 @@ def as_api_error(exc: BaseException) -> ApiError:
     exc = as_memvault_error(exc) or exc  # LanceDB's and git's failures in the words the CLI gives
     if isinstance(exc, IndexUnreadable):
         return ApiError(503, str(exc), kind="server_error", code="index_unreadable")
+    if isinstance(exc, AlreadyDeleted):  # deleting (or editing) a deleted memory: the client's mistake, not ours
+        return ApiError(409, str(exc), kind="invalid_request_error", code="memory_deleted")
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc), kind="not_found_error", code="memory_not_found")
-    if isinstance(exc, LLMTimeout):
-        return ApiError(504, str(exc), kind="upstream_error", code="upstream_timeout")
+    if isinstance(exc, LLMTimeout):  # a retry would wait llm_timeout again
+        return ApiError(504, str(exc), kind="upstream_error", code="upstream_timeout", retry=False)
     if isinstance(exc, LLMError):
         if exc.status in (400, 422):  # the upstream refused what the client asked for (a bad option)
             return ApiError(400, str(exc), code="upstream_refused")
-        return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable")
-    if isinstance(exc, UsageError):  # the library names the body's fields, which are its parameters
+        # An upstream that refuses the key, does not know the model or is not there at all will not
+        # within a client's retry; one that failed (5xx) may (and a retried message is one turn).
+        hopeless = exc.status is None or exc.status < 500
+        return ApiError(502, str(exc), kind="upstream_error", code="upstream_unavailable",
+                        retry=False if hopeless else None)
+    if isinstance(exc, (UsageError, NothingGiven)):  # the library names the body's fields, its parameters
         return ApiError(400, str(exc), exc.params[-1] if exc.params else None)
     if isinstance(exc, LockTimeout):
         return ApiError(503, str(exc), kind="server_error", code="vault_busy")
@@ -135,7 +148,8 @@ def as_api_error(exc: BaseException) -> ApiError:
 
 
 def _refusal(exc: ApiError) -> Response:
-    return _json(error_body(exc.message, exc.kind, exc.param, exc.code), exc.status)
+    headers = {"x-should-retry": "false"} if exc.retry is False else None
+    return _json(error_body(exc.message, exc.kind, exc.param, exc.code), exc.status, headers=headers)
 
 
 class Guard:
@@ -208,6 +222,7 @@ class ChatCall:
     text: str  # the last user message's text: what retrieval uses and what is stored
     message: dict  # that message as the client sent it
     history: list[dict]  # the messages before it, passed on as they are
+    after: list[dict]  # a tool round: the assistant's tool calls and the results after it, as they are
     conversation: str
     stream: bool
     model: str | None
@@ -225,15 +240,16 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
         if message.get("role") not in ROLES:
             raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
                                 f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
+    # The user's message is the last one, or the last before a tool round (the assistant's tool
+    # calls and their results, which the client sends back for the model's answer).
+    at = max((n for n, m in enumerate(messages) if m["role"] == "user"), default=None)
     last = messages[-1]
-    where = f"messages[{len(messages) - 1}]"
-    if last["role"] != "user":
-        raise ApiError(400, f"the last message must be the user's (got role {last['role']!r}): memvault serve "
-                            "answers a user message with memories", f"{where}.role")
-    text = _text(last.get("content"), f"{where}.content")
-    for name in ("tools", "functions"):
-        if body.get(name):
-            raise ApiError(400, f"{name} are not supported: memvault serve stores and answers text replies", name)
+    if at is None or (at != len(messages) - 1 and last["role"] not in ("tool", "function")) or \
+            any(m["role"] not in ("assistant", "tool", "function") for m in messages[at + 1:]):
+        raise ApiError(400, f"the last message must be the user's, or a tool's result after it (got role "
+                            f"{last['role']!r}): memvault serve answers a user message with memories",
+                       f"messages[{len(messages) - 1}].role")
+    text = _text(messages[at].get("content"), f"messages[{at}].content")
     if body.get("n", 1) != 1:
         raise ApiError(400, "n must be 1: memvault serve stores one reply per message", "n")
     stream = body.get("stream", False)
@@ -243,15 +259,17 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model must be a string", "model")
     options = {}
-    for name, kind in SAMPLING.items():
-        if body.get(name) is None:
+    for name, value in body.items():
+        if name in NOT_PASSED or value is None:
             continue
-        value = body[name]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        kind = SAMPLING.get(name)
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
             raise ApiError(400, f"{name} has the wrong type (got {json.dumps(value)[:40]})", name)
         options[name] = value
-    return ChatCall(text, last, messages[:-1], conversation_of(body, headers, default_conversation), stream, model,
-                    options)
+    if not stream:
+        options.pop("stream_options", None)  # only for a stream (upstreams refuse it otherwise)
+    return ChatCall(text, messages[at], messages[:at], messages[at + 1:],
+                    conversation_of(body, headers, default_conversation), stream, model, options)
 
 
 def _text(content: Any, where: str) -> str:
@@ -329,6 +347,24 @@ class SearchBody(BaseModel):
     session_weight: float | None = Field(None, ge=0, le=1)
 
 
+class ListQuery(BaseModel):
+    """GET /v1/memories: what `memvault ls` takes (`Memvault.recent`), newest first, a page at a time:
+    `cursor` is the `next_cursor` of the page before."""
+
+    model_config = ConfigDict(extra="forbid")
+    conversation_id: str | None = None
+    limit: int = Field(20, ge=1, le=1000)
+    kinds: list[Literal["fact", "note", "decision", "turn", "episode"]] = []
+    tags: list[str] = []
+    since: str | None = None
+    until: str | None = None
+    deleted: bool = False
+    as_of: str | None = None
+    cursor: str | None = None
+
+    LISTS: ClassVar[tuple[str, ...]] = ("kinds", "tags")  # query parameters given once per value
+
+
 class ReviewBody(BaseModel):
     """POST /v1/memories/review: what `memvault review --keep` / `--reject` take."""
 
@@ -402,6 +438,44 @@ class Turns:
             self.stopping = True
             self._cond.wait_for(lambda: self._starting == 0, timeout)
             return list(self._live)
+
+
+class Storing:
+    """Per conversation, the exchanges whose reply is out and whose turns are being stored: the next
+    request of the conversation waits for those (read-your-writes: a client that sends its next
+    message at once, as agents do, finds the last exchange among its memories), and only those
+    under way when it came (not later ones: several clients in one busy conversation would never
+    find a moment with none); other conversations do not wait."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._under_way: dict[str, set[int]] = {}
+        self._numbers = itertools.count()
+        self.waits, self.waited = 0, 0.0  # requests that had to wait, and the seconds they waited (/health)
+
+    def begin(self, conversation: str) -> int:
+        with self._cond:
+            number = next(self._numbers)
+            self._under_way.setdefault(conversation, set()).add(number)
+            return number
+
+    def end(self, conversation: str, number: int) -> None:
+        with self._cond:
+            under_way = self._under_way.get(conversation, set())
+            under_way.discard(number)
+            if not under_way:
+                self._under_way.pop(conversation, None)
+            self._cond.notify_all()
+
+    def wait(self, conversation: str, timeout: float) -> None:
+        with self._cond:
+            before = set(self._under_way.get(conversation, ()))
+            if not before:
+                return
+            started = time.perf_counter()
+            self._cond.wait_for(lambda: not before & self._under_way.get(conversation, set()), timeout)
+            self.waits += 1
+            self.waited += time.perf_counter() - started
 
 
 class Upkeep:
@@ -512,6 +586,7 @@ class Proxy:
     def __init__(self, vault, options: ServeOptions, notice: Callable[[str], None]):
         self.vault, self.options, self.notice = vault, options, notice
         self.turns = Turns()
+        self.storing = Storing()
         self.upkeep = Upkeep(notice, when_idle=vault.warm)
         self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
@@ -582,9 +657,11 @@ class Proxy:
 
     # -- chat ---------------------------------------------------------------------------------
     def _start(self, call: ChatCall, model: str | None, stream: bool):
+        # The conversation's last exchange stored and indexed first (a store waits at most lock_timeout).
+        self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
         return self.turns.start(lambda: self.vault.chat(
             call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
-            user_message=call.message, llm_options=call.options))
+            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after))
 
     async def complete(self, call: ChatCall, model: str | None, name: str) -> Response:
         sent = threading.Event()
@@ -592,18 +669,20 @@ class Proxy:
         def run(answer: Callable[[Any], None]):
             turn = self._start(call, model, stream=False)
 
+            response = []  # the upstream's one answer (iterating the turn gives it)
+
             def on_reply(reply: str) -> None:  # respond now; the turns are stored once it is out
-                answer((turn, reply))
+                answer((turn, response[0]))
                 sent.wait(SEND_WAIT)
 
             turn.on_reply = on_reply
-            self._finish(turn, lambda: all(True for _ in turn))  # read to the end
-            return turn, turn.result.reply
+            self._finish(turn, lambda: response.extend(turn))  # read to the end
+            return turn, response[0]
 
-        turn, reply = await self.wait(self.in_thread(run))
-        body = {"id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion", "created": int(time.time()),
-                "model": name, "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                            "finish_reason": "stop", "logprobs": None}]}
+        turn, response = await self.wait(self.in_thread(run))
+        # The upstream's answer as it is (tool calls, usage, log-probabilities), under our id and the model's name.
+        body = {**response, "id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion",
+                "created": int(time.time()), "model": name}
         # Starlette runs a response's background task once its body is sent.
         return _json(body, headers=self._headers(call, turn), background=BackgroundTask(sent.set))
 
@@ -612,9 +691,11 @@ class Proxy:
         after the client has its reply (the turns could not be stored) is said on stderr."""
         answered = []
         reply_callback = turn.on_reply
+        conversation = turn.options.conversation
 
         def on_reply(reply: str) -> None:
-            answered.append(True)
+            # Before the client has it: its next message waits for the store.
+            answered.append(self.storing.begin(conversation))
             reply_callback(reply)
 
         turn.on_reply = on_reply
@@ -626,6 +707,8 @@ class Proxy:
             self.notice(f"memvault: warning: a reply was sent but not stored: {as_api_error(exc).message}")
             return
         finally:
+            if answered:
+                self.storing.end(conversation, answered[0])
             self.turns.done(turn)
         self.upkeep.submit(turn)
 
@@ -683,17 +766,16 @@ class Proxy:
             raise first[1]
         chunk_id, created = f"chatcmpl-{turn.result.user_turn.id}", int(time.time())
 
-        def event(delta: dict, finish: str | None = None) -> bytes:
-            data = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        def event(chunk: dict) -> bytes:
+            # The upstream's chunk as it is (content, tool-call deltas, usage), under our id and the model's name.
+            data = {**chunk, "id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
             return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
         async def events():
             try:
-                yield event({"role": "assistant", "content": ""})
                 kind, value = first
                 while kind == "piece":
-                    yield event({"content": value})
+                    yield event(value)
                     try:
                         kind, value = await next_item()
                     except ApiError as stopping:
@@ -704,7 +786,6 @@ class Proxy:
                     body = error_body(failure.message, failure.kind, failure.param, failure.code)
                     yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
                     return
-                yield event({}, "stop")
                 yield b"data: [DONE]\n\n"
             except BaseException:  # the client hung up (cancelled), or the server is stopping
                 cancel.set()
@@ -770,7 +851,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             return _refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
                                           "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
                                      kind="not_found_error", code="unknown_route"))
-        return _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+        refusal = _refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                                    code="method_not_allowed" if exc.status_code == 405 else None))
+        refusal.headers.update(exc.headers or {})  # 405: Allow, the methods the route takes
+        return refusal
 
     @app.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):
@@ -787,7 +871,9 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     @app.get("/health")
     async def health():
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
-                      "upkeep_pending": proxy.upkeep.pending})
+                      "upkeep_pending": proxy.upkeep.pending,
+                      # read-your-writes: requests that waited for their conversation's last store, and how long
+                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1)})
 
     @app.get("/v1/stats")
     async def stats():
@@ -797,6 +883,17 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     async def models():
         listed = await blocking(vault.llm_models)
         return _json({"object": "list", "data": listed})
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        # What client.models.retrieve() asks: the configured model, or one the upstream serves.
+        listed = {m["id"]: m for m in await blocking(vault.llm_models)}
+        if model_id in listed or model_id == proxy.configured_model:
+            return _json({"object": "model", "created": 0, "owned_by": "memvault",
+                          **listed.get(model_id, {}), "id": model_id})
+        raise ApiError(404, f"no model {model_id!r}: the upstream serves {', '.join(sorted(listed)) or 'none'} and "
+                            f"llm_model is {proxy.configured_model!r}", "model", kind="not_found_error",
+                       code="model_not_found")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -833,6 +930,34 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             mmr_lambda=body.mmr_lambda, threshold=body.threshold, retriever=body.retriever,
             relevance_floor=body.relevance_floor, session_weight=body.session_weight)
         return _json(outcome.to_json())
+
+    @app.get("/v1/memories")
+    async def listing(request: Request):
+        asked = {name: (request.query_params.getlist(name) if name in ListQuery.LISTS else value)
+                 for name, value in request.query_params.items()}
+        query: ListQuery = checked(ListQuery, asked)
+        since, until, skip = query.since, query.until, None
+        if query.cursor is not None:  # the page after the one that ended with this memory (time|id)
+            at, _, last_id = query.cursor.rpartition("|")
+            if not at or not last_id:
+                raise ApiError(400, "cursor must be the next_cursor of the page before", "cursor")
+            until, skip = at, (at, last_id)
+        # A few more than asked for: those of the page before at the same moment are left out, and
+        # one more says whether there is a next page.
+        found = await blocking(vault.recent, query.conversation_id, limit=query.limit + 1 + (50 if skip else 0),
+                               kinds=query.kinds or None, tags=query.tags, since=since, until=until,
+                               deleted=query.deleted, as_of=query.as_of)
+        if skip is not None:
+            found = [m for m in found if files.format_time(m.created_at) != skip[0] or m.id < skip[1]]
+        page = found[:query.limit]
+        more = len(found) > query.limit
+        return _json({"object": "list", "data": [m.to_json(vault.root) for m in page], "has_more": more,
+                      "next_cursor": f"{files.format_time(page[-1].created_at)}|{page[-1].id}" if more else None})
+
+    @app.get("/v1/memories/search")
+    async def search_by_get():
+        raise ApiError(405, "search is POST /v1/memories/search with a JSON body ({\"query\": ...}); "
+                            "GET /v1/memories lists the newest", code="method_not_allowed")
 
     @app.get("/v1/memories/review")
     async def review_list(conversation_id: str | None = None, limit: int | None = None):

@@ -49,6 +49,13 @@ class ChatOptions:
     # sent as it is in place of a plain {"role": "user", "content": message}.
     user_message: dict | None = None
     llm_options: dict = field(default_factory=dict)  # sampling options passed to the model (max_tokens...)
+    # A proxy's pass-through (docs/design.md, "serve"): iterating the turn gives the upstream's
+    # objects in OpenAI's shape (the response, or its chunks: tool calls, usage, log-probabilities),
+    # not text; llm_options are then every field the client sent. What is stored is the text alone.
+    upstream_objects: bool = False
+    # The messages after the user's message in a client's tool round (the assistant's tool calls,
+    # the `tool` results), sent after it as they are; the user's turn is the one stored already.
+    after_user: list[dict] | None = None
 
 
 @dataclass
@@ -79,14 +86,19 @@ class ChatResult:
 
 def build_messages(message: str, results: list[Result], summary: str | None, session: sessions.Session,
                    history: list[dict] | None = None, user_message: dict | None = None, *,
-                   now: datetime | None = None, summary_written: datetime | str | None = None) -> list[dict]:
+                   now: datetime | None = None, summary_written: datetime | str | None = None,
+                   after_user: list[dict] | None = None) -> list[dict]:
     """What the model gets: memvault's system prompt with the memory block (dated; today is `now`),
     the session, the message. With a client's own history, that history as it is, the memory block
-    in a system message right before the message (the client's own message object when given)."""
-    block = injection_block(results, summary, today=now, summary_written=summary_written)
+    in a system message right before the message (the client's own message object when given),
+    then after_user (a tool round's calls and results: they must follow the message unbroken)."""
+    # Nothing found and no summary: no block at all (a header alone tells the model nothing).
+    block = injection_block(results, summary, today=now, summary_written=summary_written) \
+        if results or (summary and summary.strip()) else None
     if history is not None:
-        return [*history, {"role": "system", "content": block}, user_message or {"role": "user", "content": message}]
-    system = SYSTEM_PROMPT + "\n\n" + block
+        memory = [{"role": "system", "content": block}] if block else []
+        return [*history, *memory, user_message or {"role": "user", "content": message}, *(after_user or [])]
+    system = SYSTEM_PROMPT + ("\n\n" + block if block else "")
     if session.summary:
         system += "\n\nEarlier in this chat (summary):\n" + session.summary
     return [{"role": "system", "content": system}, *session.messages(), {"role": "user", "content": message}]
@@ -126,7 +138,9 @@ class ChatTurn:
 
         pieces = self.received
         try:
-            if self.options.stream:
+            if self.options.upstream_objects:
+                yield from self._upstream_objects()
+            elif self.options.stream:
                 for piece in llm.chat_stream(self.cfg, self.messages, **self.options.llm_options):
                     pieces.append(piece)
                     yield piece
@@ -143,6 +157,23 @@ class ChatTurn:
         if self.on_reply is not None:
             self.on_reply(reply)
         self._store(reply)
+
+    def _upstream_objects(self) -> Iterator[dict]:
+        """The upstream's response (or its chunks) as it is; the text of its content kept in
+        `received`, which is what is stored (tool calls are the client's business, not memories)."""
+        from memvault.store import llm
+
+        if not self.options.stream:
+            response = llm.completion(self.cfg, self.messages, **self.options.llm_options)
+            choices = response.get("choices") or [{}]
+            self.received.append(choices[0].get("message", {}).get("content") or "")
+            yield response
+            return
+        for chunk in llm.completion_chunks(self.cfg, self.messages, **self.options.llm_options):
+            choices = chunk.get("choices") or []
+            if choices and choices[0].get("index", 0) == 0 and (choices[0].get("delta") or {}).get("content"):
+                self.received.append(choices[0]["delta"]["content"])
+            yield chunk
 
     def close(self) -> None:
         """Stop reading the reply: what arrived is kept, marked partial."""
@@ -256,20 +287,38 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
     # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder
     summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
     messages = build_messages(message, result.memories, summary_text, session, options.history,
-                              options.user_message, now=now, summary_written=written_at(summary))
+                              options.user_message, now=now, summary_written=written_at(summary),
+                              after_user=options.after_user)
     # The user's words are on disk before the model is asked (indexed and committed with the reply,
     # which rewrites the file anyway: it loses its `unanswered` mark).
     # `extracted: false`: learning is owed to it until the commit of what it taught marks it true, so
     # a server stopped before its upkeep, a reply cut short or an LLM that was down loses nothing
     # (`memvault learn`, and every serve / mcp start, catch up).
     waiting = {files.EXTRACTED: False} if options.learn else {}
-    result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
-                                        extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting})
-    with vault.change("chat", commit=False, index=False) as change:
-        change.add(result.user_turn)
+    result.user_turn = same_message(vault, conversation, message, bool(options.after_user)) \
+        if options.history is not None else None
+    if result.user_turn is None:
+        result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
+                                            extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting})
+        with vault.change("chat", commit=False, index=False) as change:
+            change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,
                     folded[-1].created_at if folded else None, warn, refresh)
+
+
+def same_message(vault, conversation: str, message: str, tool_round: bool) -> files.Memory | None:
+    """The user's turn this message already is, for a client that sends its conversation itself
+    (serve): the conversation's newest user turn, with the same text, still unanswered (a client's
+    retry of a message whose reply failed or is still coming), or answered when this request is
+    the same message's tool round (the client sends the tool results back). One message, one turn."""
+    from memvault.reading import listing
+
+    newest = listing.newest(vault.entries, conversation, limit=1, roles=("user",), on_error=lambda exc: None)
+    if not newest or newest[0].text.strip() != message.strip():
+        return None
+    turn = newest[0]
+    return turn if tool_round or turn.extra.get("unanswered") else None
 
 
 def clear_session(vault, conversation: str, now: datetime | None = None) -> None:

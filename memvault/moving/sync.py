@@ -215,7 +215,7 @@ def _pick_remote(git_repo, root: Path, branch: str, wanted: str | None) -> tuple
                           "again", kind="no-remote")
     else:
         raise UsageError(f"the vault {root} has several remotes ({', '.join(names)}) and its branch {branch} has no "
-                         "upstream; pass --remote NAME")
+                         "upstream; say which: remote NAME", params="remote")
     remote_branch = upstream.remote_head if upstream is not None and upstream.remote_name == name else branch
     return name, remote_branch
 

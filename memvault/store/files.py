@@ -239,7 +239,7 @@ def new_memory(
     if size > MAX_MEMORY_BYTES:
         raise UsageError(
             f"memory text is {size / 1048576:.1f} MiB; the limit is {MAX_MEMORY_BYTES // 1048576} MiB "
-            "per memory (split it, e.g. with --each-line)"
+            "per memory (split it: one memory per line, for instance)"
         )
     return Memory(
         id=str(uuid.uuid4()),

@@ -822,6 +822,10 @@ class _Sync:
         if report.rebuilt or not (how.write or how.verify):
             return
         try:
+            # Another process's write (a terminal `add` beside a warm server) is in the record and the
+            # table already; a table opened before it would count one row fewer than the record and
+            # call for a repair. Its latest version first: a manifest read.
+            index.refresh()
             table = index.table() if how.write or index.dir.is_dir() else None
             if table is None and self.live:
                 report.rebuilt = f"index table in {index.dir} is missing; rebuilding it"
