@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_memvault, seed, start_memvault, stop_process, wait_for_line
-from memvault.faces import warm
+from memvault.faces import agent_socket, warm
 
 WARM = {"MEMVAULT_AGENT": "use"}
 COLD = {"MEMVAULT_AGENT": "off"}
@@ -44,7 +44,7 @@ def settle(vault: Path | None = None) -> None:
 
 
 def served(vault: Path) -> int:
-    status = warm.ask(vault / ".memvault", "status")
+    status = agent_socket.ask(vault / ".memvault", "status")
     return -1 if status is None else status["requests"]
 
 
@@ -222,7 +222,7 @@ def facts(*texts: str) -> str:
 
 
 def test_the_socket_is_owner_only_and_one_agent_per_vault(agent_vault):
-    sock = agent_vault / ".memvault" / warm.SOCKET_NAME
+    sock = agent_vault / ".memvault" / agent_socket.SOCKET_NAME
     assert stat.S_IMODE(os.lstat(sock).st_mode) == 0o600
     second = run_memvault("agent", "--idle", "1")
     assert second.returncode == 1
@@ -237,7 +237,7 @@ def test_the_socket_is_owner_only_and_one_agent_per_vault(agent_vault):
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving the socket to another user needs root")
 def test_another_users_socket_is_refused_and_the_command_runs_cold(agent_vault):
-    sock = agent_vault / ".memvault" / warm.SOCKET_NAME
+    sock = agent_vault / ".memvault" / agent_socket.SOCKET_NAME
     cold = run_memvault("search", "wife", env=COLD)
     os.chown(sock, 65534, -1)
     try:
@@ -246,8 +246,8 @@ def test_another_users_socket_is_refused_and_the_command_runs_cold(agent_vault):
         assert result.returncode == 0 and result.stdout == cold.stdout
         assert b"not using the agent" in result.stderr and b"belongs to user 65534" in result.stderr
         # the socket file passes for user 65534's, but the process behind it is not theirs
-        with pytest.raises(warm.NotOurs, match="runs as user 0"):
-            warm.connect(agent_vault / ".memvault", uid=65534)
+        with pytest.raises(agent_socket.NotOurs, match="runs as user 0"):
+            agent_socket.connect(agent_vault / ".memvault", uid=65534)
         assert served_as(agent_vault, 65534) == before
     finally:
         os.chown(sock, 0, -1)
@@ -267,7 +267,7 @@ def gone(pid: int, timeout: float = 10) -> bool:
 
 
 def served_as(vault: Path, uid: int) -> int:
-    sock = vault / ".memvault" / warm.SOCKET_NAME
+    sock = vault / ".memvault" / agent_socket.SOCKET_NAME
     owner = os.lstat(sock).st_uid
     os.chown(sock, os.getuid(), -1)
     try:
@@ -285,7 +285,7 @@ def test_a_stale_socket_is_removed_and_the_command_runs_cold(vault_dir):
         proc.wait(timeout=10)
     finally:
         stop_process(proc)
-    sock = vault_dir / ".memvault" / warm.SOCKET_NAME
+    sock = vault_dir / ".memvault" / agent_socket.SOCKET_NAME
     assert sock.exists()
     cold = run_memvault("search", "wife", env=COLD)
     result = run_memvault("search", "wife", env=WARM)
@@ -303,7 +303,7 @@ def test_another_version_of_memvault_is_not_served_and_runs_cold(agent_vault, tm
                             env={**os.environ, **env}, timeout=300, cwd=tmp_path)  # not the checkout's memvault
     assert (result.returncode, result.stdout, result.stderr) == (0, cold.stdout, cold.stderr)
     assert served(agent_vault) == before  # it said no; the agent's own files are unchanged: it stays
-    assert warm.ask(agent_vault / ".memvault", "status") is not None
+    assert agent_socket.ask(agent_vault / ".memvault", "status") is not None
 
 
 def test_an_agent_whose_files_changed_exits_and_the_command_runs_cold(vault_dir, tmp_path):
@@ -358,7 +358,7 @@ def test_agent_stop_ends_it_and_removes_its_socket(vault_dir):
         assert served(vault_dir) == 1
         stopped = run_memvault("agent", "stop")
         assert stopped.returncode == 0 and f"pid {pid} stopped".encode() in stopped.stderr
-        assert not (vault_dir / ".memvault" / warm.SOCKET_NAME).exists()
+        assert not (vault_dir / ".memvault" / agent_socket.SOCKET_NAME).exists()
         assert gone(pid)
         assert run_memvault("agent", "status").returncode == 1
         assert b"none runs" in run_memvault("agent", "stop").stderr
@@ -376,16 +376,16 @@ def test_auto_starts_an_agent_that_exits_when_idle(vault_dir):
     try:
         first = run_memvault("search", "wife", env=env)
         assert (first.returncode, first.stdout, first.stderr) == (0, cold.stdout, cold.stderr)
-        status = warm.ask(vault_dir / ".memvault", "status")
+        status = agent_socket.ask(vault_dir / ".memvault", "status")
         assert status is not None and status["requests"] == 1
         pid = status["pid"]
         second = run_memvault("search", "wife", env=env)
         assert second.stdout == cold.stdout and served(vault_dir) == 2
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (vault_dir / ".memvault" / warm.SOCKET_NAME).exists():
+        while time.monotonic() < deadline and (vault_dir / ".memvault" / agent_socket.SOCKET_NAME).exists():
             time.sleep(0.2)
-        assert not (vault_dir / ".memvault" / warm.SOCKET_NAME).exists()
-        assert "idle for" in (vault_dir / ".memvault" / warm.LOG_NAME).read_text()
+        assert not (vault_dir / ".memvault" / agent_socket.SOCKET_NAME).exists()
+        assert "idle for" in (vault_dir / ".memvault" / agent_socket.LOG_NAME).read_text()
     finally:
         if pid is not None:
             stop_process(pid)

@@ -1,6 +1,6 @@
 """`memvault agent`: a process that carries out the CLI's commands for one vault, with the model,
 LanceDB and litellm loaded once (issue 33; docs/design.md, "The agent"). The client side, and
-the wire, are in warm.py.
+the wire, are in agent_socket.py.
 
 One request at a time: the vault's lock decides writes as it does between cold commands, and
 one at a time lets a request have the process to itself: its standard streams (the client's
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from memvault import __version__
 from memvault.errors import MemvaultError
-from memvault.faces import warm
+from memvault.faces import agent_socket
 
 ACCEPT_TICK_S = 2.0  # how often an idle agent looks at the clock, its socket file and the signals
 
@@ -41,7 +41,7 @@ class Agent:
     root: Path
     idle_s: float
     notice: object = print
-    identity: str = field(default_factory=warm.code_identity)
+    identity: str = field(default_factory=agent_socket.code_identity)
     started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     requests: int = 0
     last_request: float = field(default_factory=time.monotonic)
@@ -55,7 +55,7 @@ class Agent:
         return {"pid": os.getpid(), "vault": str(self.root), "since": self.started.isoformat(timespec="seconds"),
                 "version": __version__, "identity": self.identity, "requests": self.requests,
                 "rss_mb": _rss_mb("VmRSS"), "peak_rss_mb": _rss_mb("VmHWM"), "idle_minutes": self.idle_s / 60,
-                "socket": str(self.sidecar / warm.SOCKET_NAME)}
+                "socket": str(self.sidecar / agent_socket.SOCKET_NAME)}
 
     # -- life ------------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -67,14 +67,14 @@ class Agent:
             listener, inode = self._listen()
             try:
                 self._warm_up()
-                self.notice(f"memvault agent: pid {os.getpid()} listening on {self.sidecar / warm.SOCKET_NAME} "
+                self.notice(f"memvault agent: pid {os.getpid()} listening on {self.sidecar / agent_socket.SOCKET_NAME} "
                             f"(exits after {self.idle_s / 60:g} min idle)")
                 self._loop(listener, inode, signals)
             finally:
                 listener.close()
                 try:
-                    if os.lstat(self.sidecar / warm.SOCKET_NAME).st_ino == inode:
-                        os.unlink(self.sidecar / warm.SOCKET_NAME)
+                    if os.lstat(self.sidecar / agent_socket.SOCKET_NAME).st_ino == inode:
+                        os.unlink(self.sidecar / agent_socket.SOCKET_NAME)
                 except OSError:
                     pass
         finally:
@@ -83,7 +83,7 @@ class Agent:
     def _take_lock(self) -> int:
         """One agent per vault: its lock file, held for its whole life, names its pid."""
         self.sidecar.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.sidecar / warm.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.sidecar / agent_socket.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -98,7 +98,7 @@ class Agent:
     def _listen(self) -> tuple[socket.socket, int]:
         """The socket, owner-only (made under umask 0177, then chmod 0600): a socket a killed agent
         left is removed first (the lock says none other runs)."""
-        path = self.sidecar / warm.SOCKET_NAME
+        path = self.sidecar / agent_socket.SOCKET_NAME
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -106,7 +106,7 @@ class Agent:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            warm._at_short_path(path, listener.bind)
+            agent_socket._at_short_path(path, listener.bind)
         except OSError as exc:
             listener.close()
             raise AgentError(f"cannot listen on {path}: {exc.strerror or exc}") from None
@@ -118,9 +118,8 @@ class Agent:
         return listener, os.lstat(path).st_ino
 
     def _warm_up(self) -> None:
-        """Load what every command needs before the first one comes: the CLI, the index's library and
-        the embedding model (a search then costs what it costs serve)."""
-        import memvault.faces.cli  # noqa: F401
+        """Load what every command needs before the first one comes: the index's library and the
+        embedding model (a search then costs what it costs serve); the CLI started this, so it is loaded."""
         from memvault.api import open_vault
 
         try:
@@ -152,28 +151,28 @@ class Agent:
 
     def _socket_is_mine(self, inode: int) -> bool:
         try:
-            return os.lstat(self.sidecar / warm.SOCKET_NAME).st_ino == inode
+            return os.lstat(self.sidecar / agent_socket.SOCKET_NAME).st_ino == inode
         except OSError:
             return False
 
     # -- one request -----------------------------------------------------------------------
     def _answer(self, conn: socket.socket) -> str | None:
         """One request: its kind (run, status, stop), or None when refused."""
-        _pid, uid = warm.peer_ids(conn)
+        _pid, uid = agent_socket.peer_ids(conn)
         if uid != os.getuid():
             self.notice(f"memvault agent: refused a connection from user {uid}")
             return None
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
         try:
-            request = warm.read_message(conn)
+            request = agent_socket.read_message(conn)
             if request is None:
                 return None
             kind = request.get("kind")
             if kind == "status":
-                warm.send_message(conn, self.status())
+                agent_socket.send_message(conn, self.status())
             elif kind == "stop":
                 self.stopping = True
-                warm.send_message(conn, {"stopping": os.getpid()})
+                agent_socket.send_message(conn, {"stopping": os.getpid()})
             elif kind == "run":
                 self._run(conn, request, fds)
                 fds = []  # _run closed them
@@ -186,15 +185,15 @@ class Agent:
         if request.get("identity") != self.identity or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            warm.send_message(conn, {"accepted": False, "identity": self.identity})
-            if warm.code_identity() != self.identity:
+            agent_socket.send_message(conn, {"accepted": False, "identity": self.identity})
+            if agent_socket.code_identity() != self.identity:
                 self.notice("memvault agent: memvault's files changed since it started, exiting")
                 self.stopping = True
             return
-        warm.send_message(conn, {"accepted": True})
+        agent_socket.send_message(conn, {"accepted": True})
         self.requests += 1
         code = run_command(request, fds)
-        warm.send_message(conn, {"exit": code})
+        agent_socket.send_message(conn, {"exit": code})
 
 
 def run_command(request: dict, fds: list[int]) -> int:
@@ -276,6 +275,7 @@ def _invoke(argv: list[str]) -> int:
     return 0
 
 
+_app = None  # the CLI's typer app, handed over by the `agent` command (agent.py does not import the CLI)
 _click_command = None
 
 
@@ -286,9 +286,7 @@ def _command():
     if _click_command is None:
         import typer.main
 
-        from memvault.faces.cli import app
-
-        _click_command = typer.main.get_command(app)
+        _click_command = typer.main.get_command(_app)
     return _click_command
 
 
@@ -303,9 +301,11 @@ def _rss_mb(key: str) -> float | None:
     return None
 
 
-def run(root: Path, idle_minutes: float, notice) -> None:
-    """`memvault agent`: serve the vault's CLI commands until idle for idle_minutes, `agent stop`,
-    or SIGTERM/SIGHUP/SIGINT."""
+def run(root: Path, idle_minutes: float, notice, app) -> None:
+    """`memvault agent`: serve the vault's CLI commands (app: the CLI's typer app) until idle for
+    idle_minutes, `agent stop`, or SIGTERM/SIGHUP/SIGINT."""
+    global _app
+    _app = app
     from memvault.store.native_memory import settle_for_long_life
 
     settle_for_long_life()  # before LanceDB and ONNX Runtime start their threads
@@ -315,7 +315,7 @@ def run(root: Path, idle_minutes: float, notice) -> None:
 
 def status(sidecar: Path) -> dict | None:
     """What the vault's agent says of itself, or None when none runs."""
-    return warm.ask(sidecar, "status")
+    return agent_socket.ask(sidecar, "status")
 
 
 def status_lines(status: dict) -> list[str]:
@@ -339,20 +339,20 @@ def start(root: Path, idle_minutes: float) -> dict:
     if running:
         return running
     sidecar.mkdir(parents=True, exist_ok=True)
-    conn = warm.start_agent(Path(os.path.abspath(root)), idle_minutes)
+    conn = agent_socket.start_agent(Path(os.path.abspath(root)), idle_minutes)
     if conn is None:
-        raise AgentError(f"the agent did not start; {sidecar / warm.LOG_NAME} says why")
+        raise AgentError(f"the agent did not start; {sidecar / agent_socket.LOG_NAME} says why")
     conn.close()
     started = status(sidecar)
     if not started:
-        raise AgentError(f"the agent did not answer; {sidecar / warm.LOG_NAME} says why")
+        raise AgentError(f"the agent did not answer; {sidecar / agent_socket.LOG_NAME} says why")
     return started
 
 
 def stop(sidecar: Path, timeout: float = 30.0) -> int | None:
     """`memvault agent stop`: ask the vault's agent to exit (after the command it is carrying out) and
     wait until it has; its pid, or None when none ran."""
-    answer = warm.ask(sidecar, "stop")
+    answer = agent_socket.ask(sidecar, "stop")
     if not answer:
         return None
     pid = int(answer["stopping"])
@@ -370,7 +370,7 @@ def stop(sidecar: Path, timeout: float = 30.0) -> int | None:
 
 def _lock_is_free(sidecar: Path) -> bool:
     try:
-        fd = os.open(sidecar / warm.LOCK_NAME, os.O_RDWR)
+        fd = os.open(sidecar / agent_socket.LOCK_NAME, os.O_RDWR)
     except OSError:
         return True
     try:

@@ -1692,7 +1692,7 @@ def agent(
     minutes = idle if idle is not None else vault.settings.agent_idle_minutes
     sidecar = vault.root / ".memvault"
     if action is None:
-        agent_process.run(vault.root, minutes, state.notice)
+        agent_process.run(vault.root, minutes, state.notice, app)
         return
     if action is AgentAction.start:
         status = agent_process.start(vault.root, minutes)
@@ -1715,11 +1715,8 @@ def agent(
 
 
 def main() -> None:
-    from memvault.faces import warm
-
-    code = warm.handed_over(sys.argv[1:])  # an agent carries it out: same output, same exit code
-    if code is not None:
-        sys.exit(code)
+    """The CLI itself, cold (the `memvault` command starts in warm.py, which may hand the command to
+    the vault's agent first)."""
     app(prog_name="memvault")
 
 
