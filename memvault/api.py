@@ -665,7 +665,7 @@ class Memvault:
              learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
              model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
              user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None,
-             upstream_objects: bool = False, after_user: list[dict] | None = None):
+             upstream_objects: bool = False, after_user: list[dict] | None = None, resent: bool = False):
         """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
         for the reply's text pieces (both turns are stored and committed when it ends), then call
         `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
@@ -677,7 +677,9 @@ class Memvault:
         upstream_objects (a proxy): iterating the turn gives the upstream's answer, or its chunks, in
         OpenAI's shape (tool calls, usage...), llm_options being every field the client sent; only the
         text is stored. after_user: with history, a tool round after the message (the assistant's
-        tool calls, the results), sent after it; the message's turn stored already is not stored again."""
+        tool calls, the results), sent after it; the message's turn stored already is not stored again.
+        resent: with history, the client marks this request its retry of the message: the newest user
+        turn with the same text is its turn even when answered since (the client never got that reply)."""
         from memvault.learning import chat
         from memvault.store.config import coerce
         from memvault.store.llm import LLMConfig
@@ -695,7 +697,7 @@ class Memvault:
                                    history=list(history) if history is not None else None,
                                    user_message=dict(user_message) if user_message is not None else None,
                                    llm_options=dict(llm_options or {}), upstream_objects=upstream_objects,
-                                   after_user=list(after_user) if after_user else None)
+                                   after_user=list(after_user) if after_user else None, resent=resent)
 
         def memories(text: str, top: int, clock: datetime):
             if not self.exists():

@@ -57,6 +57,7 @@ from memvault.errors import (AlreadyDeleted, IndexUnreadable, LLMError, LLMTimeo
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
 CONVERSATION_HEADER = "x-memvault-conversation"
+RETRY_HEADER = "x-stainless-retry-count"  # openai-python numbers its retries of a request
 # Request fields whose type is checked here (a wrong one is the client's mistake, said with its
 # name); these and every other field the client sends go to the upstream as they are (llm.py,
 # OPENAI_FIELDS), but for those that name the conversation (`user`, `metadata`) and those that are
@@ -227,6 +228,7 @@ class ChatCall:
     stream: bool
     model: str | None
     options: dict
+    resent: bool = False  # the client's retry of this message (x-stainless-retry-count >= 1)
 
 
 def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
@@ -269,7 +271,8 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
     if not stream:
         options.pop("stream_options", None)  # only for a stream (upstreams refuse it otherwise)
     return ChatCall(text, messages[at], messages[:at], messages[at + 1:],
-                    conversation_of(body, headers, default_conversation), stream, model, options)
+                    conversation_of(body, headers, default_conversation), stream, model, options,
+                    resent=(headers.get(RETRY_HEADER) or "0").strip() not in ("", "0"))
 
 
 def _text(content: Any, where: str) -> str:
@@ -661,7 +664,8 @@ class Proxy:
         self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
         return self.turns.start(lambda: self.vault.chat(
             call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
-            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after))
+            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after,
+            resent=call.resent))
 
     async def complete(self, call: ChatCall, model: str | None, name: str) -> Response:
         sent = threading.Event()

@@ -32,6 +32,8 @@ SYSTEM_PROMPT = (
     "relevant; do not mention it otherwise."
 )
 
+_TURN_START = threading.Lock()  # a user's turn looked for and written as one step (start)
+
 
 @dataclass
 class ChatOptions:
@@ -56,6 +58,9 @@ class ChatOptions:
     # The messages after the user's message in a client's tool round (the assistant's tool calls,
     # the `tool` results), sent after it as they are; the user's turn is the one stored already.
     after_user: list[dict] | None = None
+    # The client says this request is its retry of the same message (openai-python's
+    # x-stainless-retry-count): its turn is the message's, answered since (too late for the client) or not.
+    resent: bool = False
 
 
 @dataclass
@@ -295,30 +300,34 @@ def start(vault, cfg, message: str, options: ChatOptions, search: Callable[[str,
     # a server stopped before its upkeep, a reply cut short or an LLM that was down loses nothing
     # (`memvault learn`, and every serve / mcp start, catch up).
     waiting = {files.EXTRACTED: False} if options.learn else {}
-    result.user_turn = same_message(vault, conversation, message, bool(options.after_user)) \
-        if options.history is not None else None
-    if result.user_turn is None:
-        result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
-                                            extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting})
-        with vault.change("chat", commit=False, index=False) as change:
-            change.add(result.user_turn)
+    # The check and the write as one: a retry that comes while its first copy is still on its way
+    # here (a search under load) finds that copy's turn, or the first copy finds the retry's.
+    with _TURN_START:
+        result.user_turn = same_message(vault, conversation, message, bool(options.after_user) or options.resent) \
+            if options.history is not None else None
+        if result.user_turn is None:
+            result.user_turn = files.new_memory(message, "user", conversation, created_at=now,
+                                                extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting})
+            with vault.change("chat", commit=False, index=False) as change:
+                change.add(result.user_turn)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,
                     folded[-1].created_at if folded else None, warn, refresh)
 
 
-def same_message(vault, conversation: str, message: str, tool_round: bool) -> files.Memory | None:
+def same_message(vault, conversation: str, message: str, again: bool) -> files.Memory | None:
     """The user's turn this message already is, for a client that sends its conversation itself
     (serve): the conversation's newest user turn, with the same text, still unanswered (a client's
     retry of a message whose reply failed or is still coming), or answered when this request is
-    the same message's tool round (the client sends the tool results back). One message, one turn."""
+    the same message again (again: its tool round, the client sending the tool results back, or a
+    retry the client marks, whose first reply came after it gave up). One message, one turn."""
     from memvault.reading import listing
 
     newest = listing.newest(vault.entries, conversation, limit=1, roles=("user",), on_error=lambda exc: None)
     if not newest or newest[0].text.strip() != message.strip():
         return None
     turn = newest[0]
-    return turn if tool_round or turn.extra.get("unanswered") else None
+    return turn if again or turn.extra.get("unanswered") else None
 
 
 def clear_session(vault, conversation: str, now: datetime | None = None) -> None:
