@@ -767,7 +767,7 @@ def search(
         _print_explain(outcome)
     else:
         for r in outcome.results:
-            earlier = f"  ({r.superseded['note']})" if r.superseded else ""
+            earlier = f"  {r.earlier}" if r.superseded else ""
             typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}{earlier}")
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
@@ -795,7 +795,7 @@ def _print_explain(outcome) -> None:
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
                       number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
-                      escape(" ".join(r.text.split()) + (f" ({r.superseded['note']})" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
+                      escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \

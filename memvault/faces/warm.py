@@ -23,7 +23,6 @@ from pathlib import Path
 from memvault.faces.agent_socket import (NotOurs, code_identity, connect, peer_ids, read_message, send_message,
                                          start_agent)
 
-AGENT_MODES = ("off", "use", "auto")
 
 # Commands the agent carries out. Left cold: those that need the terminal or the process to
 # themselves (edit opens $EDITOR, chat streams and may read a REPL, review asks one at a time,

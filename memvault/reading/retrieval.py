@@ -94,6 +94,14 @@ class Result:
     def score(self) -> float:
         return self.scores.get("score", 0.0)
 
+    @property
+    def earlier(self) -> str:
+        """What a shown line carries after its text when something newer took its place:
+        "(earlier; since 2026-05-03: ...)"; "" for a current memory."""
+        from memvault.reading.current import marker
+
+        return marker(self.superseded)
+
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "role": self.role, "conversation_id": self.conversation_id,
                 "created_at": self.created_at, "text": self.text, "score": round(self.score, 6),
@@ -552,9 +560,7 @@ def injection_block(results: list[Result], summary: str | None = None, *, today:
 
 
 def _line(result: Result) -> str:
-    from memvault.reading.current import marker
-
-    earlier = f" {marker(result.superseded)}" if result.superseded else ""
+    earlier = f" {result.earlier}" if result.superseded else ""
     return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}{earlier}"
 
 
