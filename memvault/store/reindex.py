@@ -203,8 +203,10 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
                 raise
             say(f"memvault: vault {vault.root} is read-only ({exc.strerror}); searching the index as it is")
             return index
-        if watcher is not None:
-            index.refresh()  # rows another process added since the table was opened
+        if watcher is not None and report is None:
+            # Rows another process added since the table was opened; a sync that ran here brought the
+            # table to its latest version itself (index._Sync.judge_table), under the vault lock.
+            index.refresh()
     if report is not None:
         for problem in report.skipped:
             say(f"memvault: skipped {problem}")
