@@ -985,7 +985,15 @@ class Memvault:
             with index_at(self._vault, index, query.as_of) as held:
                 return read(held, query, self.settings, self._say, self._llm_order,
                             sync_seconds=time.perf_counter() - started)
-        return read(index, query, self.settings, self._say, self._llm_order, sync_seconds=time.perf_counter() - started)
+        try:
+            return read(index, query, self.settings, self._say, self._llm_order,
+                        sync_seconds=time.perf_counter() - started)
+        except RuntimeError as exc:
+            if not index.table_gone(exc):
+                raise
+            index.refresh()  # another process's upkeep pruned the version this handle held
+            return read(index, query, self.settings, self._say, self._llm_order,
+                        sync_seconds=time.perf_counter() - started)
 
     def _llm_order(self, question: str, results: list) -> list:
         """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""

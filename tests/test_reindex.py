@@ -325,6 +325,49 @@ def test_many_single_adds_are_compacted(vault_dir):
     assert top("memory number 17") == "The user wrote memory number 17"
 
 
+def test_old_table_versions_are_pruned_after_a_while_not_kept_for_days(vault_dir, monkeypatch):
+    """Each write makes a table version and a compaction rewrites the data beside the old files;
+    LanceDB's default kept them 7 days (a server's day of writes: a 26 MB index grew to 5.3 GB).
+    Versions younger than KEEP_VERSIONS_SECONDS stay for readers in flight; older ones go."""
+    from memvault.store import index
+
+    versions = vault_dir / ".memvault/index/memories.lance/_versions"
+    writes = index.COMPACT_FRAGMENTS + 4
+    for i in range(writes):
+        assert run_cli("add", f"The user wrote memory number {i}").exit_code == 0
+    kept = len(list(versions.iterdir()))
+    assert kept > writes  # all of them younger than the window: kept for a reader in flight
+    monkeypatch.setattr(index, "KEEP_VERSIONS_SECONDS", 0)
+    for i in range(index.COMPACT_FRAGMENTS):
+        assert run_cli("add", f"The user wrote another memory number {i}").exit_code == 0
+    assert len(list(versions.iterdir())) < 8  # pruned at the compaction; only those after it remain
+    assert top("another memory number 3") == "The user wrote another memory number 3"
+
+
+def test_a_warm_reader_whose_table_version_was_pruned_reads_the_newest(vault_dir, monkeypatch):
+    """A long-lived reader (serve, mcp) holds the table version it last read; when another
+    process's upkeep has pruned it before the reader heard of the change, the search reads the
+    newest version instead of failing on a missing data file."""
+    import memvault
+    from memvault.store import index
+
+    add("The user owns a kayak")
+    warm = memvault.open_vault(vault_dir, watch=True)
+    try:
+        assert warm.search("kayak").results[0].text == "The user owns a kayak"
+        # The folder's events are not delivered yet: the watcher is stopped here so that the moment
+        # a read comes before them is certain, not a race the test might lose.
+        warm._watcher.stop()
+        warm._watcher.take_changes()  # and what it heard of the first search's own writes is taken
+        monkeypatch.setattr(index, "KEEP_VERSIONS_SECONDS", 0)
+        for i in range(index.COMPACT_FRAGMENTS + 1):  # another process's adds, compacted and pruned
+            assert run_cli("add", f"The user visited lighthouse number {i}").exit_code == 0
+        found = warm.search("lighthouse number 7", top_k=3).results
+        assert "The user visited lighthouse number 7" in [r.text for r in found]
+    finally:
+        warm.close()
+
+
 # -- nothing lost while git says what changed (docs/design.md, "The index") ---------------------
 
 def test_an_in_place_edit_keeping_size_and_mtime_is_seen_by_the_next_search(vault_dir):
