@@ -121,3 +121,27 @@ def test_reading_time_in_words():
     assert when.read("what happened in 9999", now) is None  # past datetime's last year: no range, no error
     assert when.read("we may go", now) is None  # dateparser's "Wednesday" and "May" are not times here
     assert not when.names_time("Caroline: We may go", now) and when.names_time("Nate: Last Friday I won", now)
+
+
+def test_words_that_only_look_like_times_name_none():
+    """A book title, a name, a verb, a number in brackets, a weekday asked about as a habit: no
+    range lifts a day the user did not mean (each was read as one before: "the Sun" as last
+    Sunday, "Jan" as January, "(34)" as the year 1934, "on Wednesday" as last Wednesday)."""
+    from datetime import datetime, timezone
+
+    from memvault.reading import when
+
+    now = datetime(2023, 10, 23, 12, tzinfo=timezone.utc)  # a Monday
+
+    def ranges(text):
+        asked = when.read(text, now)
+        return [(r.phrase, r.start.date().isoformat()) for r in asked.ranges] if asked else []
+
+    assert ranges("progress with Klara and the Sun") == []
+    assert ranges("lunch with Jan on Sat") == []
+    assert ranges("I Sat down with Mum") == []
+    assert ranges("what does Ruth do on Thursday (34)") == []
+    assert ranges("what does Leo do on Wednesday") == []  # what is usual on Wednesdays
+    assert ranges("what did Leo do on Wednesday") == [("on Wednesday", "2023-10-18")]  # the last one
+    assert ranges("the trip to Berlin in April (35)") == [("in April", "2023-04-01")]  # the month kept
+    assert ranges("lunch on Sat 21st") == [("on Sat 21st", "2023-10-21")]  # beside a number, a day

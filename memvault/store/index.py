@@ -1221,14 +1221,17 @@ def _chunks(items: list, size: int):
         yield items[start:start + size]
 
 
-def where_clause(roles: Iterable[str] | None = None, conversation: str | None = None, tags: Iterable[str] = (),
-                 since=None, until=None) -> str:
+def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[str, ...] | None = None,
+                 tags: Iterable[str] = (), since=None, until=None) -> str:
     """A LanceDB filter on the table: the one place that knows how the columns are stored (tags as
-    "|a|b|" so that a tag is one LIKE, times as UTC microseconds in created_us)."""
+    "|a|b|" so that a tag is one LIKE, times as UTC microseconds in created_us). conversation: one,
+    or a tuple of them (any of)."""
     clauses = []
     if roles is not None:
         clauses.append("role IN (" + ", ".join(_sql_str(r) for r in roles) + ")")
-    if conversation is not None:
+    if isinstance(conversation, tuple):
+        clauses.append("conversation_id IN (" + ", ".join(_sql_str(c) for c in conversation) + ")")
+    elif conversation is not None:
         clauses.append(f"conversation_id = {_sql_str(conversation)}")
     for tag in tags:
         clauses.append(f"tags LIKE {_sql_str('%|' + _like_escape(tag) + '|%')} ESCAPE '\\'")
