@@ -20,6 +20,7 @@ read without walking every file before each one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -699,10 +700,13 @@ class Memvault:
                                    llm_options=dict(llm_options or {}), upstream_objects=upstream_objects,
                                    after_user=list(after_user) if after_user else None, resent=resent)
 
-        def memories(text: str, top: int, clock: datetime):
+        def memories(text: str, top: int, clock: datetime, skip_turns_since: datetime | None):
             if not self.exists():
                 return []  # the first chat of a new vault
-            return self.search(text, top_k=top, conversation=conversation, now=clock).results
+            self._say_if_unknown(conversation)
+            query = dataclasses.replace(self._query(text, top_k=top, conversation=conversation, now=clock),
+                                        skip_turns_since=skip_turns_since)
+            return self._run_search(query).results
 
         return chat.start(self._vault, cfg, message, options, memories, warn=self._say, refresh=self._fresh_index)
 

@@ -388,3 +388,23 @@ def test_reconcile_dry_run_changes_nothing_then_applies(vault_dir, llm_env):
     assert run_cli("reconcile").exit_code == 0
     assert live(vault_dir) == ["The user owns a bike", "The user really loves pizza"]
     assert "memvault reconcile:" in git(vault_dir, "log", "-1", "--format=%s")
+
+
+def test_a_long_session_takes_no_memory_place(vault_dir, llm_env, monkeypatch):
+    """The session's turns go to the model word for word; the memories beside them are others (a
+    fact, the turns of an earlier session), however many turns the session has: the search leaves
+    the session out instead of asking for as many more results as it has turns."""
+    monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
+    _turns(vault_dir, (0, "user", "My kayak is red and I paddle it on the lake"),
+           (1, "assistant", "A red kayak on the lake, lovely."), (60, "memory", "The user's kayak is called Dory"),
+           *[(120 + i, "user" if i % 2 == 0 else "assistant", f"kayak talk {i}: paddling the kayak again")
+             for i in range(40)])
+    llm_env.push("ok", facts(), '{"title": "A red kayak", "narrative": "The user told of a red kayak."}')
+    now = T0 + timedelta(minutes=165)  # 6 minutes after the last turn: the same session, nothing folded
+    result = run_cli("chat", "--now", now.isoformat(), "what do you know about my kayak?")
+    assert result.exit_code == 0, result.stderr
+    messages = llm_env.requests[0]["messages"]
+    block = messages[0]["content"]
+    assert "Dory" in block and "My kayak is red" in block and "A red kayak on the lake" in block
+    assert "kayak talk" not in block  # the session's turns are sent as themselves, not as memories too
+    assert sum(m["content"].startswith("kayak talk") for m in messages[1:]) == 40

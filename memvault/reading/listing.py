@@ -7,11 +7,12 @@ returned are read. A file without such a name (dropped in by hand) is read to le
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from memvault.store import files
 from memvault.errors import MemoryFileError, UsageError
@@ -37,6 +38,20 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
     (files.held_at): live ones created by then and tombstones deleted after it, as they were."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+    found = list(itertools.islice(newest_first(entries, conversation, roles=roles, on_error=on_error, tags=tags,
+                                               since=since, until=until, deleted=deleted, owner_of=owner_of,
+                                               as_of=as_of), limit))
+    found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name
+    return found
+
+
+def newest_first(entries: Path, conversation: str | None = None, *, roles: Iterable[str] | None = None,
+                 on_error: Callable[[MemoryFileError], None] | None = None, tags: Iterable[str] = (),
+                 since: datetime | None = None, until: datetime | None = None, deleted: bool = False,
+                 owner_of: Callable[[str], str | None] | None = None, as_of: datetime | None = None
+                 ) -> Iterator[Memory]:
+    """What `newest` finds, one at a time, newest name first: a file is read only when the one
+    before it was taken (a chat's session stops at its first long silence)."""
     wanted = set(roles or LISTED_ROLES) - {"summary"}
     if conversation is not None:
         folders = [entries / files.conversation_slug(conversation)]
@@ -44,7 +59,7 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
         try:
             folders = [entries / name for name in os.listdir(entries) if not name.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return
     wanted_tags = set(tags)
     low = files.file_stamp(since) if since else None
     if as_of is not None:
@@ -74,7 +89,6 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
                 read[path] = memory
                 stamped.append((files.file_stamp(memory.created_at), path))
     stamped.sort(reverse=True)
-    found: list[Memory] = []
     for _stamp, path in stamped:
         memory = read.get(path) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
@@ -86,11 +100,7 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
             if on_error is not None:
                 on_error(MemoryFileError(path, id_taken(memory.id, owner)))
             continue
-        found.append(files.as_held(memory, as_of) if as_of is not None else memory)
-        if len(found) == limit:
-            break
-    found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name
-    return found
+        yield files.as_held(memory, as_of) if as_of is not None else memory
 
 
 def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:

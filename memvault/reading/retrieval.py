@@ -49,6 +49,9 @@ class Query:
     use_bm25: bool = True
     relevance_floor: float = 0.0  # no reranker: a candidate whose absolute match is below this is left out
     session_weight: float = 0.0  # how much a memory's session lifts its relevance (ranking.session_lift)
+    # Chat: the conversation's turns from this moment on are in the prompt word for word (its
+    # session): not searched, so they take no candidate's place.
+    skip_turns_since: datetime | None = None
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
@@ -164,7 +167,17 @@ class SearchOutcome:
 def _where(query: Query, conversation: str | None) -> str:
     from memvault.store.index import where_clause
 
-    return where_clause(query.roles, conversation, query.tags, query.since, query.until)
+    return where_clause(query.roles, conversation, query.tags, query.since, query.until) + _skipped(query, [conversation])
+
+
+def _skipped(query: Query, scopes: list[str | None]) -> str:
+    """The filter's tail that leaves out the turns query.skip_turns_since names, where a scope holds them."""
+    if query.skip_turns_since is None or not any(s in (None, query.conversation) for s in scopes):
+        return ""
+    from memvault.store.index import where_clause
+    from memvault.store.turn_context import TURN_ROLES
+
+    return f" AND NOT ({where_clause(TURN_ROLES, query.conversation, since=query.skip_turns_since)})"
 
 
 def _scopes(query: Query) -> list[str | None]:
@@ -234,7 +247,8 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     since = max((t for t in (start, query.since) if t is not None), default=None)
     until = min((t for t in (end - timedelta(microseconds=1) if end else None, query.until) if t is not None),
                 default=None)
-    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until)
+    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
+        + _skipped(query, scopes)
     return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
                      where).limit(depth).to_list()
 
