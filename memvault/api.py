@@ -700,12 +700,12 @@ class Memvault:
                                    llm_options=dict(llm_options or {}), upstream_objects=upstream_objects,
                                    after_user=list(after_user) if after_user else None, resent=resent)
 
-        def memories(text: str, top: int, clock: datetime, skip_turns_since: datetime | None):
+        def memories(text: str, top: int, clock: datetime, skip_turns_since: datetime | None, skip_ids: tuple):
             if not self.exists():
                 return []  # the first chat of a new vault
             self._say_if_unknown(conversation)
             query = dataclasses.replace(self._query(text, top_k=top, conversation=conversation, now=clock),
-                                        skip_turns_since=skip_turns_since)
+                                        skip_turns_since=skip_turns_since, skip_ids=skip_ids)
             return self._run_search(query).results
 
         return chat.start(self._vault, cfg, message, options, memories, warn=self._say, refresh=self._fresh_index)

@@ -408,3 +408,26 @@ def test_a_long_session_takes_no_memory_place(vault_dir, llm_env, monkeypatch):
     assert "Dory" in block and "My kayak is red" in block and "A red kayak on the lake" in block
     assert "kayak talk" not in block  # the session's turns are sent as themselves, not as memories too
     assert sum(m["content"].startswith("kayak talk") for m in messages[1:]) == 40
+
+
+def test_a_tool_round_finds_the_memories_not_its_own_message(vault_dir, llm_env):
+    """A client that keeps the conversation sends the tool's result back with the same message: the
+    message's turn, stored by the first round, is not searched as a memory of itself (it matched its
+    own words best and took a place, leaving out the memory the answer needs)."""
+    vault = memvault.open_vault(vault_dir)
+    for text in ("The user lives in Lisbon", "The user plays chess on Sundays", "The user drinks green tea"):
+        vault.add(text)
+    question = "What is the weather where I live?"
+    llm_env.push({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Lisbon"}'}]})
+    first = vault.chat(question, stream=False, history=[], upstream_objects=True, top_k=1)
+    assert [m.text for m in first.result.memories] == ["The user lives in Lisbon"]
+    list(first)
+    called = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}]}
+    llm_env.push("It is sunny in Lisbon.", facts())
+    second = vault.chat(question, stream=False, history=[], upstream_objects=True, top_k=1,
+                        after_user=[called, {"role": "tool", "tool_call_id": "call_0", "content": "sunny"}])
+    assert second.result.user_turn.id == first.result.user_turn.id  # one message, one turn
+    assert [m.text for m in second.result.memories] == ["The user lives in Lisbon"]
+    list(second)
+    second.finish()

@@ -256,7 +256,8 @@ class ChatTurn:
 
 
 def start(vault, cfg, message: str, options: ChatOptions,
-          search: Callable[[str, int, datetime, datetime | None], list[Result]], warn: Callable[[str], None], refresh: Callable[[], object] | None = None) -> ChatTurn:
+          search: Callable[[str, int, datetime, datetime | None, tuple[str, ...]], list[Result]],
+          warn: Callable[[str], None], refresh: Callable[[], object] | None = None) -> ChatTurn:
     """Prepare an exchange: the session (folding old turns: a model call), the memories, the
     messages, and the user's turn on disk. Nothing here holds the lock for long."""
     from memvault.store import llm, secret_scan
@@ -288,9 +289,12 @@ def start(vault, cfg, message: str, options: ChatOptions,
         # for top_k + their number instead made a long session's every message slow: 430 turns,
         # 1.3 s a search).
         in_session = {t.id for t in session.turns}
+        # This message's own turn, stored by its first request (a tool round, a retry): not a memory of itself.
+        own = same_message(vault, conversation, message, bool(options.after_user) or options.resent) \
+            if options.history is not None else None
         top_k = options.top_k or settings.default_top_k
         since = min((t.created_at for t in session.turns), default=None)
-        found = search(message, top_k, now, since)
+        found = search(message, top_k, now, since, (own.id,) if own is not None else ())
         result.memories = [r for r in found if r.id not in in_session and not r.meta.get("unanswered")][:top_k]
     summary = read_rolling_summary(vault, conversation)
     # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder

@@ -52,6 +52,7 @@ class Query:
     # Chat: the conversation's turns from this moment on are in the prompt word for word (its
     # session): not searched, so they take no candidate's place.
     skip_turns_since: datetime | None = None
+    skip_ids: tuple[str, ...] = ()  # chat: the message's own turn, stored by its first request (a tool round)
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
@@ -171,13 +172,17 @@ def _where(query: Query, conversation: str | None) -> str:
 
 
 def _skipped(query: Query, scopes: list[str | None]) -> str:
-    """The filter's tail that leaves out the turns query.skip_turns_since names, where a scope holds them."""
-    if query.skip_turns_since is None or not any(s in (None, query.conversation) for s in scopes):
+    """The filter's tail that leaves out the turns query.skip_turns_since and skip_ids name, where a
+    scope holds them: not candidates at all (left out after the search, they would still take a
+    place, and set the scale a small vault's other matches are measured by)."""
+    if not any(s in (None, query.conversation) for s in scopes):
         return ""
-    from memvault.store.index import where_clause
+    from memvault.store.index import id_clause, where_clause
     from memvault.store.turn_context import TURN_ROLES
 
-    return f" AND NOT ({where_clause(TURN_ROLES, query.conversation, since=query.skip_turns_since)})"
+    tail = f" AND NOT ({where_clause(TURN_ROLES, query.conversation, since=query.skip_turns_since)})" \
+        if query.skip_turns_since is not None else ""
+    return tail + (f" AND NOT ({id_clause(query.skip_ids)})" if query.skip_ids else "")
 
 
 def _scopes(query: Query) -> list[str | None]:

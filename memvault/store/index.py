@@ -1242,6 +1242,11 @@ def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[s
     return " AND ".join(clauses) or "true"
 
 
+def id_clause(ids: Iterable[str]) -> str:
+    """A LanceDB filter: the rows of these ids."""
+    return "id IN (" + ", ".join(_sql_str(i) for i in ids) + ")"
+
+
 def meta_clause(key: str, value: Any = None) -> str:
     """A filter on one front-matter key of the `meta` column (the JSON `_row` writes): the key has
     this value (a string, true or false), or, without one, the key is there."""
