@@ -47,8 +47,8 @@ def test_recent_reads_only_the_files_it_returns(vault_dir, monkeypatch):
     vault = memvault.open_vault(vault_dir)
     vault.add([f"Memory number {n}" for n in range(30)])
     read = []
-    real = files.read_memory
-    monkeypatch.setattr(files, "read_memory", lambda path, root=None: read.append(path) or real(path, root))
+    real = files.read_memory_raw  # what every read of a file goes through
+    monkeypatch.setattr(files, "read_memory_raw", lambda path, root=None: read.append(path) or real(path, root))
     assert len(vault.recent(limit=3)) == 3
     assert len(read) == 3
 
@@ -114,3 +114,21 @@ def test_remove_keeps_the_users_reason_in_the_tombstone_and_the_log(vault_dir):
     assert not vault.get(goats.id).is_deleted
     vault.remove([goats.id])
     assert "deleted_note" not in vault.get(goats.id).extra
+
+
+def test_a_file_edited_in_place_is_read_again_even_with_its_size_and_time_kept(vault_dir):
+    """A long-lived process keeps what it parsed of a memory file (a chat reads its session on every
+    message), and reads the file again after any write: here a hand edit that keeps the size and
+    sets the modification time back, which only the change time tells."""
+    vault = memvault.open_vault(vault_dir)
+    [memory] = vault.add("The user keeps bees", created_at=T0)
+    assert texts(vault.recent()) == ["The user keeps bees"]
+    path = memory.path
+    before = path.stat()
+    path.write_text(path.read_text().replace("keeps bees", "keeps cats"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    assert texts(vault.recent()) == ["The user keeps cats"]
+    first, second = vault.recent()[0], vault.recent()[0]
+    first.extra["tags"] = ["changed by the caller"]
+    assert second.tags == [] and vault.recent()[0].tags == []  # each call has its own copy

@@ -126,7 +126,7 @@ def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple
 
 def _read(path: Path, root: Path, on_error) -> Memory | None:
     try:
-        return files.read_memory(path, root)[0]
+        return files.read_memory_seen(path, root)[0]
     except MemoryFileError as exc:
         if on_error is not None:
             on_error(exc)
