@@ -985,7 +985,11 @@ class Memvault:
             with index_at(self._vault, index, query.as_of) as held:
                 return read(held, query, self.settings, self._say, self._llm_order,
                             sync_seconds=time.perf_counter() - started)
-        return read(index, query, self.settings, self._say, self._llm_order, sync_seconds=time.perf_counter() - started)
+        # Not while this process rewrites the rows of the conversations read (store/vault.py, RowsGate).
+        scope = None if query.all_conversations else (query.conversation, DEFAULT_CONVERSATION)
+        with self._vault.rows.reading(scope):
+            return read(index, query, self.settings, self._say, self._llm_order,
+                        sync_seconds=time.perf_counter() - started)
 
     def _llm_order(self, question: str, results: list) -> list:
         """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""
