@@ -667,6 +667,33 @@ def test_client_mistakes_are_4xx_with_param_and_the_routes_clients_expect_answer
     assert proxy.http("GET", "/v1/memories", params={"limt": 3}).json()["error"]["param"] == "limt"
 
 
+def test_memories_created_at_one_moment_page_exactly_over_http(proxy):
+    """More than 50 memories of one moment (a bulk import) paged wrongly when serve made its own
+    cursor; the library's pages them exactly: each once, in the order `memvault ls` gives."""
+    import memvault
+
+    moment = datetime(2026, 2, 3, 4, 5, 6)
+    writer = memvault.open_vault(proxy.vault)  # another process's write: the server takes it in
+    writer.add([f"Imported at one moment {n}" for n in range(64)], conversation="one-moment", created_at=moment)
+    listed = [m.id for m in writer.recent("one-moment", limit=1000)]
+    writer.close()
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = proxy.http("GET", "/v1/memories", params={"conversation_id": "one-moment", "limit": 9,
+                                                         **({"cursor": cursor} if cursor else {})}).json()
+        seen += [m["id"] for m in page["data"]]
+        pages += 1
+        if not page["has_more"]:
+            assert page["next_cursor"] is None
+            break
+        cursor = page["next_cursor"]
+    assert len(listed) == 64 and seen == listed and pages == 8
+    bad = proxy.http("GET", "/v1/memories", params={"conversation_id": "one-moment", "cursor": cursor[:-2] + "xx"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "cursor"
+    assert bad.json()["error"]["message"].startswith("cursor '")
+    assert "is not one a listing gave" in bad.json()["error"]["message"]
+
+
 def test_nothing_found_means_no_memory_block(proxy):
     proxy.fake.push("Hi.")
     proxy.client().chat.completions.create(model="test-model", user="blank-slate",
