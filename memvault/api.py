@@ -954,6 +954,11 @@ class Memvault:
 
         return display_url(self.settings.llm_base_url)
 
+    def rows_waits(self) -> tuple[int, float]:
+        """How many searches of this process waited for its own rewrite of their conversations' index
+        rows, and the seconds they waited in all (store/vault.py RowsGate; serve's /health)."""
+        return self._vault.rows.waits, self._vault.rows.waited
+
     def hold_lock(self, timeout: float, holder: str):
         """The vault lock, as a context manager: a long-running face that is stopping takes it (and
         keeps it until the process is gone), so that no thread of its is half way through a change."""

@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import threading
+import time
 import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class RowsGate:
         self._reading: dict[str | None, int] = {}
         self._writing: dict[str | None, int] = {}
         self._waiting: dict[str | None, int] = {}  # writers waiting: new reads of theirs queue behind them
+        self.waits, self.waited = 0, 0.0  # reads that had to wait, and the seconds they waited (serve's /health)
 
     @staticmethod
     def _meet(mine: frozenset, theirs: dict) -> bool:
@@ -61,7 +63,12 @@ class RowsGate:
         keys = frozenset([None]) if conversations is None else frozenset(files.conversation_slug(c)
                                                                         for c in conversations)
         with self._cond:
-            self._cond.wait_for(lambda: not self._meet(keys, self._writing) and not self._meet(keys, self._waiting))
+            free = lambda: not self._meet(keys, self._writing) and not self._meet(keys, self._waiting)  # noqa: E731
+            if not free():
+                started = time.perf_counter()
+                self._cond.wait_for(free)
+                self.waits += 1
+                self.waited += time.perf_counter() - started
             self._count(self._reading, keys, 1)
         try:
             yield
