@@ -126,7 +126,7 @@ def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):
         return empty, missing, added, await call(client, "search_memory", query="bees")
 
     empty, missing, added, found = with_client(vault_dir, body)
-    assert empty == [{"results": []}, {"memories": []}, {"entries": []},
+    assert empty == [{"results": []}, {"memories": [], "next_cursor": None}, {"entries": []},
                      {"conversation": "global", "summary": None, "updated_at": None}]
     assert "no memory with id 'abcd1234'" in missing
     assert search_texts(found) == ["The user keeps bees"] and added["changes"][0]["event"] == "ADD"

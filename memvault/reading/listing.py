@@ -86,7 +86,7 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
         try:
             folders = [entries / name for name in os.listdir(entries) if not name.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return Page()
     wanted_tags = set(tags)
     low = files.file_stamp(since) if since else None
     if as_of is not None:
