@@ -192,10 +192,10 @@ _memvault() {
             case $prev in
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
-                -t|--tag|--since|--until|-n|--max-count|--as-of) :; return ;;
+                -t|--tag|--since|--until|-n|--max-count|--as-of|--cursor) :; return ;;
             esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--all-conversations --as-of --conversation --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
+                _memvault_compgen -W '--all-conversations --as-of --conversation --cursor --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
             fi
             ;;
         mcp)

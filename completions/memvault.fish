@@ -182,6 +182,7 @@ complete -c memvault -n '__memvault_using_command ls' -l until -x -d 'Only memor
 complete -c memvault -n '__memvault_using_command ls' -s n -l max-count -x -d 'Show at most N memories'
 complete -c memvault -n '__memvault_using_command ls' -l deleted -d 'The deleted memories (tombstones) instead'
 complete -c memvault -n '__memvault_using_command ls' -l as-of -x -d 'What the vault held at this ISO date or time: memories created later left out, those deleted or replaced since shown as they were'
+complete -c memvault -n '__memvault_using_command ls' -l cursor -x -d 'The next page: the cursor the page before gave (same options)'
 complete -c memvault -n '__memvault_using_command ls' -l json -d 'Print the memories as JSON'
 
 

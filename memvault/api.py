@@ -494,13 +494,19 @@ class Memvault:
 
     def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
-               deleted: bool = False, as_of: datetime | str | None = None) -> list[Memory]:
+               deleted: bool = False, as_of: datetime | str | None = None, cursor: str | None = None):
         """The newest live memories, newest first: of one conversation (None: every conversation),
         of some kinds (fact, note, decision, turn; None: all of them), with all these tags, created
         within since..until, at most `limit`; with deleted, the deleted ones instead; with as_of,
         those the vault held at that moment (deleted later: as they were then). Found by file
         name (`<ts>__<id>.md` sorts by creation time), so only the files returned are read (and
-        those a tag filter must look into); no index, no model. `memvault ls` prints it."""
+        those a tag filter must look into); no index, no model. `memvault ls` prints it.
+
+        A page at a time: the order is creation time, then id (both newest/highest first), and
+        the result is a listing.Page, a list of the memories with `next_cursor`: None on the last
+        page, else an opaque string that, given back as `cursor` with the same filters, returns
+        the page after this one, exactly, also when many memories share one creation time. A
+        cursor no listing gave is a UsageError naming `cursor`."""
         from memvault.reading import listing
 
         if conversation is not None:
@@ -513,7 +519,7 @@ class Memvault:
             return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
                                   on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
                                   since=_time(since, "since"), until=_time(until, "until"), deleted=deleted,
-                                  owner_of=owner_of, as_of=_time(as_of, "as_of"))
+                                  owner_of=owner_of, as_of=_time(as_of, "as_of"), cursor=cursor)
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),
@@ -952,6 +958,11 @@ class Memvault:
 
         return display_url(self.settings.llm_base_url)
 
+    def rows_waits(self) -> tuple[int, float]:
+        """How many searches of this process waited for its own rewrite of their conversations' index
+        rows, and the seconds they waited in all (store/vault.py RowsGate; serve's /health)."""
+        return self._vault.rows.waits, self._vault.rows.waited
+
     def hold_lock(self, timeout: float, holder: str):
         """The vault lock, as a context manager: a long-running face that is stopping takes it (and
         keeps it until the process is gone), so that no thread of its is half way through a change."""
@@ -989,15 +1000,18 @@ class Memvault:
             with index_at(self._vault, index, query.as_of) as held:
                 return read(held, query, self.settings, self._say, self._llm_order,
                             sync_seconds=time.perf_counter() - started)
-        try:
-            return read(index, query, self.settings, self._say, self._llm_order,
-                        sync_seconds=time.perf_counter() - started)
-        except RuntimeError as exc:
-            if not index.table_gone(exc):
-                raise
-            index.refresh()  # another process's upkeep pruned the version this handle held
-            return read(index, query, self.settings, self._say, self._llm_order,
-                        sync_seconds=time.perf_counter() - started)
+        # Not while this process rewrites the rows of the conversations read (store/vault.py, RowsGate).
+        scope = None if query.all_conversations else (query.conversation, DEFAULT_CONVERSATION)
+        with self._vault.rows.reading(scope):
+            try:
+                return read(index, query, self.settings, self._say, self._llm_order,
+                            sync_seconds=time.perf_counter() - started)
+            except RuntimeError as exc:
+                if not index.table_gone(exc):
+                    raise
+                index.refresh()  # another process's upkeep pruned the version this handle held
+                return read(index, query, self.settings, self._say, self._llm_order,
+                            sync_seconds=time.perf_counter() - started)
 
     def _llm_order(self, question: str, results: list) -> list:
         """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""

@@ -112,13 +112,14 @@ RECENT = Request(
         "until": "Only memories created at or before this ISO 8601 date or time.",
         "deleted": "List deleted memories instead.",
         "as_of": "The memories the vault held at this ISO 8601 date or time.",
+        "cursor": "The page after the one that gave this next_cursor (the same filters).",
     },
     where={"cli": "memvault ls", "serve": "GET /v1/memories", "mcp": "recent_memories"},
     names={"cli": {"kinds": "kind", "tags": "tag", "limit": "max_count"}, "serve": {"conversation": "conversation_id"},
            "mcp": {"kinds": "kind"}},
     left_out={"mcp": {"tags": "an agent asks for the newest", "since": "an agent asks for the newest",
                       "until": "an agent asks for the newest", "deleted": "an agent sees live memories"}},
-    own={"cli": ("ctx", "all_conversations", "json_output"), "serve": ("cursor",)},
+    own={"cli": ("ctx", "all_conversations", "json_output")},
 )
 
 LOG = Request(

@@ -126,7 +126,7 @@ def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):
         return empty, missing, added, await call(client, "search_memory", query="bees")
 
     empty, missing, added, found = with_client(vault_dir, body)
-    assert empty == [{"results": []}, {"memories": []}, {"entries": []},
+    assert empty == [{"results": []}, {"memories": [], "next_cursor": None}, {"entries": []},
                      {"conversation": "global", "summary": None, "updated_at": None}]
     assert "no memory with id 'abcd1234'" in missing
     assert search_texts(found) == ["The user keeps bees"] and added["changes"][0]["event"] == "ADD"
@@ -263,10 +263,18 @@ def test_delete_then_search_does_not_find_it_and_get_and_history_tell_why(vault_
         then = await call(client, "search_memory", query="the user keeps bees", top_k=5, as_of=moment)
         then_recent = await call(client, "recent_memories", as_of=moment)
         then_get = await call(client, "get_memory", id=bees["id"], as_of=moment)
-        return bees, commits, deleted, after, found, again, recent, history, twice, (then, then_recent, then_get)
+        # A page at a time, as `memvault ls` and GET /v1/memories page (the library's cursor).
+        first = await call(client, "recent_memories", as_of=moment, limit=1)
+        second = await call(client, "recent_memories", as_of=moment, limit=1, cursor=first["next_cursor"])
+        bad_cursor = await refused(client, "recent_memories", cursor="nonsense")
+        return bees, commits, deleted, after, found, again, recent, history, twice, (
+            then, then_recent, then_get, (first, second, bad_cursor))
 
     bees, commits, deleted, after, found, again, recent, history, twice, as_of = with_client(vault_dir, body)
-    then, then_recent, then_get = as_of
+    then, then_recent, then_get, (first, second, bad_cursor) = as_of
+    assert [m["text"] for m in first["memories"]] == ["The user keeps goats"] and first["next_cursor"]
+    assert [m["text"] for m in second["memories"]] == ["The user keeps bees"] and second["next_cursor"] is None
+    assert "cursor 'nonsense' is not one a listing gave" in bad_cursor
     assert "The user keeps bees" in search_texts(then)
     assert "The user keeps bees" in [m["text"] for m in then_recent["memories"]]
     assert then_get["deleted"] is False and then_get["text"] == "The user keeps bees"

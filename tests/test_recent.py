@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -50,7 +51,7 @@ def test_recent_reads_only_the_files_it_returns(vault_dir, monkeypatch):
     real = files.read_memory_raw  # what every read of a file goes through
     monkeypatch.setattr(files, "read_memory_raw", lambda path, root=None: read.append(path) or real(path, root))
     assert len(vault.recent(limit=3)) == 3
-    assert len(read) == 3
+    assert len(read) == 4  # and one more: whether there is a page after this one
 
 
 def test_recent_orders_hand_dropped_files_and_edited_times_by_their_time(vault_dir):
@@ -91,6 +92,47 @@ def test_recent_refuses_a_bad_limit_conversation_or_kind(vault_dir):
         vault.recent("../../etc")
     with pytest.raises(memvault.UsageError, match="unknown kind"):
         vault.recent(kinds=["memo"])
+
+
+def test_recent_pages_exactly_through_memories_created_at_one_moment(vault_dir):
+    """Paging is the library's: created_at then id, both descending, so 65 memories of one moment (a
+    bulk import) in two conversations page exactly, each once, in the order one long listing gives;
+    a cursor no listing gave is refused in the library's words, naming `cursor`."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add([f"Imported line {n}" for n in range(40)], conversation="import-a", created_at=T0)
+    vault.add([f"Imported line {n}" for n in range(40, 65)], conversation="import-b", created_at=T0)
+    vault.add("Written after the import", created_at=T0 + timedelta(seconds=1))
+    vault.add("Written before the import", created_at=T0 - timedelta(seconds=1))
+    whole = vault.recent(limit=1000)
+    assert len(whole) == 67 and whole.next_cursor is None
+    assert [(m.created_at, m.id) for m in whole] == sorted(((m.created_at, m.id) for m in whole), reverse=True)
+    for size in (1, 7, 66):
+        seen, cursor = [], None
+        while True:
+            page = vault.recent(limit=size, cursor=cursor)
+            assert 0 < len(page) <= size
+            seen += [m.id for m in page]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert seen == [m.id for m in whole], size
+    # The filters go with the cursor: a conversation's memories page by themselves.
+    first = vault.recent("import-b", limit=20)
+    rest = vault.recent("import-b", limit=20, cursor=first.next_cursor)
+    assert len(first) == 20 and len(rest) == 5 and rest.next_cursor is None
+    assert [m.id for m in first + rest] == [m.id for m in whole if m.conversation_id == "import-b"]
+    for bad in ("yesterday", "", first.next_cursor[:-3], "MjAyNnxhYmM"):  # the last: "2026|abc"
+        with pytest.raises(memvault.UsageError, match="^cursor .* is not one a listing gave") as refused:
+            vault.recent(cursor=bad)
+        assert refused.value.params == ("cursor",)
+    # `memvault ls`: its output as it was; the next page's cursor on stderr, for --cursor.
+    shown = run_cli("--vault", str(vault_dir), "ls", "-n", "3")
+    assert shown.exit_code == 0 and len(shown.stdout.splitlines()) == 3
+    [cursor] = re.findall(r"more: --cursor (\S+)", shown.stderr)
+    after = run_cli("--vault", str(vault_dir), "--json", "ls", "-n", "3", "--cursor", cursor)
+    assert [m["id"] for m in json.loads(after.stdout)] == [m.id for m in whole[3:6]]
+    refused = run_cli("--vault", str(vault_dir), "ls", "--cursor", "nonsense")
+    assert refused.exit_code == 2 and "--cursor 'nonsense' is not one a listing gave" in refused.stderr
 
 
 def test_remove_keeps_the_users_reason_in_the_tombstone_and_the_log(vault_dir):

@@ -546,15 +546,20 @@ def list_memories(
     max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
     deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
     as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
+    cursor: Optional[str] = typer.Option(None, "--cursor", metavar="CURSOR",
+                                         help="The next page: the cursor the page before gave (same options)."),
     json_output: bool = json_option("Print the memories as JSON."),
 ) -> None:
-    """List memories without a query, newest first: id, date, kind, conversation, text."""
+    """List memories without a query, newest first: id, date, kind, conversation, text. When there
+    are more, the cursor of the next page is said on stderr (`--cursor`)."""
     _exclusive(ctx, "all_conversations", "conversation")
     _exclusive(ctx, "deleted", "as_of")
     state = _state(ctx)
     vault = state.open()
     memories = vault.recent(conversation, limit=max_count, kinds=[k.value for k in kind or []], tags=tag or (),
-                            since=since, until=until, deleted=deleted, as_of=as_of)
+                            since=since, until=until, deleted=deleted, as_of=as_of, cursor=cursor)
+    if memories.next_cursor is not None:
+        state.notice(f"memvault: more: --cursor {memories.next_cursor}")
     if json_output or state.json:
         emit_json([m.to_json(vault.root) for m in memories])
         return

@@ -132,6 +132,7 @@ class ReviewList(BaseModel):
 
 class RecentMemories(BaseModel):
     memories: list[MemoryItem] = Field(description="Newest first.")
+    next_cursor: str | None = Field(None, description="Pass as cursor for the older ones; none: there are no more.")
 
 
 class HistoryChange(BaseModel):
@@ -383,13 +384,17 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
         as_of: Annotated[str | None, Field(
             description="The newest the memory held at this ISO 8601 date or time (deleted since: as they were).")
         ] = None,
+        cursor: Annotated[str | None, Field(
+            description="The next_cursor of the call before (with the same other arguments): the memories after "
+                        "those it returned.")] = None,
     ) -> RecentMemories:
         """The newest memories, newest first (deleted ones left out; with as_of, those held then)."""
         try:
-            memories = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS, as_of=as_of)
+            page = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS, as_of=as_of,
+                                cursor=cursor)
         except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
             raise _failure(exc) from None
-        return RecentMemories(memories=[MemoryItem(**_item(m)) for m in memories])
+        return RecentMemories(memories=[MemoryItem(**_item(m)) for m in page], next_cursor=page.next_cursor)
 
     def memory_history(
         id: Annotated[str | None, Field(

@@ -877,7 +877,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
                       "upkeep_pending": proxy.upkeep.pending,
                       # read-your-writes: requests that waited for their conversation's last store, and how long
-                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1)})
+                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1),
+                      # searches that waited for this process's rewrite of their conversations' rows (RowsGate)
+                      "searches_waited_for_rows": vault.rows_waits()[0],
+                      "rows_wait_ms": round(vault.rows_waits()[1] * 1000, 1)})
 
     @app.get("/v1/stats")
     async def stats():
@@ -940,23 +943,11 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         asked = {name: (request.query_params.getlist(name) if name in ListQuery.LISTS else value)
                  for name, value in request.query_params.items()}
         query: ListQuery = checked(ListQuery, asked)
-        since, until, skip = query.since, query.until, None
-        if query.cursor is not None:  # the page after the one that ended with this memory (time|id)
-            at, _, last_id = query.cursor.rpartition("|")
-            if not at or not last_id:
-                raise ApiError(400, "cursor must be the next_cursor of the page before", "cursor")
-            until, skip = at, (at, last_id)
-        # A few more than asked for: those of the page before at the same moment are left out, and
-        # one more says whether there is a next page.
-        found = await blocking(vault.recent, query.conversation_id, limit=query.limit + 1 + (50 if skip else 0),
-                               kinds=query.kinds or None, tags=query.tags, since=since, until=until,
-                               deleted=query.deleted, as_of=query.as_of)
-        if skip is not None:
-            found = [m for m in found if files.format_time(m.created_at) != skip[0] or m.id < skip[1]]
-        page = found[:query.limit]
-        more = len(found) > query.limit
-        return _json({"object": "list", "data": [m.to_json(vault.root) for m in page], "has_more": more,
-                      "next_cursor": f"{files.format_time(page[-1].created_at)}|{page[-1].id}" if more else None})
+        page = await blocking(vault.recent, query.conversation_id, limit=query.limit, kinds=query.kinds or None,
+                              tags=query.tags, since=query.since, until=query.until, deleted=query.deleted,
+                              as_of=query.as_of, cursor=query.cursor)
+        return _json({"object": "list", "data": [m.to_json(vault.root) for m in page],
+                      "has_more": page.next_cursor is not None, "next_cursor": page.next_cursor})
 
     @app.get("/v1/memories/search")
     async def search_by_get():

@@ -7,6 +7,9 @@ returned are read. A file without such a name (dropped in by hand) is read to le
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import itertools
 import os
 import re
@@ -22,36 +25,76 @@ _STAMPED = re.compile(r"^(\d{8}T\d{12}Z)__")
 # Folder (under entries/<conversation>/) -> the role memvault writes there; summaries are not listed.
 _FOLDER_ROLES = {tuple(folder.split("/")): role for role, folder in files.ROLE_FOLDERS.items() if role != "summary"}
 LISTED_ROLES = tuple(_FOLDER_ROLES.values())
+_CURSOR = re.compile(r"^(\d{8}T\d{12}Z)\|(.+)$", re.DOTALL)
+
+
+class Page(list):
+    """A page of memories (a list of files.Memory, in listing order) and `next_cursor`: the cursor
+    of the page after it, or None when this page is the last."""
+
+    def __init__(self, memories=(), next_cursor: str | None = None):
+        super().__init__(memories)
+        self.next_cursor = next_cursor
+
+
+def cursor_after(memory: Memory) -> str:
+    """The cursor of the page after the one `memory` ends: its creation time and id, and a check
+    (a cursor cut short or mistyped is refused, not read as another place), opaque."""
+    where = f"{files.file_stamp(memory.created_at)}|{memory.id}"
+    return base64.urlsafe_b64encode(f"{where}|{_check(where)}".encode()).decode().rstrip("=")
+
+
+def _check(where: str) -> str:
+    return hashlib.sha256(f"memvault listing {where}".encode()).hexdigest()[:8]
+
+
+def _read_cursor(cursor: str) -> tuple[str, str]:
+    """(creation stamp, id) of the memory that ended the page before; UsageError for anything else."""
+    try:
+        where, _, check = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().rpartition("|")
+        stamp, memory_id = _CURSOR.match(where).groups()
+        if check != _check(where):
+            raise ValueError(check)
+    except (binascii.Error, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+        raise UsageError(f"cursor {cursor!r} is not one a listing gave: pass the next_cursor of the page "
+                         "before as it is", params="cursor") from None
+    return stamp, memory_id
 
 
 def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
            roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
            tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
            deleted: bool = False, owner_of: Callable[[str], str | None] | None = None,
-           as_of: datetime | None = None) -> list[Memory]:
+           as_of: datetime | None = None, cursor: str | None = None) -> Page:
     """At most `limit` live memories, newest first: of one conversation (None: all), of these
     roles (None: every role but summary), with all these tags, created within since..until; or,
     with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
     and are passed over, and so is a file claiming an id that owner_of(id) (the index's record)
     gives another file that is there: the index leaves such a copy out too. The time in a name
     prunes before any file is read; tags are read. With as_of, the memories the vault held then
-    (files.held_at): live ones created by then and tombstones deleted after it, as they were."""
+    (files.held_at): live ones created by then and tombstones deleted after it, as they were.
+
+    The order is creation time, then id, both descending, so it is total: memories created at the
+    same moment page exactly. A Page: the memories, and `next_cursor` (None on the last page),
+    which, passed back as `cursor` with the same filters, gives the page after this one."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
+    # One more than asked for: there is a page after this one.
     found = list(itertools.islice(newest_first(entries, conversation, roles=roles, on_error=on_error, tags=tags,
                                                since=since, until=until, deleted=deleted, owner_of=owner_of,
-                                               as_of=as_of), limit))
+                                               as_of=as_of, cursor=cursor), limit + 1))
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name
-    return found
+    return Page(found[:limit], cursor_after(found[limit - 1]) if len(found) > limit else None)
 
 
 def newest_first(entries: Path, conversation: str | None = None, *, roles: Iterable[str] | None = None,
                  on_error: Callable[[MemoryFileError], None] | None = None, tags: Iterable[str] = (),
                  since: datetime | None = None, until: datetime | None = None, deleted: bool = False,
-                 owner_of: Callable[[str], str | None] | None = None, as_of: datetime | None = None
-                 ) -> Iterator[Memory]:
+                 owner_of: Callable[[str], str | None] | None = None, as_of: datetime | None = None,
+                 cursor: str | None = None) -> Iterator[Memory]:
     """What `newest` finds, one at a time, newest name first: a file is read only when the one
     before it was taken (a chat's session stops at its first long silence)."""
+    after = _read_cursor(cursor) if cursor is not None else None
     wanted = set(roles or LISTED_ROLES) - {"summary"}
     if conversation is not None:
         folders = [entries / files.conversation_slug(conversation)]
@@ -65,13 +108,16 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
     if as_of is not None:
         until = min(until, as_of) if until else as_of
     high = files.file_stamp(until) if until else None
+    if after is not None:
+        high = min(high, after[0]) if high else after[0]  # a later name is on an earlier page
 
     def keep(memory: Memory) -> bool:
         return (memory.role in wanted and wanted_tags <= set(memory.tags)
                 and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until)
-                and (as_of is None or files.held_at(memory, as_of)))
+                and (as_of is None or files.held_at(memory, as_of))
+                and (after is None or (files.file_stamp(memory.created_at), memory.id) < after))
 
-    stamped: list[tuple[str, Path]] = []
+    stamped: list[tuple[str, str, Path]] = []  # (time, id, path): the listing's order, ids from the names
     read: dict[Path, Memory] = {}  # files read already (no time in their name)
     # As of a moment: the live files and the tombstones (deleted after it is held then).
     looks = (False, True) if as_of is not None else (deleted,)
@@ -82,14 +128,14 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
             match = _STAMPED.match(path.name)
             if match:
                 if (low is None or match.group(1) >= low) and (high is None or match.group(1) <= high):
-                    stamped.append((match.group(1), path))
+                    stamped.append((match.group(1), path.name[match.end():-3], path))
                 continue
             memory = _read(path, entries.parent, on_error)
             if memory is not None and memory.role in wanted:
                 read[path] = memory
-                stamped.append((files.file_stamp(memory.created_at), path))
+                stamped.append((files.file_stamp(memory.created_at), memory.id, path))
     stamped.sort(reverse=True)
-    for _stamp, path in stamped:
+    for _stamp, _id, path in stamped:
         memory = read.get(path) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
             continue
