@@ -317,7 +317,7 @@ def concurrency(server: Server, vault: Path, clients: int, per_client: int) -> d
     health = server.client.get("/health").json()
     # Read-your-writes (issue 30): requests that waited for their conversation's last exchange to be stored.
     waits = {key: round(health.get(key, 0) - health_before.get(key, 0), 1)
-             for key in ("waited_for_stores", "store_wait_ms", "searches_waited_for_rows", "rows_wait_ms")}
+             for key in ("waited_for_stores", "store_wait_ms")}
     status = subprocess.run(["git", "-C", str(vault), "status", "--porcelain"], capture_output=True, text=True)
     fsck = subprocess.run(["git", "-C", str(vault), "fsck", "--strict"], capture_output=True, text=True)
     return {"clients": clients, "per_client": per_client, "requests": requests, "errors": len(errors),
@@ -431,9 +431,6 @@ def table(report: dict) -> str:
         if "waited_for_stores" in conc:
             lines.append(f"read-your-writes: {conc['waited_for_stores']:.0f} of {conc['requests']} requests waited for "
                          f"their conversation's last store, {conc['store_wait_ms']:.0f} ms in all")
-        if "searches_waited_for_rows" in conc:
-            lines.append(f"rows gate: {conc['searches_waited_for_rows']:.0f} searches waited for a rewrite of their "
-                         f"conversations' rows, {conc['rows_wait_ms']:.0f} ms in all")
     writer = report.get("writer")
     if writer:
         lines.append(f"another process's `add`, then the server's next search ({writer['rounds']} rounds): p50 "

@@ -958,11 +958,6 @@ class Memvault:
 
         return display_url(self.settings.llm_base_url)
 
-    def rows_waits(self) -> tuple[int, float]:
-        """How many searches of this process waited for its own rewrite of their conversations' index
-        rows, and the seconds they waited in all (store/vault.py RowsGate; serve's /health)."""
-        return self._vault.rows.waits, self._vault.rows.waited
-
     def hold_lock(self, timeout: float, holder: str):
         """The vault lock, as a context manager: a long-running face that is stopping takes it (and
         keeps it until the process is gone), so that no thread of its is half way through a change."""
@@ -1000,18 +995,15 @@ class Memvault:
             with index_at(self._vault, index, query.as_of) as held:
                 return read(held, query, self.settings, self._say, self._llm_order,
                             sync_seconds=time.perf_counter() - started)
-        # Not while this process rewrites the rows of the conversations read (store/vault.py, RowsGate).
-        scope = None if query.all_conversations else (query.conversation, DEFAULT_CONVERSATION)
-        with self._vault.rows.reading(scope):
-            try:
-                return read(index, query, self.settings, self._say, self._llm_order,
-                            sync_seconds=time.perf_counter() - started)
-            except RuntimeError as exc:
-                if not index.table_gone(exc):
-                    raise
-                index.refresh()  # another process's upkeep pruned the version this handle held
-                return read(index, query, self.settings, self._say, self._llm_order,
-                            sync_seconds=time.perf_counter() - started)
+        try:
+            return read(index, query, self.settings, self._say, self._llm_order,
+                        sync_seconds=time.perf_counter() - started)
+        except RuntimeError as exc:
+            if not index.table_gone(exc):
+                raise
+            index.refresh()  # another process's upkeep pruned the version this handle held
+            return read(index, query, self.settings, self._say, self._llm_order,
+                        sync_seconds=time.perf_counter() - started)
 
     def _llm_order(self, question: str, results: list) -> list:
         """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""

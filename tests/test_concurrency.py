@@ -154,10 +154,10 @@ def test_threads_of_one_process_write_and_read_at_once(vault_dir):
 
 
 def test_a_memory_being_rewritten_is_found_by_a_search_of_another_thread(vault_dir):
-    """Rewriting a memory's row is a delete, then the embedding, then an add: a search of another
-    thread of the same process in between found the memory gone (a server's next request, while the
-    upkeep marked the last turn learned from). Its conversation's searches wait for the rewrite;
-    without it 4 to 7 searches of ~40 here missed it (3 runs of 3 failed)."""
+    """Rewriting a memory's row was a delete, then the embedding, then an add: a search of another
+    thread in between found the memory gone (a server's next request, while the upkeep marked the
+    last turn learned from). The row is replaced in one table version now; as two, 4 to 7 searches of
+    ~40 here missed it (failed in every run)."""
     import threading
 
     import memvault

@@ -877,10 +877,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
         return _json({"status": "ok", "version": __version__, "replies_in_flight": proxy.turns.count(),
                       "upkeep_pending": proxy.upkeep.pending,
                       # read-your-writes: requests that waited for their conversation's last store, and how long
-                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1),
-                      # searches that waited for this process's rewrite of their conversations' rows (RowsGate)
-                      "searches_waited_for_rows": vault.rows_waits()[0],
-                      "rows_wait_ms": round(vault.rows_waits()[1] * 1000, 1)})
+                      "waited_for_stores": proxy.storing.waits, "store_wait_ms": round(proxy.storing.waited * 1000, 1)})
 
     @app.get("/v1/stats")
     async def stats():

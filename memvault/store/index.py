@@ -651,8 +651,9 @@ class Index:
     def _apply(self, report: SyncReport, to_index, progress, maintain: bool = True, contexts=None) -> None:
         stale = report.removed + report.changed + (contexts.refreshed if contexts is not None else [])
         table = self.table(create=bool(to_index))
-        if table is not None and stale:
-            for chunk in _chunks(stale, 500):
+        indexed_again = {rel for rel, *_ in to_index}
+        if table is not None and stale:  # gone for good; a changed file's row is replaced below, in one step
+            for chunk in _chunks([p for p in stale if p not in indexed_again], 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
         if table is not None and to_index:
             # Redoing an interrupted sync: rows for these paths may already be there.
@@ -660,6 +661,9 @@ class Index:
             new_paths = [rel for rel, *_ in to_index if rel in added]
             for chunk in _chunks(new_paths, 500):
                 table.delete("path IN (" + ", ".join(_sql_str(p) for p in chunk) + ")")
+        # A changed file's row is replaced in one table version (merge_insert on path), not deleted,
+        # embedded and added: a search in between, of this process or another, found neither.
+        replaced = indexed_again - set(report.added)
         done, waiting = 0, []
         # Similar lengths in one batch: the embedder pads a batch to its longest text.
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
@@ -670,7 +674,11 @@ class Index:
             if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
                 import pyarrow as pa
 
-                table.add(pa.concat_tables(waiting))
+                rows = pa.concat_tables(waiting)
+                if replaced and not replaced.isdisjoint(rows.column("path").to_pylist()):
+                    table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+                else:
+                    table.add(rows)
                 waiting = []
             if progress:
                 progress(done, len(to_index))

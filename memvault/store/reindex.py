@@ -7,7 +7,6 @@ watch loop.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
@@ -64,8 +63,7 @@ def commit_hand_edits(vault: Vault, command: str, full: bool = False,
         with vault.change(command) as change:
             if first is not None:
                 first()
-            with vault.rows.writing(vault.root, None):
-                report = vault.index.reindex(full=full, verify=verify, progress=progress)
+            report = vault.index.reindex(full=full, verify=verify, progress=progress)
             _record_hand_edits(vault, change, report)
     finally:
         vault.auto_index = auto_index
@@ -110,8 +108,7 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
 
     rewritten = secret_scan.withhold_files(vault, change, [vault.root / rel for rel in dirty])
     if rewritten:  # a key typed into a file by hand is committed, and indexed, as a placeholder
-        with vault.rows.writing(vault.root, rewritten):
-            vault.index.take_in(rewritten)
+        vault.index.take_in(rewritten)
     ids, actions = [], []
     for rel in dirty:
         memory_id = report.ids.get(rel)
@@ -192,8 +189,7 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
     with read_lock:
         try:
             vault.sidecar.mkdir(exist_ok=True)
-            with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got, \
-                    vault.rows.writing(vault.root, paths) if got else contextlib.nullcontext():
+            with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
                 report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
                     if got else None
             if not got and changes is not None:
@@ -201,8 +197,7 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
             if not got and not index.state_path.exists():
                 with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout,
                                 holder="search (index sync)", on_wait=vault.notice):
-                    with vault.rows.writing(vault.root, None):
-                        report = index.catch_up()
+                    report = index.catch_up()
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise

@@ -11,7 +11,6 @@ import errno
 import os
 import sys
 import threading
-import time
 import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,89 +25,6 @@ from memvault.store.files import Memory
 from memvault.store.lock import vault_lock
 
 SIDECAR = ".memvault"
-
-
-class RowsGate:
-    """The index's rows of a conversation, between the threads of one process: a read (a search)
-    and a write of that conversation's rows do not overlap. A write replaces a changed memory's row
-    by a delete and then an add (store/index.py `_apply`, the embedding in between), so a search
-    in that moment found neither the old row nor the new one: a server's next request, right after
-    the upkeep marked the last turn learned from, missed the whole exchange (issue 30). Keyed by
-    conversation folder (None: every conversation), so a write holds up only the reads of its own
-    conversations (and of every conversation: a search of all of them); another process's reads
-    are not covered (they read between versions as they come)."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._reading: dict[str | None, int] = {}
-        self._writing: dict[str | None, int] = {}
-        self._waiting: dict[str | None, int] = {}  # writers waiting: new reads of theirs queue behind them
-        self.waits, self.waited = 0, 0.0  # reads that had to wait, and the seconds they waited (serve's /health)
-
-    @staticmethod
-    def _meet(mine: frozenset, theirs: dict) -> bool:
-        held = {key for key, n in theirs.items() if n}
-        return bool(held) and (None in mine or None in held or not mine.isdisjoint(held))
-
-    @staticmethod
-    def _count(where: dict, keys: frozenset, step: int) -> None:
-        for key in keys:
-            where[key] = where.get(key, 0) + step
-            if not where[key]:
-                del where[key]
-
-    @contextmanager
-    def reading(self, conversations: Iterable[str] | None) -> Iterator[None]:
-        """Around a read of the rows of these conversations (None: all of them)."""
-        keys = frozenset([None]) if conversations is None else frozenset(files.conversation_slug(c)
-                                                                        for c in conversations)
-        with self._cond:
-            free = lambda: not self._meet(keys, self._writing) and not self._meet(keys, self._waiting)  # noqa: E731
-            if not free():
-                started = time.perf_counter()
-                self._cond.wait_for(free)
-                self.waits += 1
-                self.waited += time.perf_counter() - started
-            self._count(self._reading, keys, 1)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._count(self._reading, keys, -1)
-                self._cond.notify_all()
-
-    @contextmanager
-    def writing(self, root: Path, paths: Iterable[Path] | None) -> Iterator[None]:
-        """Around a write of the rows of these files (absolute or vault-relative; None: any file;
-        a file outside entries/ has no row)."""
-        keys = frozenset([None]) if paths is None else \
-            frozenset(folder for folder in map(lambda p: _conversation_folder(root, p), paths) if folder)
-        if not keys:
-            yield
-            return
-        with self._cond:
-            self._count(self._waiting, keys, 1)
-            try:
-                self._cond.wait_for(lambda: not self._meet(keys, self._reading) and not self._meet(keys, self._writing))
-            finally:
-                self._count(self._waiting, keys, -1)
-            self._count(self._writing, keys, 1)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._count(self._writing, keys, -1)
-                self._cond.notify_all()
-
-
-def _conversation_folder(root: Path, path: Path) -> str | None:
-    """entries/<folder>/... -> folder; None for a path outside it."""
-    path = Path(path)
-    try:
-        parts = (path.relative_to(root) if path.is_absolute() else path).parts
-    except ValueError:
-        return None
-    return parts[1] if len(parts) >= 3 and parts[0] == files.ENTRIES else None
 
 
 def _stderr(message: str) -> None:
@@ -133,7 +49,6 @@ class Vault:
         # The threads of one process (a server's) queue here for their writes, in turn, rather than
         # all polling the flock, which favours none of them (docs/design.md, "Locking").
         self._writers = threading.RLock()
-        self.rows = RowsGate()
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -431,12 +346,10 @@ class Change:
             if self.progress is not None:
                 self.progress(done + current, max(self.expected or 0, done + total))
 
-        report = None
-        if self._pending:
-            with self.vault.rows.writing(self.vault.root, self._pending):
-                report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last)
-        elif last and self._indexed:
-            self.vault.index.maintain()  # compaction is one commit: no row is missing meanwhile
+        report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last) \
+            if self._pending else None
+        if last and report is None and self._indexed:
+            self.vault.index.maintain()
         self._indexed += len(self._pending)
         self._pending = set()
         for problem in report.skipped if report is not None else ():
