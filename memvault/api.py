@@ -271,7 +271,8 @@ class Memvault:
         `add`. A line with "role": "user" or "assistant" is a chat turn; with extract, the turns are
         learned from (per message, or per episode in extraction_mode predict-calibrate) and cut into
         episodes, the batch's last one closed (`Added.learned`, `Added.episodes`). The memories are made,
-        written and indexed a batch at a time (one commit)."""
+        written and indexed a batch at a time (one commit), and returned as vault.Stored records (id,
+        path, ...; `read()` gives a memory whole), so that a 100,000-line add never holds them all."""
         from memvault.store import ingest
 
         count, turns = ingest.check_jsonl(text, origin, defaults)
