@@ -302,7 +302,7 @@ class Stored:
 
     def read(self) -> Memory:
         """The whole memory, from its file."""
-        return files.read_memory(self.path)[0]
+        return files.read_memory(self.path, self.root)[0]
 
     def to_json(self, root: Path | None = None) -> dict[str, Any]:
         """What `--json` prints for the memory (Memory.to_json), read from its file."""
