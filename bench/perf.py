@@ -166,8 +166,7 @@ def build_vault(mv, env, root: Path, n: int) -> dict:
     # One `add --jsonl` of the whole file, as a user would (it used to need chunks of 2,000: see
     # "Found on the way" in bench/README.md).
     child = run([*mv, "-q", "--vault", str(root), "add", "--allow-duplicate", "--jsonl", str(jsonl)], env)
-    seconds, rss = child.wall, child.rss_mb
-    return {"seconds": seconds, "rss_mb": rss, "jsonl": str(jsonl), "chunks": 1}
+    return {"seconds": child.wall, "cpu_seconds": child.cpu, "rss_mb": child.rss_mb, "jsonl": str(jsonl), "chunks": 1}
 
 
 def prepare_vault(mv, env, root: Path, n: int, log) -> None:

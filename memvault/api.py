@@ -86,9 +86,12 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
 
 
 class Added(list):
-    """The memories an add stored (a list of files.Memory), plus what it did not store because a live
-    memory of the same conversation and kind already says exactly that: `duplicates`, as (the text
-    given, the memory that holds it). `commit`: the commit made, if any."""
+    """The memories an add stored, plus what it did not store because a live memory of the same
+    conversation and kind already says exactly that: `duplicates`, as (the memory given, the one that
+    holds it). `commit`: the commit made, if any. The memories are files.Memory when they were given
+    as a list; made as they were written (`add_jsonl`), they are vault.Stored records (id, role, kind,
+    conversation_id, created_at, path; `read()` gives the whole memory), so that a 100,000-line add
+    does not hold 100,000 texts to return them."""
 
     def __init__(self, stored=(), duplicates=(), commit: str | None = None):
         super().__init__(stored)
@@ -100,9 +103,14 @@ class Added(list):
     def to_json(self, root: Path) -> list[dict[str, Any]]:
         """What `add --json` prints: each stored memory, and for each duplicate the memory that held it
         (`"stored": false`)."""
-        rows = [{**m.to_json(root), "stored": True} for m in self]
-        rows += [{**held.to_json(root), "stored": False} for _, held in self.duplicates]
-        return rows
+        return list(self.json_rows(root))
+
+    def json_rows(self, root: Path) -> Iterator[dict[str, Any]]:
+        """to_json one row at a time (a Stored memory is read from its file when its turn comes)."""
+        for memory in self:
+            yield {**memory.to_json(root), "stored": True}
+        for _, held in self.duplicates:
+            yield {**held.to_json(root), "stored": False}
 
 
 @dataclass
@@ -264,7 +272,8 @@ class Memvault:
         `add`. A line with "role": "user" or "assistant" is a chat turn; with extract, the turns are
         learned from (per message, or per episode in extraction_mode predict-calibrate) and cut into
         episodes, the batch's last one closed (`Added.learned`, `Added.episodes`). The memories are made,
-        written and indexed a batch at a time (one commit)."""
+        written and indexed a batch at a time (one commit), and returned as vault.Stored records (id,
+        path, ...; `read()` gives a memory whole), so that a 100,000-line add never holds them all."""
         from memvault.store import ingest
 
         count, turns = ingest.check_jsonl(text, origin, defaults)
@@ -274,11 +283,13 @@ class Memvault:
             raise UsageError(f"extract with jsonl learns from chat turns: {origin} has no line with "
                              '"role": "user" or "assistant"', params=("extract", "jsonl"))
         memories = ingest.iter_jsonl(text, origin, defaults)
+        turns_given: list[Memory] = []
         if extract:  # learning is owed to each user turn until it is done (docs/design.md, "The write path")
-            memories = (_owed_learning(m) for m in memories)
+            memories = (_owed_learning(m, turns_given) for m in memories)
         added = self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress, expected=count)
-        if extract:
-            self._learn_from_batch([m for m in added if m.role in ingest.TURN_ROLES], added)
+        if extract:  # the turns whole (learning reads their texts and marks them), those that were stored
+            stored = {m.id for m in added}
+            self._learn_from_batch([m for m in turns_given if m.id in stored], added)
         return added
 
     def _learn_from_batch(self, turns: list[Memory], added: "Added") -> None:
@@ -311,7 +322,10 @@ class Memvault:
 
         duplicates: list[tuple[Memory, Memory]] = []
         source = memories if allow_duplicate else ingest.without_duplicates(self._vault, memories, duplicates)
-        change = ingest.store(self._vault, source, "add", progress=progress, expected=expected)
+        # Memories made as they are written (an iterator) are returned as Stored records: holding
+        # them whole until the end is what made a 100,000-line add --jsonl peak at 814 MB.
+        slim = not isinstance(memories, (list, tuple))
+        change = ingest.store(self._vault, source, "add", progress=progress, expected=expected, slim=slim)
         stored = [event.memory for event in change.of(ADD)]
         return Added(stored, duplicates, change.commit_sha if stored else None)
 
@@ -1020,10 +1034,13 @@ class Memvault:
         return fresh_index(self._vault, self._watcher, self._read_lock, self._say)
 
 
-def _owed_learning(memory: Memory) -> Memory:
-    """A user turn stored to be learned from: `extracted: false` until it has been (else as it is)."""
+def _owed_learning(memory: Memory, turns: list[Memory]) -> Memory:
+    """A user turn stored to be learned from: `extracted: false` until it has been (else as it is).
+    Each chat turn is kept in `turns` for the learning that follows the add."""
     if memory.role == "user" and files.EXTRACTED not in memory.extra:
         memory.extra[files.EXTRACTED] = False
+    if memory.role in ("user", "assistant"):
+        turns.append(memory)
     return memory
 
 

@@ -129,6 +129,84 @@ def test_a_bulk_add_is_written_and_indexed_a_batch_at_a_time_in_one_commit(vault
     assert found[0]["text"] == "bulk memory number 7"
 
 
+def test_add_jsonl_prints_each_memory_as_its_file_holds_it(vault_dir, tmp_path):
+    """A bulk add keeps only the id and file of each memory it stored (not its text) and prints
+    them from there: the output is still one `id  path` line per stored memory, and --json still
+    what each file holds, whatever the line carried. A text may hold U+2028 or U+0085 as it is (JSON
+    allows them): it is one line, not cut in two as str.splitlines did ("not valid JSON")."""
+    seed("The user keeps bees")
+    lines = [{"text": "a decision", "kind": "decision", "tags": ["x", "y"], "rationale": "because"},
+             {"text": "Anne: see you\u2028tomorrow\u0085at nine", "role": "user", "conversation_id": "chat-1",
+              "created_at": "2023-05-08T13:56:00", "meta": {"memory_id": "c1:D1:3", "n": 3}},
+             {"text": "The user keeps bees"},
+             {"text": "a note", "kind": "note", "source": "https://example.org"}]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+
+    result = run_cli("add", "--jsonl", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    on_disk = {m.id: m for m in live_memories(vault_dir)}
+    assert [row["stored"] for row in rows] == [True, True, True, False]  # the bees were there already
+    for row in rows:
+        assert {**on_disk[row["id"]].to_json(vault_dir), "stored": row["stored"]} == row
+    assert rows[1]["text"] == "Anne: see you\u2028tomorrow\u0085at nine" and rows[1]["meta"]["n"] == 3
+    assert [row["text"] for row in rows[:3]] == ["a decision", lines[1]["text"], "a note"]
+    assert "already stored as" in result.stderr
+
+    plain = run_cli("add", "--jsonl", "-", "--allow-duplicate",
+                    input="".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    assert plain.exit_code == 0, plain.stderr
+    printed = [line.split("  ") for line in plain.stdout.splitlines()]
+    assert len(printed) == 4
+    for memory_id, rel in printed:
+        assert files.read_memory(vault_dir / rel, vault_dir)[0].id == memory_id
+    assert git(vault_dir, "log", "-1", "--format=%s") == "memvault add: 4 memories (chat-1, global)\n"
+
+
+def test_what_a_bulk_add_holds_does_not_grow_with_its_texts(vault_dir, monkeypatch):
+    """What `add_jsonl` holds while it runs and returns grows with the number of lines by a few
+    hundred bytes each (an id, a file name, a duplicate key), not by their texts: a 100,000-line
+    add held every memory three times until it ended (814 MB peak, bench/README.md). Lines of
+    ~3,800 characters, 100 and then 600 of them: per extra line, what the result holds stays under
+    1,000 bytes and the peak under 3,000 (before: 4,800 and 9,100). Python's own allocations
+    (tracemalloc); the index is left out (auto_index off, as `reindex` runs it) because embedding
+    is not what this measures and 600 embeddings would cost the suite a minute: bench/scale.py
+    measures a whole build's peak RSS."""
+    import gc
+    import tracemalloc
+
+    import memvault
+    from memvault.store import vault as vault_module
+
+    monkeypatch.setattr(vault_module, "INDEX_BATCH", 64)  # memories are made, checked and written 64 at a time
+
+    def measure(n: int, root: Path):
+        vault = memvault.open_vault(root)
+        vault._vault.auto_index = False
+        vault.add_jsonl(json.dumps({"text": "warm up"}))  # imports and the repository, not measured
+        text = "".join(json.dumps({"text": f"line {i}: " + "the user keeps bees and walks the dog " * 100,
+                                   "conversation_id": "work"}) + "\n" for i in range(n))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            start = tracemalloc.get_traced_memory()[0]
+            added = vault.add_jsonl(text, "lines.jsonl")
+            held, peak = (value - start for value in tracemalloc.get_traced_memory())
+        finally:
+            tracemalloc.stop()
+        assert len(added) == n and added.commit
+        first = added[0].read()  # the whole memory, from its file
+        assert first.text.startswith("line 0: the user keeps bees") and added[0].path == first.path
+        return held, peak
+
+    small = measure(100, vault_dir.parent / "small")
+    large = measure(600, vault_dir.parent / "large")
+    held_per_line, peak_per_line = ((b - a) / 500 for a, b in zip(small, large))
+    assert held_per_line < 1000, f"{held_per_line:.0f} bytes held per line"
+    assert peak_per_line < 3000, f"{peak_per_line:.0f} bytes of peak per line"
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"text": "ok"}\nnot json\n', "line 2: not valid JSON"),
     ('{"text": ""}\n', "line 1: 'text' must be a non-empty string"),

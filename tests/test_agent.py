@@ -188,6 +188,8 @@ WRITES = [
     (("add", "--each-line", "-"), b"- one\n- two\n"),
     (("add", "My wife is Anne"), None),  # a duplicate: said on stderr, not stored
     (("add", "--jsonl", "-"), b'{"text": "from jsonl"}\n{"text": ""}\n'),  # line 2 is bad: exit 1, nothing stored
+    # a bulk add's output (each memory read back from its file) and a duplicate in it, warm as cold
+    (("add", "--jsonl", "--json", "-"), b'{"text": "from jsonl", "tags": ["x"]}\n{"text": "Tim reads comics"}\n'),
 ]
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -210,6 +210,16 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def emit_json_rows(rows: Iterable[Any]) -> None:
+    """emit_json of a list, byte for byte, written a row at a time (an add of 100,000 lines)."""
+    opened = False
+    for row in rows:
+        text = json.dumps(row, ensure_ascii=False, indent=2, default=str).replace("\n", "\n  ")
+        sys.stdout.write(("," if opened else "[") + "\n  " + text)
+        opened = True
+    sys.stdout.write("\n]\n" if opened else "[]\n")
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"memvault {__version__}")
@@ -326,7 +336,7 @@ def add(
         info(ctx, f"memvault: stored and indexed {len(added)} in {time.perf_counter() - started:.2f} s"
                   + (f", commit {added.commit[:8]}" if added.commit else ""))
     if as_json:
-        emit_json(added.to_json(vault.root))
+        emit_json_rows(added.json_rows(vault.root))
     else:
         for memory in added:
             typer.echo(f"{memory.id}  {vault.relative(memory.path)}")

@@ -69,7 +69,7 @@ def parse_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> list[Memory
 
 def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Memory]:
     """One JSON object per line -> memories, one at a time (UsageError at the first bad line)."""
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         where = f"{origin} line {number}"
@@ -117,6 +117,18 @@ def iter_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> Iterator[Mem
         yield memory
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of a text one at a time (no list of 100,000 of them), split at newlines only: a JSON
+    string may hold U+2028 or U+0085 as it is, which str.splitlines would cut the line at."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].removesuffix("\r")
+        start = end + 1
+
+
 def check_extract(kind: str = "fact", *, tags: Iterable[str] = (), source: str | None = None,
                   rationale: str | None = None, alternatives: Iterable[str] = (),
                   allow_duplicate: bool = False) -> None:
@@ -152,7 +164,7 @@ def new_memories(texts: Iterable[str], conversation: str = files.DEFAULT_CONVERS
 
 def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_conversation: bool = False,
           progress: Callable[[int, int], None] | None = None, expected: int | None = None,
-          then: Callable[[Change], None] | None = None) -> Change:
+          then: Callable[[Change], None] | None = None, slim: bool = False) -> Change:
     """Write memories, index them and commit, all under the vault lock.
 
     memories: a list, or an iterator that makes them while they are written (an import). A memory
@@ -160,7 +172,8 @@ def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_con
     commit message counts the memories per conversation instead of naming every id. progress:
     (done, total) while they are indexed; expected: how many there will be (an iterator's), for it.
     They are indexed in batches while they are written (Change.index_pending). then(change): more
-    of the same change once they are written (an import's updated notes), in the same commit."""
+    of the same change once they are written (an import's updated notes), in the same commit.
+    slim: the change keeps a vault.Stored of each memory, not the memory (Change.slim)."""
     if isinstance(memories, (list, tuple)) and not memories:
         raise UsageError("nothing to add: the input is empty")
     if vault.auto_index:
@@ -172,6 +185,7 @@ def store(vault: Vault, memories: Iterable[Memory], command: str = "add", by_con
     with vault.change(command, progress=progress) as change:
         change.by_conversation = by_conversation
         change.expected = expected
+        change.slim = slim
         for memory in memories:
             change.add(memory, memory.path)
         if then is not None:
@@ -186,42 +200,62 @@ def without_duplicates(vault: Vault, memories: Iterable[Memory], duplicates: lis
     earlier one of these), a batch at a time; the others go to `duplicates` as (new, holder)."""
     from itertools import islice
 
-    from memvault.store.vault import INDEX_BATCH
+    from memvault.store.vault import INDEX_BATCH, Stored
 
-    held: dict[tuple[str, str], dict[str, Memory]] = {}
+    held: dict[tuple[str, str], dict[bytes, Memory | Stored]] = {}
     source = iter(memories)
     while chunk := list(islice(source, INDEX_BATCH)):
-        found = duplicates_of(vault, chunk, held)
+        found, first = duplicates_of(vault, chunk, held)
         taken = {id(new) for new, _ in found}
         duplicates.extend(found)
         yield from (m for m in chunk if id(m) not in taken)
+        # Written by now: the map names them by their files from here on, not by the memories
+        for group, key in first:
+            if isinstance(held[group][key], Memory) and held[group][key].path is not None:
+                held[group][key] = Stored.of(held[group][key], vault.root)
 
-def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> list[tuple[Memory, Memory]]:
-    """(new, the live memory that already says it) for each new memory whose exact text is held by
-    a live memory of its conversation and role, or by an earlier one of the same add (held_by_group:
-    what earlier batches held or added, kept across calls)."""
+
+def _text_key(text: str) -> bytes:
+    """A text's key in the duplicate map: a 16-byte digest, not the text (the map keeps one per line
+    of a 100,000-line add)."""
+    import hashlib
+
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> tuple[list, list]:
+    """(new, the memory that already says it) for each new memory whose exact text is held by a live
+    memory of its conversation and role, or by an earlier one of the same add (held_by_group: {(conversation,
+    role): {text key: holder}}, what earlier batches held or added, kept across calls); and the
+    (group, key) of each of these memories that became a holder itself."""
     from memvault.store import secret_scan
+    from memvault.store.vault import Stored
 
-    found: list[tuple[Memory, Memory]] = []
+    found: list[tuple[Memory, Memory | Stored]] = []
+    first: list[tuple[tuple[str, str], bytes]] = []
     groups: dict[tuple[str, str], list[Memory]] = {}
     # The text as it will be stored: a key added again every night is held by its placeholder
     stored = {id(m): secret_scan.stored_text(vault, m.text) for m in memories}
+    keys = {id(m): _text_key(stored[id(m)]) for m in memories}
     for memory in memories:
         groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
     # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
     # checked on the files, so a memory deleted by hand never swallows a new one.
     index = vault.index if vault.exists() else None
-    for (conversation, role), group in groups.items():
-        held = held_by_group.setdefault((conversation, role), {})
-        fresh = [stored[id(m)] for m in group if stored[id(m)] not in held]
+    for group_key, group in groups.items():
+        conversation, role = group_key
+        held = held_by_group.setdefault(group_key, {})
+        fresh = [stored[id(m)] for m in group if keys[id(m)] not in held]
         rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
         for text, row in rows.items():
             memory = files.still_live(vault.root, vault.root / row["path"], row["id"], text)
             if memory is not None:
-                held[text] = memory
+                held[_text_key(text)] = Stored.of(memory, vault.root)
         for memory in group:
-            if stored[id(memory)] in held:
-                found.append((memory, held[stored[id(memory)]]))
+            key = keys[id(memory)]
+            if key in held:
+                found.append((memory, held[key]))
             else:
-                held[stored[id(memory)]] = memory  # a second copy in the same add is a duplicate too
-    return found
+                held[key] = memory  # a second copy in the same add is a duplicate too
+                first.append((group_key, key))
+    return found, first

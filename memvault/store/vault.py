@@ -276,6 +276,39 @@ EVICT_BATCH = 20
 INDEX_BATCH = 8192
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a bulk add keeps of each memory it wrote (Change.slim): its id, where it is and what it
+    is, not its text or front matter, which the file holds (`read`). A 100,000-line `add --jsonl`
+    holds 100,000 of these to name in its commit and its output, not 100,000 memories."""
+
+    id: str
+    role: str
+    kind: str
+    conversation_id: str
+    created_at: datetime
+    root: Path
+    rel: str  # the file, vault-relative (posix): a Path object per memory costs four times as much
+
+    @classmethod
+    def of(cls, memory: Memory, root: Path) -> "Stored":
+        # Interned: a bulk add's 100,000 memories share a handful of conversation and role strings
+        return cls(memory.id, sys.intern(memory.role), sys.intern(memory.kind), sys.intern(memory.conversation_id),
+                   memory.created_at, root, memory.path.relative_to(root).as_posix())
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.rel
+
+    def read(self) -> Memory:
+        """The whole memory, from its file."""
+        return files.read_memory(self.path, self.root)[0]
+
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        """What `--json` prints for the memory (Memory.to_json), read from its file."""
+        return self.read().to_json(root)
+
+
 @dataclass
 class Event:
     """One thing a command did to one memory.
@@ -290,7 +323,7 @@ class Event:
     """
 
     action: str
-    memory: Memory
+    memory: Memory  # a Stored, for an ADD of a slim change
     other: Memory | None = None
     reason: str | None = None
 
@@ -330,6 +363,11 @@ class Change:
     expected: int | None = None  # how many memories a bulk change will add, for `progress`
     index: bool = True  # False: write only; a later change of the same command indexes the files
     withheld: list = field(default_factory=list)  # secret_scan.Withheld: secrets kept out of the files written
+    # A bulk add (a stream of memories made as they are written; adds only): each ADD event keeps a
+    # Stored record, not the memory, and the file is named by its relative path in _added_files, not
+    # in written_paths, so that what the change holds per memory is small and has no text in it.
+    slim: bool = False
+    _added_files: list[str] = field(default_factory=list)
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
@@ -357,7 +395,7 @@ class Change:
 
     @property
     def touched(self) -> bool:
-        return bool(self.written_paths or self.removed_paths or self.accepted_paths)
+        return bool(self.written_paths or self._added_files or self.removed_paths or self.accepted_paths)
 
     @property
     def root(self) -> Path:
@@ -385,8 +423,14 @@ class Change:
     def add(self, memory: Memory, path: Path | None = None) -> Memory:
         """Write a new memory at its usual place, or at `path` (an exported memory imported back
         where it was)."""
-        self._write(memory, path)
-        self.events.append(Event(ADD, memory))
+        written = self._write(memory, path)
+        if self.slim:
+            stored = Stored.of(memory, self.root)
+            self.written_paths.discard(written)
+            self._added_files.append(stored.rel)
+            self.events.append(Event(ADD, stored))
+        else:
+            self.events.append(Event(ADD, memory))
         if len(self._pending) >= INDEX_BATCH:
             self.index_pending()
         return memory
@@ -567,7 +611,8 @@ class Change:
             self.events.append(Event(action, Memory(memory_id, "note", "", files.utcnow(), "", path=Path(path))))
 
     def commit_paths(self) -> list[str]:
-        return [self.vault.relative(p) for p in self.written_paths | self.removed_paths | self.accepted_paths]
+        return [self.vault.relative(p) for p in self.written_paths | self.removed_paths | self.accepted_paths] \
+            + self._added_files
 
     def commit_record(self):
         from memvault.store.gitrepo import CommitRecord
