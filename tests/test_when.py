@@ -142,6 +142,7 @@ def test_words_that_only_look_like_times_name_none():
     assert ranges("I Sat down with Mum") == []
     assert ranges("what does Ruth do on Thursday (34)") == []
     assert ranges("what does Leo do on Wednesday") == []  # what is usual on Wednesdays
+    assert ranges("what is on my calendar this month") == [("this month", "2023-10-01")]  # "mon", not Monday
     assert ranges("what did Leo do on Wednesday") == [("on Wednesday", "2023-10-18")]  # the last one
     assert ranges("the trip to Berlin in April (35)") == [("in April", "2023-04-01")]  # the month kept
     assert ranges("lunch on Sat 21st") == [("on Sat 21st", "2023-10-21")]  # beside a number, a day

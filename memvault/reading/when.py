@@ -47,7 +47,6 @@ TIME_WORD = re.compile(
     r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|spring|summer|autumn|fall|winter|"
     r"mon(?:day)?|tue(?:s|sday)?|wed(?:nesday)?|thu(?:rs|rsday)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?)\b",
     re.IGNORECASE)
-_WEEKDAY_WORD = re.compile(r"mon|tue|wed|thu|fri|sat|sun", re.IGNORECASE)
 # A question about when: its answer is a time.
 ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen (?:did|was|were|is|are|do|does|will|had|has|have)\b|"
                        r"\bwhat (?:date|day|year|month|time)\b|\bwhich (?:date|day|year|month)\b|\bhow long ago\b",
@@ -64,6 +63,7 @@ SHORT_FORMS = frozenset("mon tue tues wed thu thur thurs fri sat sun jan feb mar
 # as a year ("Thursday (34)": 1934).
 _LONE_NUMBER = re.compile(r"(?<![\d/.:-])\d{1,2}(?![\d/.:-])")
 WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+_WEEKDAY_FORMS = WEEKDAYS | frozenset("mon tue tues wed thu thurs fri sat sun".split())  # as TIME_WORD finds them
 # A weekday alone ("on Wednesday") names a day only in a question about the past ("what did Leo do
 # on Wednesday": last Wednesday); "what does Leo do on Wednesday" asks what is usual, no range.
 _PAST = re.compile(r"\b(?:did|was|were|had|went|got|made|said|told|met|saw|ate|came|took|bought|left|"
@@ -110,7 +110,7 @@ def read(text: str, now: datetime) -> QueryTime | None:
     imported only when the text has a TIME_WORD)."""
     asks_when = bool(ASKS_WHEN.search(text))
     cues = [m.group() for m in TIME_WORD.finditer(text)]
-    if cues and all(_WEEKDAY_WORD.match(c) for c in cues) and not _PAST.search(text):
+    if cues and all(c.lower() in _WEEKDAY_FORMS for c in cues) and not _PAST.search(text):
         cues = []  # weekdays alone in a question about what is usual (_ranges): no range to read
     ranges = tuple(_ranges(text, now)) if cues else ()
     if not ranges and not asks_when:
