@@ -20,7 +20,6 @@ read without walking every file before each one.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -724,9 +723,8 @@ class Memvault:
             if not self.exists():
                 return []  # the first chat of a new vault
             self._say_if_unknown(conversation)
-            query = dataclasses.replace(self._query(text, top_k=top, conversation=conversation, now=clock),
-                                        skip_turns_since=skip_turns_since, skip_ids=skip_ids)
-            return self._run_search(query).results
+            return self._run_search(self._query(text, top_k=top, conversation=conversation, now=clock,
+                                                skip_turns_since=skip_turns_since, skip_ids=skip_ids)).results
 
         return chat.start(self._vault, cfg, message, options, memories, warn=self._say, refresh=self._fresh_index)
 

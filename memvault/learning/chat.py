@@ -285,17 +285,16 @@ def start(vault, cfg, message: str, options: ChatOptions,
         folded = sessions.fold(session, now, settings.soft_decay_minutes, settings.max_session_tokens, summarize)
         result.folded = len(folded)
     if options.use_memory:
-        # The session's turns go to the model word for word: the search leaves them out (asking
-        # for top_k + their number instead made a long session's every message slow: 430 turns,
-        # 1.3 s a search).
-        in_session = {t.id for t in session.turns}
         # This message's own turn, stored by its first request (a tool round, a retry): not a memory of itself.
         own = same_message(vault, conversation, message, bool(options.after_user) or options.resent) \
             if options.history is not None else None
         top_k = options.top_k or settings.default_top_k
+        # The session's turns go to the model word for word: the search leaves out the conversation's
+        # turns from the session's first on (asking for top_k + their number instead, and dropping them
+        # after, made a long session's every message slow: 430 turns, 1.3 s a search).
         since = min((t.created_at for t in session.turns), default=None)
         found = search(message, top_k, now, since, (own.id,) if own is not None else ())
-        result.memories = [r for r in found if r.id not in in_session and not r.meta.get("unanswered")][:top_k]
+        result.memories = [r for r in found if not r.meta.get("unanswered")][:top_k]
     summary = read_rolling_summary(vault, conversation)
     # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder
     summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
