@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-# A placeholder says what was withheld and, for a long token, its last four characters, so that the
+# A placeholder says what was withheld and, for a long key or token, its last four characters, so that the
 # user can tell which key it was (as provider dashboards show them); a password shows nothing of itself.
 PLACEHOLDER = re.compile(r"\[secret: [a-z0-9-]+(?: …[A-Za-z0-9_+/=-]{1,4})?\]")
 SHOW_TAIL_FROM = 20  # characters: a value at least this long shows its last four
@@ -66,6 +66,9 @@ _KIND_OF_TYPE = {
 _EXACT_KINDS = {"url-password", "password", "private-key", "cloudant-password", "softlayer-key"}
 # Found by the entropy measure alone: the weakest evidence, the first to give way to a named kind.
 _ENTROPY_KINDS = {"token", "hex-token"}
+# A password or a passphrase shows nothing of itself, however long: four characters of a phrase of words are
+# most of a word, and a password is short enough that every character counts.
+_NO_TAIL_KINDS = {"password", "url-password", "cloudant-password"}
 # Found by a word before the value ("password: ...", "secret = ..."): stronger than entropy, weaker than
 # a provider's own format.
 _KEYWORD_KINDS = {"password", "secret"}
@@ -82,7 +85,8 @@ class Finding:
 
     @property
     def placeholder(self) -> str:
-        tail = f" …{self.value[-TAIL:]}" if len(self.value) >= SHOW_TAIL_FROM and "\n" not in self.value else ""
+        tail = f" …{self.value[-TAIL:]}" if len(self.value) >= SHOW_TAIL_FROM and "\n" not in self.value \
+            and self.kind not in _NO_TAIL_KINDS else ""
         return f"[secret: {self.kind}{tail}]"
 
     @property
@@ -203,25 +207,216 @@ _CREDENTIAL_WORD = re.compile(
     r"(?i)\b(?:api[ _-]?key|access[ _-]?key|secret|token|auth|bearer|password|passwd|pwd|credentials?|"
     r"private[ _-]?key|client[ _-]?secret|key)s?\b")
 CONTEXT_WINDOW = 60
+# "key" after one of these words names an id, not a secret ("cache key", "primary key", "s3 object key"), and so
+# does "key" before one of the second ("key id", "key fingerprint").
+_KEY_OF_AN_ID = re.compile(
+    r"(?i)(?:cache|primary|foreign|partition|sort|row|object|s3|dedupe?|idempotency|composite|unique|lookup|hash|"
+    r"map|index|build|routing|shard|sharding|range|natural|surrogate|translation|i18n|registry|public|gpg|pgp|"
+    r"hotkey|music|musical|file)[ _-]?$")
+_KEY_THEN_ID = re.compile(r"(?i)^[ _-]?(?:ids?|fingerprints?|names?|tags?|numbers?|no\.?|servers?|rings?)\b")
+# A word that says an id, a digest or an address follows (issue 44: a commit id, a cache key and a request id
+# were withheld): with no credential word before it, a token after one is not a secret.
+_ID_WORD = re.compile(
+    r"(?i)(?:\b|_)(?:ids?|identifier|request|trace|span|event|commit|hash|digest|checksum|sha\d*|md5|blake2b?|"
+    r"etag|order|invoice|ticket|charge|customer|build|uuid|ulid|guid|nanoid|nonce|seed|version|revision|rev|job|"
+    r"run|batch|message|thread|file|container|pod|instance|image|bucket|url|link|address|wallet|base64|encoded|"
+    r"integrity|lockfile|serial|tracking|booking|reference|ref|uid|correlation|delivery|response|object|video|"
+    r"share|torrent|magnet)(?:\b|_)")
+# Prefixes of providers' object ids, which are not keys: Stripe's charges, customers, intents..., OpenAI's and
+# Anthropic's responses, files, threads, runs, messages and tool calls, and a digest's algorithm.
+_ID_PREFIX = re.compile(
+    r"^(?:ch|cus|pi|pm|in|sub|si|price|prod|evt|txn|req|acct|src|seti|cs|po|tr|re|py|ii|file|asst|thread|run|"
+    r"msg|call|batch|toolu|chatcmpl|resp|org|user|step|ftjob|vs|ws|order|ref|obj|job|task|build|node|item|"
+    r"sha\d+|md5)[_-]", re.I)
 _PUBLIC_KEY = re.compile(r"(?i)\bpublic[ _-]?key|\b(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+|fingerprint)\s+\S*$")
 
-# A password said in prose: "my password is hunter2", "pw: Tr0ub4dor&3", "the wifi password was 'x y z'".
-_PASSWORD_WORDS = r"(?:password|passwd|passcode|passphrase|pass ?word|pwd|pw|pin(?: code)?|wi-?fi key|contraseña)"
+# A password said in prose (issue 44): "my password is hunter2", "pw: Tr0ub4dor&3", "Wifi password hunter2-blue-42"
+# (no verb), "Summer2026! is the wifi password", "my passphrase is correct horse battery staple" (words),
+# "mysql -u root -pS3cr3t" (a command line), "creds are admin/S3cret!", a door code, in a few languages.
+_PASSWORD_WORDS = (r"(?:passwords?|passwd|passcode|passphrase|pass ?words?|pwd|pw|pin(?: code| number)?|wi-?fi key|"
+                   r"contraseña|passwort|kennwort|mot de passe|senha|wachtwoord|lösenord)")
+# A code that opens something: its value is digits (and `#`, `*`, `-`).
+_CODE_WORDS = (r"(?:(?:door|gate|alarm|garage|lock|safe|entry|access|keypad|building|lockbox|key ?safe)(?:'s)?[ -]code|"
+               r"combination|combo)")
+_VERB = r"(?:\s+(?:is|was|are|were|ist|est|es|é|är)(?=\s)|\s*[:=])(?:\s+(?:now|still|currently))?\s*"
+_VALUE = r"(?:[\"'`“‘](?P<quoted>[^\"'`”’\n]{1,80})[\"'`”’]|(?P<bare>[^\s\"'`]{1,80}))"
+# ... with a verb or a colon: "the password for grafana is X", "password: X", "set the password to X"
 _PROSE_PASSWORD = re.compile(
-    r"(?i)\b" + _PASSWORD_WORDS + r"\b(?: for [^\n:=]{1,40}?)?(?:\s+(?:is|was|are|=|:)|\s*[:=])\s*"
-    r"(?:[\"'`“‘](?P<quoted>[^\"'`”’\n]{1,80})[\"'`”’]|(?P<bare>[^\s\"'`]{1,80}))")
-# Every keyword either pattern starts from (detect-secrets' list and memvault's): a line without one is
-# not looked at further (the patterns are the slow part of a scan).
-_ANY_KEYWORD = re.compile(r"(?i)pass|pwd|pw\b|pin\b|pin code|secret|key|contrase")
+    r"(?i)\b(?P<word>" + _PASSWORD_WORDS + "|" + _CODE_WORDS + r"|wi-?fi|pass)\b"
+    r"(?:\s+(?:for|to|of|on|at)\s+[^\n:=.!?]{1,40}?)?(?P<verb>" + _VERB + ")" + _VALUE)
+_CHANGED_TO = re.compile(
+    r"(?i)\b(?:chang|set|reset|updat|switch)\w*\s+(?:\w+\s+){0,4}?(?:" + _PASSWORD_WORDS + r")\s+to\s+" + _VALUE)
+# ... without one: "Wifi password hunter2-blue-42", "the router pw MoonPie_77", "door code 2580"
+_BARE_PASSWORD = re.compile(
+    r"(?i)\b(?P<word>(?:passwords?|passwd|passcode|passphrase|pass ?word|pwd|pw|contraseña|passwort|senha)"
+    r"|" + _CODE_WORDS + r")\s+(?P<bare>[^\s\"'`]{4,80})")
+# ... or after what it is for: "password for the kids' ipad 2468" (digits, or letters with digits and signs)
+_BARE_FOR = re.compile(r"(?i)\b(?:passwords?|passwd|passcode|pwd|pw|pin)\s+for\s+(?P<rest>[^\n:=!?]{1,60})")
+# ... before its word: "Summer2026! is the wifi password", "use X as the password"
+_PASSWORD_FIRST = re.compile(
+    r"(?i)(?:^|(?<=\s)|\buse\s+)(?P<bare>[^\s\"'`]{4,80})\s+(?:is|was|as)\s+(?:the|my|our|your|his|her|their|a)\s+"
+    r"(?:[\w-]+\s+){0,2}?(?:" + _PASSWORD_WORDS + r")\b")
+# ... on a command line: mysql's -p<password>, --password=, sshpass -p, redis-cli -a, curl -u user:password
+_ARG = r"(?:'(?P<{0}q>[^'\n]+)'|\"(?P<{0}d>[^\"\n]+)\"|(?P<{0}>[^\s'\"]+))"
+_COMMAND_PASSWORD = re.compile(
+    r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?\s-p" + _ARG.format("a")
+    + r"|--pass(?:word)?(?:=|\s+)(?!-)" + _ARG.format("b")
+    + r"|\bsshpass\s+-p\s*" + _ARG.format("c")
+    + r"|\bredis-cli\b[^\n]*?\s-a\s+" + _ARG.format("d")
+    + r"|\bcurl\b[^\n]*?\s(?:-u|--user)\s+[^\s:]+:" + _ARG.format("e"))
+# ... as a login: "creds are admin/m0nk3y%598", "login admin:S3cret-9"
+_CREDS = re.compile(r"(?i)\b(?:creds|credentials|login)\b\s*(?:(?:are|is|:|=)\s*)?[\w.@+-]{1,40}(?:\s*/\s*|:)"
+                    r"(?P<bare>[^\s\"'`/:]{4,80})")
+# Every keyword the patterns above or detect-secrets' start from: a line without one is not looked at
+# further (the patterns are the slow part of a scan).
+_ANY_KEYWORD = re.compile(r"(?i)pass|pwd|pw\b|pin\b|secret|key|contrase|senha|wi-?fi|code\b|combin|combo|creds|"
+                          r"credential|login|mysql|mariadb|redis-cli|curl")
 _ANY_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\n\s*\n")
 # Words that follow "password is" in a sentence about a password rather than in one that says it.
 _NOT_A_PASSWORD = re.compile(
-    r"(?i)^(?:a|an|the|my|your|his|her|our|their|its|this|that|it|not|no|now|still|too|very|so|in|on|at|"
+    r"(?i)^(?:a|an|the|my|your|his|her|our|their|its|this|that|it|not|no|now|still|too|very|so|in|on|at|with|by|"
+    r"for|from|of|to|as|if|what|which|who|where|when|how|why|whatever|something|anything|nothing|mine|yours|same|"
     r"written|saved|stored|required|needed|wrong|incorrect|correct|right|weak|strong|long|short|easy|hard|"
-    r"simple|same|different|changed|reset|expired|missing|empty|blank|set|ok|okay|fine|good|bad|protected|"
+    r"simple|different|changed|reset|expired|missing|empty|blank|set|ok|okay|fine|good|bad|protected|"
     r"case|hidden|secret|private|there|here|below|above|attached|encrypted|hashed|see|ask|check|use|none|unknown|"
-    r"tbd|todo|n/a)$")
+    r"tbd|todo|n/a|also|just|only|then|usually|probably|likely|really|actually|always|never|again|already|"
+    r"down|up|off|out|open|new|old|gone|known|unique|mandatory|temporary|invalid|valid|optional|useless|"
+    r"enough|ready|done|sent|shared|usual|same|standard|default|obvious|complicated|complex|random|unchanged|"
+    r"typed|given|printed|visible|asked|being|going|supposed|about|like|under|over|inside|behind|somewhere|"
+    r"fast|slow|broken|working|enabled|disabled|needed|lost|forgotten|known|withheld|kept|held|shown|given|taken|"
+    r"hidden|stolen|chosen|found|told|said|made|seen|leaked|bought|sold|meant|based|due|about|over)$")
+# A word that is not a password after "is": an adjective or a participle ("the password is mandatory").
+_WORD_NOT_A_PASSWORD = re.compile(r"(?i)(?:ed|ing|ible|able|ive|ous|ful|less|ent|ant|ic|al|ary|ure|ish)$")
+# Words a sentence is made of, never a passphrase's ("the password is long and hard to remember").
+_FUNCTION_WORDS = frozenset(
+    "a an the and or but nor of to in on at for with from by as is was are were be been being it its i you he she "
+    "we they me him her us them my your his our their this that these those not no so if then than too very just "
+    "also still now when where what which who whom whose how why because since until about into over under after "
+    "before again there here do does did have has had will would can could should may might must all any some "
+    "every each same other only once both either neither up down out off".split())
+_PASSPHRASE = re.compile(r"[a-zà-ÿ]+(?:[ -][a-zà-ÿ]+){2,9}")
+
+
+def _password_like(value: str) -> bool:
+    """A value said without a verb (or before its word) is taken for a password when it looks like one: six
+    characters or more, with a digit or a sign, or digits alone (a PIN said as "pin code 482913")."""
+    if len(value) < 6 or value.startswith(("/", "~", "./", "http")) or "://" in value:
+        return False
+    if re.fullmatch(r"v?\d+(?:\.\d+)+|\d{4}-\d\d-\d\d(?:T[\d:.]+Z?)?|\d+(?:st|nd|rd|th|x|%|s|h|m|min|ms|gb|mb|kb|k)",
+                    value, re.I):
+        return False  # a version, a date, a count
+    return bool(re.search(r"[\d\W_]", value))
+
+
+def _code_like(value: str) -> bool:
+    return re.fullmatch(r"[\d#*][\d#* -]{2,18}[\d#*]", value) is not None
+
+
+_VERB_WORDS = {"is", "was", "are", "were", "ist", "est", "es", "é", "är"}
+
+
+def _passphrase_at(line: str, start: int, whole: bool = False) -> str | None:
+    """Three words or more of lower-case letters from `start` (joined by spaces), none a word sentences are
+    made of, ending the clause: a passphrase ("correct horse battery staple"), not a sentence. whole: the
+    words must end the clause themselves (said without a verb, "backup passphrase x y z"), not stop at a
+    word such as "than"."""
+    run = re.match(r"[a-zà-ÿ]+(?: [a-zà-ÿ]+)*", line[start:])
+    if run is None:
+        return None
+    words = run.group().split(" ")
+    kept = []
+    for word in words:
+        if word in _FUNCTION_WORDS:
+            break
+        kept.append(word)
+    if len(kept) < 3 or any(len(word) < 3 for word in kept) or whole and len(kept) < len(words):
+        return None
+    phrase = " ".join(kept)
+    rest = line[start + len(phrase):]
+    if len(kept) == len(words) and re.match(r"\s+[A-Z0-9]", rest) and not re.match(r"\s+I\b", rest):
+        return None  # the run stops before a name or a number: part of a longer sentence
+    return phrase
+
+
+def _said_value(line: str, match: re.Match, word: str, colon: bool) -> tuple[int, str] | None:
+    """The value of a password said with a verb or a colon (`match` has `quoted` or `bare`), or None when the
+    word after it is not one."""
+    if match.group("quoted") is not None:
+        return match.start("quoted"), match.group("quoted")
+    start, value = match.start("bare"), match.group("bare")
+    code = re.fullmatch(_CODE_WORDS, word, re.I) is not None
+    if not code and not word.startswith("pin"):
+        phrase = _passphrase_at(line, start)
+        if phrase is not None:
+            return start, phrase
+    value = value.rstrip(".,;:)]}")
+    if code:
+        return (start, value) if _code_like(value) else None
+    if value.isalpha():
+        # A word of letters alone is a password only after a colon ("pw: sunshine") or when it is no word a
+        # sentence about a password goes on with ("the password is ready", "the PIN is four digits").
+        if word.startswith("pin") or not colon and (_NOT_A_PASSWORD.match(value) or _WORD_NOT_A_PASSWORD.search(value)
+                                                    or value[0].isupper()):
+            return None
+    return start, value
+
+
+def _prose_passwords(line: str) -> Iterator[tuple[int, str, str]]:
+    """(start, value, "password") of each password said in prose on a line (the patterns above)."""
+    for match in _PROSE_PASSWORD.finditer(line):
+        word = match.group("word").lower()
+        colon = re.search(r"[:=]", match.group("verb")) is not None
+        if word in ("wifi", "wi-fi", "pass"):
+            # "wifi: X" (a WPA key has eight characters or more), "user: anne, pass: X"; not "wifi: down again",
+            # nor "boarding pass: DL1234"
+            value = match.group("quoted") or match.group("bare") or ""
+            if not colon or not _password_like(value.rstrip(".,;:)]}")) or \
+                    (word.startswith("wi") and len(value) < 8) or \
+                    (word == "pass" and not re.search(r"(?i)\b(?:user(?:name)?|login)\b", line[:match.start()])):
+                continue
+        found = _said_value(line, match, word, colon)
+        if found is not None:
+            yield (*found, "password")
+    for match in _CHANGED_TO.finditer(line):
+        found = _said_value(line, match, "password", False)
+        if found is not None:
+            yield (*found, "password")
+    for match in _BARE_PASSWORD.finditer(line):
+        word, start, value = match.group("word").lower(), match.start("bare"), match.group("bare")
+        if value.lower() in _VERB_WORDS or value[:1] in ":=":
+            continue
+        if word == "passphrase":
+            phrase = _passphrase_at(line, start, whole=True)
+            if phrase is not None:
+                yield start, phrase, "password"
+                continue
+        value = value.rstrip(".,;:)]}")
+        if re.fullmatch(_CODE_WORDS, word, re.I):
+            if _code_like(value):
+                yield start, value, "password"
+        elif _password_like(value):
+            yield start, value, "password"
+    for match in _BARE_FOR.finditer(line):
+        for word in list(re.finditer(r"[^\s\"'`]+", match.group("rest")))[1:5]:  # after the thing it is for
+            value = word.group().rstrip(".,;:)]}")
+            if _code_like(value) or _password_like(value) and re.search(r"[A-Za-z]", value) \
+                    and re.search(r"\d", value) and re.search(r"[^\w]|_", value):
+                yield match.start("rest") + word.start(), value, "password"
+                break
+    for match in _PASSWORD_FIRST.finditer(line):
+        value = match.group("bare").rstrip(",;:")
+        if _password_like(value):
+            yield match.start("bare"), value, "password"
+    for match in _COMMAND_PASSWORD.finditer(line):
+        for name in (f"{g}{suffix}" for g in "abcde" for suffix in ("", "q", "d")):
+            if match.group(name):
+                yield match.start(name), match.group(name), "password"
+                break
+    for match in _CREDS.finditer(line):
+        value = match.group("bare").rstrip(".,;)]}")
+        if _password_like(value):
+            yield match.start("bare"), value, "password"
 
 
 class _Detectors:
@@ -262,21 +457,12 @@ class _Detectors:
                 said = line[:start]
                 spans.append((start, value, "password" if re.search(_PASSWORD_WORDS + r"\w*\W*$", said, re.I)
                               else "secret"))
-        for match in _PROSE_PASSWORD.finditer(line):
-            group = "quoted" if match.group("quoted") is not None else "bare"
-            value = match.group(group)
-            if group == "bare":
-                value = value.rstrip(".,;:)]}")
-                # A bare word of letters alone is a password only after a colon or equals sign ("pw: sunshine"),
-                # not in a sentence ("the password is ready").
-                said = line[match.start():match.start(group)]
-                if value.isalpha() and not re.search(r"[:=]\s*$", said):
-                    continue
-            spans.append((match.start(group), value, "password"))
+        spans.extend(_prose_passwords(line))
         if spans and heuristic.is_indirect_reference(line):  # password = os.environ["DB_PASSWORD"]
             return
         for start, value, kind in spans:
-            if not value or _NOT_A_PASSWORD.match(value) or _filtered(value) or re.search(r"[(\[{<]", value[:1]) \
+            if not value or _NOT_A_PASSWORD.match(value) or _filtered(value, digits=kind == "password") \
+                    or re.search(r"[(\[{<]", value[:1]) \
                     or re.search(r"\w[(\[]", value):
                 continue
             if kind == "secret" and _PROSE_WORDS.fullmatch(value):
@@ -289,16 +475,20 @@ class _Detectors:
             window = line[max(0, match.start() - CONTEXT_WINDOW):match.start()]
             if _PUBLIC_KEY.search(window):
                 continue  # an SSH public key, a fingerprint: meant to be shared
-            named = _CREDENTIAL_WORD.search(window) is not None
+            named = _names_a_secret(window)
             if _filtered(token) or not re.search(r"\d", token) or not re.search(r"[A-Za-z]", token):
                 continue
+            if not named and (_ID_PREFIX.match(token) or _ID_WORD.search(window)):
+                continue  # a provider's object id, a digest, a request id, a cache key: not a secret
             if re.fullmatch(r"[0-9a-fA-F]+", token):
                 if len(token) >= MIN_HEX_TOKEN and named \
                         and self.hex_entropy.calculate_shannon_entropy(token) > HEX_ENTROPY_LIMIT:
                     yield Finding("hex-token", offset + match.start(), offset + match.end(), token)
                 continue
-            if "/" in token and not named and re.search(r"[A-Za-z]{3,}/[A-Za-z]{3,}", token):
-                continue  # a path (src/memvault/files), not a key: a key's slashes sit between random characters
+            if "/" in token and not named and re.search(r"[A-Za-z]{3,}/[A-Za-z]{3,}|(?:^|/)(?:[a-z]{3,}|\d{2,4})/",
+                                                          token):
+                continue  # a path (src/memvault/files, uploads/2024/05/...), not a key: a key's slashes sit
+                # between random characters
             limit, shortest = (CONTEXT_ENTROPY_LIMIT, MIN_CONTEXT_TOKEN) if named else (ENTROPY_LIMIT, MIN_TOKEN)
             if len(token) >= shortest and self.base64_entropy.calculate_shannon_entropy(token) > limit:
                 yield Finding("token", offset + match.start(), offset + match.end(), token)
@@ -319,6 +509,17 @@ class _Detectors:
                 else:  # through its END line, or up to the blank line that ends a block cut short
                     end = found.end() if found.group().startswith("-") else found.start()
                 yield Finding("private-key", start, end, text[start:end])
+
+
+def _names_a_secret(window: str) -> bool:
+    """Whether the words before a token say it is a secret ("token", "api key", "secret"), a "key" of an id
+    ("cache key", "key id") not counted."""
+    for word in _CREDENTIAL_WORD.finditer(window):
+        if word.group().lower().rstrip("s") == "key" and (_KEY_OF_AN_ID.search(window[:word.start()])
+                                                          or _KEY_THEN_ID.match(window[word.end():])):
+            continue
+        return True
+    return False
 
 
 def _occurrences(line: str, value: str) -> Iterator[int]:
@@ -359,16 +560,17 @@ _STAND_IN = re.compile(
     r"^(?:password|passwd|pass|secret|changeme|change_me|admin|root|guest|test|token|none|null|true|false)\d?$)")
 
 
-def _filtered(value: str) -> bool:
+def _filtered(value: str, digits: bool = False) -> bool:
     """detect-secrets' heuristic filters that fit chat text: not a template (`{key}`, `<token>`,
     `${VAR}`), not a variable (`$API_KEY`), not a UUID, not a sequence (`abcdef123456`), at least one
-    letter; and memvault's: not a stand-in of an example (`YOUR_API_KEY`, `sk-...`), not a placeholder
-    of memvault's."""
+    letter (digits: or a digit, for a PIN or a door code); and memvault's: not a stand-in of an example
+    (`YOUR_API_KEY`, `sk-...`), not a placeholder of memvault's."""
     from detect_secrets.filters import heuristic
 
     return (heuristic.is_templated_secret(value) or heuristic.is_prefixed_with_dollar_sign(value)
             or heuristic.is_potential_uuid(value) or heuristic.is_sequential_string(value)
-            or heuristic.is_not_alphanumeric_string(value) or value.startswith("[secret:")
+            or (not re.search(r"[A-Za-z0-9]", value) if digits else heuristic.is_not_alphanumeric_string(value))
+            or value.startswith("[secret:")
             or _STAND_IN.search(value) is not None)
 
 
