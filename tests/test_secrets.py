@@ -160,6 +160,27 @@ def test_the_same_text_with_a_key_added_again_is_a_duplicate(vault_dir):
     assert len(texts(vault_dir, "facts")) == 1
 
 
+def test_a_changed_password_is_stored_and_never_printed_in_clear(vault_dir):
+    """Issue 44: two adds alike but for the password withheld are two memories (the second was "already stored"
+    and its value kept nowhere); the same one again is a duplicate, said with its placeholder."""
+    old, new = "Maple-Tree-5512", "Orange-Kite-7781"
+    first = run_cli("add", f"the garage door password is {old}")
+    changed = run_cli("add", "--json", f"the garage door password is {new}")
+    assert first.exit_code == changed.exit_code == 0
+    [row] = json.loads(changed.stdout)
+    assert row["stored"] is not False and row["text"] == "the garage door password is [secret: password]"
+    assert sorted(texts(vault_dir, "facts")) == ["the garage door password is [secret: password]"] * 2
+    assert_only_withheld(vault_dir, old, new)
+    again = run_cli("add", f"the garage door password is {new}")
+    assert again.exit_code == 0 and again.stdout == ""
+    assert f"already stored as {row['id']}: the garage door password is [secret: password]" in again.stderr
+    assert new not in again.stderr + changed.stdout + changed.stderr
+    both = memvault.open_vault(vault_dir).add([f"the garage door password is {old}", "the garage door password is "
+                                               f"{new}", "the garage door password is Lemon-Sky-9"])
+    assert len(both) == 1 and [held.id for _, held in both.duplicates] == [first.stdout.split()[0], row["id"]]
+    assert len(texts(vault_dir, "facts")) == 3
+
+
 def test_with_secret_scan_off_a_key_is_stored_and_pushed_as_said(vault_dir, tmp_path):
     vault_dir.mkdir()
     (vault_dir / "memvault.toml").write_text("secret_scan = false\n")

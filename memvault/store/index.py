@@ -481,17 +481,20 @@ class Index:
         compared with the record; writes nothing (the caller holds a shared lock, or none)."""
         return _Sync(self, _How(write=False, verify=True), None).run()
 
-    def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, dict[str, Any]]:
-        """{text: row} for the live rows of this conversation and role whose text is one of `texts`."""
+    def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """{text: rows} for the live rows of this conversation and role whose text is one of `texts` (several
+        for a text with a placeholder: two passwords withheld from one sentence), by path."""
         table = self.table()
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, list[dict[str, Any]]] = {}
         if table is None:
             return found
         for chunk in _chunks(sorted(set(texts)), 200):
             where = (where_clause((role,), conversation) + " AND text IN ("
                      + ", ".join(_sql_str(t) for t in chunk) + ")")
             for row in table.search().where(where).select(["id", "path", "text"]).limit(None).to_list():
-                found.setdefault(row["text"], row)
+                found.setdefault(row["text"], []).append(row)
+        for rows in found.values():
+            rows.sort(key=lambda row: row["path"])
         return found
 
     def nearest(self, vector, k: int, roles: Iterable[str] | None = None,

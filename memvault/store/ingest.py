@@ -215,12 +215,16 @@ def without_duplicates(vault: Vault, memories: Iterable[Memory], duplicates: lis
                 held[group][key] = Stored.of(held[group][key], vault.root)
 
 
-def _text_key(text: str) -> bytes:
+def _text_key(text: str, withheld: list[str] | tuple = ()) -> bytes:
     """A text's key in the duplicate map: a 16-byte digest, not the text (the map keeps one per line
-    of a 100,000-line add)."""
+    of a 100,000-line add). withheld: the values its placeholders stand for, in the digest too, so that
+    two texts alike but for a secret (a password changed) differ, and no value is kept in clear."""
     import hashlib
 
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+    for value in withheld:
+        digest.update(b"\0" + value.encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> tuple[list, list]:
@@ -234,9 +238,12 @@ def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> 
     found: list[tuple[Memory, Memory | Stored]] = []
     first: list[tuple[tuple[str, str], bytes]] = []
     groups: dict[tuple[str, str], list[Memory]] = {}
-    # The text as it will be stored: a key added again every night is held by its placeholder
-    stored = {id(m): secret_scan.stored_text(vault, m.text) for m in memories}
-    keys = {id(m): _text_key(stored[id(m)]) for m in memories}
+    # The text as it will be stored, and what its placeholders stand for: a key added again every night is
+    # held by the memory with its placeholder and that value; a password changed is not (issue 44)
+    stored, withheld = {}, {}
+    for m in memories:
+        stored[id(m)], withheld[id(m)] = secret_scan.stored_form(vault, m.text)
+    keys = {id(m): _text_key(stored[id(m)], withheld[id(m)]) for m in memories}
     for memory in memories:
         groups.setdefault((memory.conversation_id, memory.role), []).append(memory)
     # The index as it is (no sync: an add says nothing about unrelated files); what it claims is
@@ -247,13 +254,20 @@ def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> 
         held = held_by_group.setdefault(group_key, {})
         fresh = [stored[id(m)] for m in group if keys[id(m)] not in held]
         rows = index.same_texts(conversation, role, fresh) if index is not None and fresh else {}
-        for text, row in rows.items():
-            memory = files.still_live(vault.root, vault.root / row["path"], row["id"], text)
-            if memory is not None:
-                held[_text_key(text)] = Stored.of(memory, vault.root)
+        holders = [row for text, same in rows.items() if secret_scan.PLACEHOLDER.search(text) for row in same]
+        values = secret_scan.withheld_values(vault, [row["id"] for row in holders]) if holders else {}
+        for text, same in rows.items():
+            for row in same:
+                memory = files.still_live(vault.root, vault.root / row["path"], row["id"], text)
+                if memory is not None:
+                    # a placeholder whose value is not on record stands for nothing known: only the same
+                    # text with no secret in it is the same (a new value is stored, not lost)
+                    key = _text_key(text, values[row["id"]]) if row["id"] in values else _text_key(text)
+                    held.setdefault(key, Stored.of(memory, vault.root))
         for memory in group:
             key = keys[id(memory)]
             if key in held:
+                memory.text = stored[id(memory)]  # not stored: what the faces show of it is what the door would
                 found.append((memory, held[key]))
             else:
                 held[key] = memory  # a second copy in the same add is a duplicate too

@@ -82,6 +82,7 @@ class Finding:
     start: int
     end: int
     value: str
+    field: str = "text"  # where in a memory it was: its text, or the front-matter key (withhold)
 
     @property
     def placeholder(self) -> str:
@@ -678,25 +679,27 @@ def withhold(vault, memory, force: bool = False) -> list[Finding]:
     unless force: `memvault scrub`, which the user asked for)."""
     if not force and not enabled(vault):
         return []
+    import dataclasses
+
     found: list[Finding] = []
 
-    def clean(value):
+    def clean(value, field):
         if isinstance(value, str):
             findings = scan(value)
             if findings:
-                found.extend(findings)
+                found.extend(f if field == "text" else dataclasses.replace(f, field=field) for f in findings)
                 return redact(value, findings)
             return value
         if isinstance(value, list):
-            return [clean(item) for item in value]
+            return [clean(item, field) for item in value]
         if isinstance(value, dict):
-            return {key: clean(item) for key, item in value.items()}
+            return {key: clean(item, field) for key, item in value.items()}
         return value
 
-    memory.text = clean(memory.text)
+    memory.text = clean(memory.text, "text")
     for key in list(memory.extra):
         if key not in _OWN_KEYS:
-            memory.extra[key] = clean(memory.extra[key])
+            memory.extra[key] = clean(memory.extra[key], key)
     return found
 
 
@@ -733,7 +736,8 @@ def keep(vault, command: str, memory, findings: list[Finding]) -> Withheld:
 
     rel = memory.path.relative_to(vault.root).as_posix() if memory.path is not None else ""
     line = json.dumps({"at": files.format_time(files.utcnow()), "command": command, "id": memory.id, "path": rel,
-                       "secrets": [{"kind": f.kind, "placeholder": f.placeholder, "value": f.value}
+                       "secrets": [{"kind": f.kind, "placeholder": f.placeholder, "value": f.value,
+                                    **({"field": f.field} if f.field != "text" else {})}
                                    for f in findings]}, ensure_ascii=False)
     target = vault.sidecar / WITHHELD_FILE
     try:
@@ -829,8 +833,46 @@ def for_prompt(vault, results: list, summary: str | None) -> str | None:
 def stored_text(vault, text: str) -> str:
     """A text as the door stores it, secrets as placeholders: what fact extraction reads of the user's words
     (the model is never shown a secret by memvault; the chat's own request went upstream as the user sent
-    it), and what `add` compares to find a duplicate."""
+    it)."""
     return redact(text) if enabled(vault) and text else text
+
+
+def stored_form(vault, text: str) -> tuple[str, list[str]]:
+    """(a text as the door stores it, the values it withholds from it, in order): what `add` compares to find
+    a duplicate. Two texts alike but for the secret withheld (a password changed: "the garage door password
+    is X", then "... is Y") are not duplicates of each other."""
+    if not enabled(vault) or not text:
+        return text, []
+    findings = scan(text)
+    return redact(text, findings), [f.value for f in findings]
+
+
+def withheld_values(vault, ids: Iterable[str]) -> dict[str, list[str]]:
+    """{memory id: the values withheld from its text, in order} as .memvault/withheld.jsonl's latest record of
+    each memory holds them (the record of the write that made the file as it is). A memory with no record
+    is left out: the caller cannot tell what its placeholders stand for."""
+    import json
+
+    wanted = set(ids)
+    found: dict[str, list[str]] = {}
+    target = vault.sidecar / WITHHELD_FILE
+    if not wanted or not target.is_file():
+        return found
+    try:
+        with target.open(encoding="utf-8") as lines:
+            for line in lines:
+                if not any(memory_id in line for memory_id in wanted):
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("id") in wanted:
+                    found[record["id"]] = [s.get("value", "") for s in record.get("secrets", ())
+                                           if s.get("field", "text") == "text"]
+    except OSError:
+        return {}
+    return found
 
 
 def split_facts(vault, facts: list[str]) -> tuple[list[str], list[str]]:
