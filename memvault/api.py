@@ -261,6 +261,9 @@ class Memvault:
         memories = ingest.new_memories(pieces, conversation=conversation, kind=kind, tags=tags, source=source,
                                        rationale=rationale, alternatives=alternatives, meta=meta,
                                        created_at=_time(created_at, "created_at"))
+        from memvault.store import secret_scan
+
+        secret_scan.refuse_secret_id(self._vault, conversation)  # before the vault is made or locked
         return self.add_memories(memories, allow_duplicate=allow_duplicate, progress=progress)
 
     def add_jsonl(self, text: str, origin: str = "stdin", *, allow_duplicate: bool = False, extract: bool = False,
@@ -275,7 +278,11 @@ class Memvault:
         path, ...; `read()` gives a memory whole), so that a 100,000-line add never holds them all."""
         from memvault.store import ingest
 
-        count, turns = ingest.check_jsonl(text, origin, defaults)
+        from memvault.store import secret_scan
+
+        count, turns = ingest.check_jsonl(text, origin, defaults,
+                                          check_id=lambda conversation: secret_scan.refuse_secret_id(self._vault,
+                                                                                                     conversation))
         if not count:
             raise MemvaultError(f"nothing to add: {origin} has no JSON lines")
         if extract and not turns:

@@ -457,6 +457,73 @@ def test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_
     assert GITHUB_TOKEN.encode() in git_objects(bare)
 
 
+def test_a_token_in_a_hand_commits_message_is_not_pushed_until_scrubbed(remote_vault):
+    """Issue 44: a commit message is checked before a push as a file is; named by commit and line; `scrub
+    --rewrite-history` rewrites the message; `--push-secrets` pushes one as it is."""
+    vault_dir, bare = remote_vault
+    git(vault_dir, "commit", "-q", "--allow-empty", "-m", f"old token was {GITHUB_TOKEN}")
+    sha = git(vault_dir, "rev-parse", "HEAD").strip()
+    remote_head = git(bare, "rev-parse", "HEAD")
+    refused = run_memvault("sync", text=True)
+    assert refused.returncode == 1, refused.stderr
+    assert f"hold a secret (commit {sha[:8]} message, line 1: github-token …{GITHUB_TOKEN[-4:]})" in refused.stderr
+    assert GITHUB_TOKEN not in refused.stderr + refused.stdout and git(bare, "rev-parse", "HEAD") == remote_head
+    as_json = json.loads(run_memvault("sync", "--json", text=True).stdout)["secrets"]
+    assert as_json == [{"in": "message", "path": None, "line": 1, "secret": f"github-token …{GITHUB_TOKEN[-4:]}",
+                        "commit": sha, "pushed": False}]
+    scrubbed = run_memvault("scrub", "--rewrite-history", text=True)
+    assert scrubbed.returncode == 0 and "rewrote 1 commit not pushed yet" in scrubbed.stdout, scrubbed.stdout
+    assert git(vault_dir, "log", "-1", "--format=%B").strip() == f"old token was [secret: github-token …{GITHUB_TOKEN[-4:]}]"
+    assert run_memvault("sync").returncode == 0
+    assert GITHUB_TOKEN.encode() not in git_objects(bare)
+    git(vault_dir, "commit", "-q", "--allow-empty", "-m", f"the other one: {OPENAI_KEY}")
+    assert run_memvault("sync", "--push-secrets").returncode == 0
+    assert OPENAI_KEY.encode() in git_objects(bare)
+
+
+def test_a_secret_as_a_conversation_id_is_refused_and_scrub_takes_an_old_one_out_of_path_and_history(vault_dir):
+    """Issue 44: `add -c <token>` wrote the token into a folder's name, the front matter and the commit
+    subject. Now refused before anything is written; a vault an older memvault wrote so is fixed by scrub (the
+    memory moves to the conversation of its placeholder), and `scrub --rewrite-history` really moves HEAD
+    (it said it rewrote the commits and left HEAD, adding a backup ref at each run) and adds no ref when
+    there is nothing left to rewrite; `export --all` holds no token."""
+    refused = run_cli("add", "-c", GITHUB_TOKEN, "deploy notes for the bot")
+    assert refused.exit_code == 2 and "the conversation id holds a secret (github-token …" in refused.stderr
+    assert GITHUB_TOKEN not in refused.stderr + refused.stdout and not vault_dir.exists()
+    jsonl = run_cli("add", "--jsonl", "-", input=json.dumps({"text": "x", "conversation_id": GITHUB_TOKEN}) + "\n")
+    assert jsonl.exit_code == 2 and "stdin: the conversation id holds a secret" in jsonl.stderr
+    assert not vault_dir.exists()
+
+    # what an older memvault wrote for `add -c <token>`
+    old = memvault.open_vault(vault_dir, secret_scan=False)
+    [memory] = old.add("deploy notes for the bot", conversation=GITHUB_TOKEN)
+    assert GITHUB_TOKEN in git(vault_dir, "log", "-1", "--format=%s") and GITHUB_TOKEN in str(memory.path)
+    scrubbed = run_cli("scrub")
+    assert scrubbed.exit_code == 1
+    folder = files.conversation_slug(f"[secret: github-token …{GITHUB_TOKEN[-4:]}]")
+    assert f"entries/{folder}/facts/" in scrubbed.stdout
+    assert f"entries/{GITHUB_TOKEN} (the name): github-token …" in scrubbed.stdout
+    assert "message, line 1: github-token" in scrubbed.stdout
+    assert not (vault_dir / "entries" / GITHUB_TOKEN).exists()
+    head = git(vault_dir, "rev-parse", "HEAD").strip()
+    rewritten = run_cli("scrub", "--rewrite-history")
+    assert rewritten.exit_code == 0, rewritten.stdout
+    assert git(vault_dir, "rev-parse", "HEAD").strip() != head
+    assert GITHUB_TOKEN.encode() not in git_objects(vault_dir, "HEAD")
+    refs = git(vault_dir, "for-each-ref", "refs/memvault/before-scrub").splitlines()
+    assert len(refs) == 1
+    again = run_cli("scrub", "--rewrite-history")
+    assert again.exit_code == 0 and again.stdout.strip() == "no secrets found in the memory files or in git history"
+    assert git(vault_dir, "for-each-ref", "refs/memvault/before-scrub").splitlines() == refs
+    exported = run_cli("export", "--all")
+    assert exported.exit_code == 0 and GITHUB_TOKEN not in exported.stdout
+    [row] = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert row["conversation_id"] == f"[secret: github-token …{GITHUB_TOKEN[-4:]}]" and row["id"] == memory.id
+    found = memvault.open_vault(vault_dir).search("deploy notes", conversation=row["conversation_id"]).results
+    assert [r.id for r in found] == [memory.id]
+    assert run_cli("reindex", "--check").exit_code == 0 and git(vault_dir, "status", "--porcelain") == ""
+
+
 def test_scrub_on_a_vault_with_keys_in_pushed_and_unpushed_history(remote_vault):
     vault_dir, bare = remote_vault
     old = memvault.open_vault(vault_dir, secret_scan=False)

@@ -16,6 +16,7 @@ machine anyway, so it must be rotated.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,22 +32,29 @@ BATCH = 2000  # blobs read per `git cat-file --batch`
 
 @dataclass(frozen=True)
 class HistoryFinding:
-    """A secret in a file as a commit holds it (never the value)."""
+    """A secret in git history (never the value): in a file as a commit holds it (where "file"), in a path's
+    name (a folder named after a conversation id: "path"), or in a commit's message ("message")."""
 
-    path: str
-    line: int
+    path: str  # the file, or the path whose name holds it ("" for a message)
+    line: int  # in the file or the message (0 for a path)
     label: str
-    blob: str
-    commit: str | None = None  # the commit that added that version of the file
+    blob: str  # the blob (a file), "" otherwise
+    commit: str | None = None  # the commit that added that version of the file, that path, or that message
     pushed: bool = False  # reachable from a remote-tracking branch: it has left this machine
+    where: str = "file"
 
     def __str__(self) -> str:
+        commit = self.commit[:8] if self.commit else "?"
+        if self.where == "message":
+            return f"commit {commit} message, line {self.line}: {self.label}"
+        if self.where == "path":
+            return f"{self.path} (the name): {self.label}, commit {commit}"
         where = f", commit {self.commit[:8]}" if self.commit else ""
         return f"{self.path}:{self.line}: {self.label}{where}"
 
     def to_json(self) -> dict:
-        return {"path": self.path, "line": self.line, "secret": self.label, "commit": self.commit,
-                "pushed": self.pushed}
+        return {"in": self.where, "path": self.path or None, "line": self.line, "secret": self.label,
+                "commit": self.commit, "pushed": self.pushed}
 
 
 def _git(root: Path, *args: str, input: bytes | None = None) -> str:
@@ -120,16 +128,74 @@ def _with_commits(root: Path, findings: list[HistoryFinding], head: str, pushed_
             for f in findings]
 
 
+# Names memvault gives its own files (a time stamp and an id, a summary, a session): no secret in them.
+_OWN_NAME = re.compile(r"\d{8}T\d{6,12}Z__[0-9a-f-]{36}\.md|summary\.md|session\.md|L\d+|facts|notes|decisions|turns|"
+                       r"pending|summaries|deleted|entries|memvault\.toml|\.gitignore|\.gitattributes|README\.md")
+
+
+def path_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
+    """The paths reachable from these revisions whose name holds a secret of a named kind (a folder named
+    after a conversation id that is a token): each part of a path is looked at once."""
+    out = _git(root, "-c", "core.quotePath=false", "rev-list", "--objects", *revisions, "--")
+    bad: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    found: list[HistoryFinding] = []
+    for line in out.splitlines():
+        _, _, path = line.partition(" ")
+        if not path or path in seen:
+            continue
+        seen.add(path)
+        name = path.rsplit("/", 1)[-1]
+        if name not in bad:
+            bad[name] = [] if _OWN_NAME.fullmatch(name) else [f.label for f in secret_scan.secrets_in_id(name)]
+        for label in bad[name]:
+            found.append(HistoryFinding(path, 0, label, "", where="path"))
+    # a folder and what is under it: named once, by the folder
+    named = {f.path for f in found}
+    return [f for f in found if not any(f.path.startswith(other + "/") for other in named)]
+
+
+def message_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
+    """The secrets in the messages of the commits reachable from these revisions, named by commit and line."""
+    out = _git(root, "log", "--format=%H%x00%B%x00", *revisions, "--")
+    found: list[HistoryFinding] = []
+    parts = out.split("\0")
+    for sha, message in zip(parts[0::2], parts[1::2]):
+        sha = sha.strip()
+        if not sha or not message.strip():
+            continue
+        for item in secret_scan.find_in_lines("", enumerate(message.strip("\n").split("\n"), 1)):
+            found.append(HistoryFinding("", item.line, item.label, "", commit=sha, where="message"))
+    return found
+
+
+def _path_commits(root: Path, findings: list[HistoryFinding], head: str) -> list[HistoryFinding]:
+    """Each path finding with the oldest commit of `head`'s history that has the path."""
+    import dataclasses
+
+    out = []
+    for finding in findings:
+        if finding.where == "path":
+            first = _git(root, "log", "--format=%H", "--reverse", head, "--", finding.path).split("\n", 1)[0].strip()
+            finding = dataclasses.replace(finding, commit=first or None)
+        out.append(finding)
+    return out
+
+
 # -- sync's check ---------------------------------------------------------------------------------------
 
 def secrets_to_push(vault, head: str, theirs: str | None) -> list[HistoryFinding]:
-    """The secrets in what a push of `head` over the remote's `theirs` would send (nothing when the
-    vault's secret_scan is off)."""
+    """The secrets in what a push of `head` over the remote's `theirs` would send: the files' new versions,
+    the names of new paths and the commits' messages (issue 44: a hand commit's message held a token and
+    was pushed); nothing when the vault's secret_scan is off."""
     if not secret_scan.enabled(vault):
         return []
     root = vault.root
-    findings = scan_blobs(root, new_blobs(root, head, *([f"^{theirs}"] if theirs else [])))
-    return _with_commits(root, findings, f"{theirs}..{head}" if theirs else head)
+    revisions = (head, *([f"^{theirs}"] if theirs else []))
+    span = f"{theirs}..{head}" if theirs else head
+    findings = _with_commits(root, scan_blobs(root, new_blobs(root, *revisions)), span)
+    findings += _path_commits(root, path_findings(root, *revisions), span)
+    return findings + message_findings(root, *revisions)
 
 
 def refusal(findings: list[HistoryFinding], remote: str) -> str:
@@ -137,9 +203,9 @@ def refusal(findings: list[HistoryFinding], remote: str) -> str:
     shown = "; ".join(str(f) for f in findings[:5]) + (f"; and {len(findings) - 5} more" if len(findings) > 5 else "")
     count = "a secret" if len(findings) == 1 else f"{len(findings)} secrets"
     return (f"not pushed to {remote}: the commits to push hold {count} ({shown}); they have not left this "
-            "machine: `memvault scrub --rewrite-history` replaces them with placeholders in the files and in the "
-            "commits not pushed yet, then sync again; `memvault sync --push-secrets` pushes them as they are. "
-            "What was pulled is merged here, nothing is lost")
+            "machine: `memvault scrub --rewrite-history` replaces them with placeholders in the files, the "
+            "paths and the messages of the commits not pushed yet, then sync again; `memvault sync "
+            "--push-secrets` pushes them as they are. What was pulled is merged here, nothing is lost")
 
 
 # -- scrub ----------------------------------------------------------------------------------------------
@@ -200,8 +266,12 @@ def scrub(vault, rewrite_history: bool = False) -> ScrubResult:
                 result.left.extend(_raw_findings(vault, path))
                 continue
             findings = secret_scan.withhold(vault, memory, force=True)
+            moved = secret_scan.withhold_ids(memory)  # a conversation id that is a secret: its placeholder
+            findings += moved
+            if secret_scan.scan(files.render(memory)):  # in a key of memvault's own (an id, a hash)
+                findings += secret_scan.withhold(vault, memory, force=True, every_key=True)
             if findings:
-                change.scrub(memory)
+                change.scrub(memory, moved=any(f.field == "conversation_id" for f in moved))
                 # said by scrub's own report, not by the door's notice
                 result.scrubbed.append(secret_scan.keep(vault, change.command, memory, findings))
         change.title = _title(result.scrubbed)
@@ -227,12 +297,20 @@ def _title(scrubbed: list) -> str:
 
 
 def _history(vault, head: str) -> list[HistoryFinding]:
+    """Every secret HEAD's history holds: in files, in paths' names, in commit messages; each marked pushed
+    when a remote-tracking branch reaches it."""
+    import dataclasses
+
     root = vault.root
-    findings = scan_blobs(root, new_blobs(root, head))
-    if not findings:
+    files_found = scan_blobs(root, new_blobs(root, head))
+    others = _path_commits(root, path_findings(root, head), head) + message_findings(root, head)
+    if not files_found and not others:
         return []
-    pushed = set(new_blobs(root, "--remotes")) if _git(root, "for-each-ref", "refs/remotes").strip() else set()
-    return _with_commits(root, findings, head, pushed)
+    remotes = bool(_git(root, "for-each-ref", "refs/remotes").strip())
+    pushed = set(new_blobs(root, "--remotes")) if remotes and files_found else set()
+    pushed_commits = set(_git(root, "rev-list", "--remotes", "--").split()) if remotes and others else set()
+    return _with_commits(root, files_found, head, pushed) + [
+        dataclasses.replace(f, pushed=f.commit in pushed_commits) for f in others]
 
 
 def _raw_findings(vault, path: Path) -> list:
@@ -256,23 +334,35 @@ def _outside_entries(vault) -> list:
 
 
 def clean_blob(text: str, path: str) -> str:
-    """A file's text as scrub leaves it: a memory file parsed and written again with placeholders (its
-    YAML stays valid); any other file with the secrets replaced where they are."""
+    """A file's text as scrub leaves it: a memory file parsed and written again with placeholders, its
+    conversation id too, and memvault's own keys when the file still holds a secret (its YAML stays
+    valid); any other file with the secrets replaced where they are."""
     if path.endswith(".md"):
         try:
             memory, _ = files.parse_memory(text, Path(path))
         except MemoryFileError:
             return secret_scan.redact(text)
-        if secret_scan.withhold(None, memory, force=True):
-            return files.render(memory)
-        return text
+        found = secret_scan.withhold(None, memory, force=True) + secret_scan.withhold_ids(memory)
+        cleaned = files.render(memory) if found else text
+        if secret_scan.scan(cleaned) and secret_scan.withhold(None, memory, force=True, every_key=True):
+            cleaned = files.render(memory)  # in a key of memvault's own (an id, a hash): as a quoted string
+        return cleaned
     return secret_scan.redact(text)
 
 
+def clean_path(path: str) -> str:
+    """A path with each part that holds a secret (a folder named after a conversation id) replaced by the
+    folder of its placeholder."""
+    return "/".join(secret_scan.clean_name(part) for part in path.split("/"))
+
+
 def _rewrite(vault, head: str, unpushed: list[HistoryFinding]) -> Rewrite:
-    """Make the commits not pushed yet again, oldest first, each with its message, author and dates and
-    its files cleaned (clean_blob); the branch then points at the new head, the old one is kept under
-    refs/memvault/before-scrub/<time>. Under the vault lock: nothing else writes meanwhile."""
+    """Make the commits not pushed yet again, oldest first, each with its message (its secrets replaced),
+    author and dates, its files cleaned (clean_blob) and its paths whose names hold a secret moved
+    (clean_path); the branch then points at the new head, the old one is kept under
+    refs/memvault/before-scrub/<time>. A commit that comes out the same is kept as it is; when none
+    changes, the branch, the backup refs and the reflog are left alone (commits == 0). Under the vault
+    lock: nothing else writes meanwhile."""
     from memvault.store import gitrepo
     from memvault.store.lock import vault_lock
 
@@ -283,9 +373,10 @@ def _rewrite(vault, head: str, unpushed: list[HistoryFinding]) -> Rewrite:
     with vault_lock(vault.lock_path, timeout=vault.settings.lock_timeout, holder="scrub", on_wait=vault.notice):
         if gitrepo.head_sha(root) != head:
             raise MemvaultError("the vault's history moved while scrub ran; run it again")
-        dirty = {f.blob: f.path for f in unpushed}
-        cleaned = _clean_blobs(root, dirty)
-        paths = sorted(set(dirty.values()))
+        dirty = {f.blob: f.path for f in unpushed if f.where == "file"}
+        cleaned = {sha: clean for sha, clean in _clean_blobs(root, dirty).items() if clean != sha}
+        paths = sorted(set(dirty.values()) | {f.path for f in unpushed if f.where == "path"})
+        messages = {f.commit for f in unpushed if f.where == "message"}
         rows = _git(root, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", "--remotes", "--")
         mapped: dict[str, str] = {}
         made = 0
@@ -295,13 +386,15 @@ def _rewrite(vault, head: str, unpushed: list[HistoryFinding]) -> Rewrite:
                     continue
                 sha, *parents = row.split()
                 new_parents = [mapped.get(p, p) for p in parents]
-                tree = _clean_tree(root, sha, paths, cleaned, Path(scratch) / "index")
-                if tree is None and new_parents == parents:
+                tree = _clean_tree(root, sha, paths, cleaned, Path(scratch) / "index") if paths else None
+                if tree is None and new_parents == parents and sha not in messages:
                     mapped[sha] = sha  # untouched and on untouched parents: the same commit
                     continue
-                mapped[sha] = _commit_again(root, sha, tree, new_parents)
-                made += 1
+                mapped[sha] = _commit_again(root, sha, tree, new_parents, clean_message=sha in messages)
+                made += mapped[sha] != sha
         new_head = mapped.get(head, head)
+        if new_head == head:  # nothing came out different: no new history, no backup of the old one
+            return Rewrite("", head, head, 0, 0)
         stamp = files.file_stamp(files.utcnow())
         backup = f"{BACKUP_REFS}/{stamp}"
         _git(root, "update-ref", "-m", "memvault scrub: the history before --rewrite-history", backup, head)
@@ -347,8 +440,8 @@ def _clean_blobs(root: Path, dirty: dict[str, str]) -> dict[str, str]:
 
 
 def _clean_tree(root: Path, commit: str, paths: list[str], cleaned: dict[str, str], index: Path) -> str | None:
-    """The commit's tree with every dirty blob at these paths replaced by its cleaned copy; None when it
-    holds none of them."""
+    """The commit's tree with every dirty blob under these paths replaced by its cleaned copy and every path
+    whose name holds a secret moved (clean_path); None when nothing in it changes."""
     from memvault.store import gitrepo
 
     listing = _git(root, "-c", "core.quotePath=false", "ls-tree", "-r", "-z", commit, "--", *paths)
@@ -356,8 +449,11 @@ def _clean_tree(root: Path, commit: str, paths: list[str], cleaned: dict[str, st
     for entry in filter(None, listing.split("\0")):
         meta, _, path = entry.partition("\t")
         mode, _, sha = meta.split(" ")
-        if sha in cleaned:
-            updates.append(f"{mode} {cleaned[sha]}\t{path}")
+        new_path, new_sha = clean_path(path), cleaned.get(sha, sha)
+        if new_path != path:
+            updates.append(f"0 {'0' * len(sha)}\t{path}")
+        if new_path != path or new_sha != sha:
+            updates.append(f"{mode} {new_sha}\t{new_path}")
     if not updates:
         return None
     env = {"GIT_INDEX_FILE": str(index)}
@@ -367,11 +463,13 @@ def _clean_tree(root: Path, commit: str, paths: list[str], cleaned: dict[str, st
         status, out, err = gitrepo._run(root, *args, input=stdin, env=env)
         if status != 0:
             raise MemvaultError(f"git {args[0]} in {root} failed while rewriting {commit[:8]}: {err.strip()}")
-    return out.decode().strip()
+    tree = out.decode().strip()
+    return None if tree == _git(root, "rev-parse", f"{commit}^{{tree}}").strip() else tree
 
 
-def _commit_again(root: Path, sha: str, tree: str | None, parents: list[str]) -> str:
-    """The commit made again with another tree and/or parents: its message, author and committer as they were."""
+def _commit_again(root: Path, sha: str, tree: str | None, parents: list[str], clean_message: bool = False) -> str:
+    """The commit made again with another tree and/or parents: its message (clean_message: with its secrets
+    replaced by placeholders), author and committer as they were."""
     from memvault.store import gitrepo
 
     fields = _git(root, "log", "-1", "--format=%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%T%x00%B", sha)
@@ -380,6 +478,8 @@ def _commit_again(root: Path, sha: str, tree: str | None, parents: list[str]) ->
     env = {**os.environ, "GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": author_mail, "GIT_AUTHOR_DATE": author_date,
            "GIT_COMMITTER_NAME": committer, "GIT_COMMITTER_EMAIL": committer_mail,
            "GIT_COMMITTER_DATE": committer_date}
+    if clean_message:
+        message = secret_scan.redact(message)
     args = ["commit-tree", tree or old_tree]
     for parent in parents:
         args += ["-p", parent]

@@ -998,7 +998,10 @@ def scrub_lines(result, root: Path) -> list[str]:
     if result.left:
         lines.append("left in files that are not memories (edit them yourself):")
         lines += [f"  {f}" for f in result.left]
-    if result.rewrite is not None:
+    if result.rewrite is not None and not result.rewrite.commits:
+        lines.append("rewrote no commit: none came out different (what git history still holds is below); HEAD and "
+                     "the branch are as they were")
+    elif result.rewrite is not None:
         r = result.rewrite
         lines.append(f"rewrote {r.commits} commit{'s' if r.commits != 1 else ''} not pushed yet ({r.cleaned} file "
                      f"version{'s' if r.cleaned != 1 else ''} cleaned); the old history is under {r.backup_ref}: to "

@@ -51,14 +51,23 @@ def role_for_kind(kind: str) -> str:
         raise UsageError(f"unknown kind {kind!r} (one of {', '.join(files.KIND_TO_ROLE)})") from None
 
 
-def check_jsonl(text: str, origin: str, defaults: dict[str, Any]) -> tuple[int, int]:
+def check_jsonl(text: str, origin: str, defaults: dict[str, Any],
+                check_id: Callable[[str], None] | None = None) -> tuple[int, int]:
     """Check every line (UsageError naming the first bad one) before anything is written; returns
     how many memories the text holds, and how many of them are chat turns. The memories are made
-    again by iter_jsonl as they are written, so that a 100,000-line add never holds them all."""
+    again by iter_jsonl as they are written, so that a 100,000-line add never holds them all.
+    check_id: called once per conversation id (a secret in one is refused before anything is written)."""
     count = turns = 0
+    seen: set[str] = set()
     for memory in iter_jsonl(text, origin, defaults):
         count += 1
         turns += memory.role in TURN_ROLES
+        if check_id is not None and memory.conversation_id not in seen:
+            seen.add(memory.conversation_id)
+            try:
+                check_id(memory.conversation_id)
+            except UsageError as exc:
+                raise UsageError(f"{origin}: {exc}") from None
     return count, turns
 
 

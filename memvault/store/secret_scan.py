@@ -673,10 +673,12 @@ def warm(vault) -> None:
         scan("warm up")
 
 
-def withhold(vault, memory, force: bool = False) -> list[Finding]:
+def withhold(vault, memory, force: bool = False, every_key: bool = False) -> list[Finding]:
     """Replace the secrets of a memory about to be written by placeholders, in its text and in the
     strings of its front matter; returns what was found (nothing when the vault's secret_scan is off,
-    unless force: `memvault scrub`, which the user asked for)."""
+    unless force: `memvault scrub`, which the user asked for). every_key: memvault's own keys too (ids,
+    hashes: never scanned at the door, but a commit of an older memvault, or a hand edit, may hold a
+    secret there; scrub's rewrite of history)."""
     if not force and not enabled(vault):
         return []
     import dataclasses
@@ -698,7 +700,7 @@ def withhold(vault, memory, force: bool = False) -> list[Finding]:
 
     memory.text = clean(memory.text, "text")
     for key in list(memory.extra):
-        if key not in _OWN_KEYS:
+        if every_key or key not in _OWN_KEYS:
             memory.extra[key] = clean(memory.extra[key], key)
     return found
 
@@ -789,6 +791,76 @@ def withhold_files(vault, change, paths: Iterable) -> list:
         change.withheld.append(keep(vault, change.command, memory, findings))
         rewritten.append(path)
     return rewritten
+
+
+# -- a conversation id: a name that becomes a path, a front-matter key and part of a commit message -------
+
+_ID_KEYS = ("conversation_id", "original_conversation_id")
+
+
+def secrets_in_id(conversation_id: str) -> list[Finding]:
+    """The secrets of a named kind in a conversation id (an entropy guess is not one: ids are random-looking)."""
+    return [f for f in _id_findings(conversation_id) if f.kind not in _ENTROPY_KINDS] if conversation_id else []
+
+
+_ID_CACHE: dict[str, list[Finding]] = {}
+
+
+def _id_findings(conversation_id: str) -> list[Finding]:
+    found = _ID_CACHE.get(conversation_id)
+    if found is None:
+        found = scan(conversation_id)
+        if len(_ID_CACHE) > 4096:
+            _ID_CACHE.clear()
+        _ID_CACHE[conversation_id] = found
+    return found
+
+
+def refuse_secret_id(vault, conversation_id: str) -> None:
+    """InvalidConversationId when a conversation id holds a secret (`add -c ghp_...`): it would become the
+    folder's name, the front matter's conversation_id and part of the commit message, which git keeps and a
+    sync pushes, where no placeholder can stand in for it. Refused at the door, before anything is written."""
+    if not enabled(vault):
+        return
+    found = secrets_in_id(conversation_id)
+    if found:
+        from memvault.errors import InvalidConversationId
+
+        raise InvalidConversationId(
+            f"the conversation id holds a secret ({', '.join(f.label for f in found)}): a conversation id is a "
+            "folder's name, the front matter's conversation_id and part of the commit message, which git keeps "
+            "and a sync pushes; name the conversation otherwise (nothing was written)")
+
+
+def withhold_ids(memory) -> list[Finding]:
+    """`memvault scrub` of a memory whose conversation id (or the original one an import kept) holds a secret:
+    the id becomes its placeholder (`[secret: github-token …a1b2]`), so that the memory moves to that
+    conversation's folder. Returns what was found (field: the key)."""
+    import dataclasses
+
+    found: list[Finding] = []
+    for key in _ID_KEYS:
+        value = memory.conversation_id if key == "conversation_id" else memory.extra.get(key)
+        if not isinstance(value, str):
+            continue
+        findings = secrets_in_id(value)
+        if not findings:
+            continue
+        found.extend(dataclasses.replace(f, field=key) for f in findings)
+        if key == "conversation_id":
+            memory.conversation_id = redact(value, findings)
+        else:
+            memory.extra[key] = redact(value, findings)
+    return found
+
+
+def clean_name(name: str) -> str:
+    """A path's part (a folder named after a conversation id) with the secrets of a named kind in it replaced:
+    the folder of the conversation whose id is the placeholder (files.conversation_slug of it)."""
+    from memvault.store import files
+
+    found = secrets_in_id(name)
+    return files.conversation_slug(redact(name, found)) if found else name
 
 
 def redact_history(vault, entry: dict) -> dict:

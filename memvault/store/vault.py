@@ -407,6 +407,7 @@ class Change:
     def _write(self, memory: Memory, path: Path | None = None) -> Path:
         from memvault.store import secret_scan
 
+        secret_scan.refuse_secret_id(self.vault, memory.conversation_id)  # a path and a commit message hold it
         secrets = secret_scan.withhold(self.vault, memory)  # the one door every memory file passes
         try:
             written = files.write_memory(self.root, memory, path)
@@ -475,10 +476,23 @@ class Change:
         self.events.append(Event(EDIT, memory))
         return memory
 
-    def scrub(self, memory: Memory) -> Memory:
+    def scrub(self, memory: Memory, moved: bool = False) -> Memory:
         """Rewrite in place a memory whose secrets `memvault scrub` replaced with placeholders (SCRUB). A
-        hand edit not committed yet goes into this commit: it may be what held the secret."""
-        self._write(memory, memory.path)
+        hand edit not committed yet goes into this commit: it may be what held the secret. moved: its
+        conversation id was a secret and is now its placeholder: the file goes to that conversation's
+        folder (same file name, live or tombstone), and the old folder when it is left empty."""
+        old_path = target = memory.path
+        if moved and old_path is not None:
+            parts = Path(self.vault.relative(old_path)).parts
+            if len(parts) >= 3 and parts[0] == files.ENTRIES:
+                target = self.root.joinpath(files.ENTRIES, files.conversation_slug(memory.conversation_id), *parts[2:])
+        self._write(memory, target)
+        if old_path is not None and target != old_path:
+            old_path.unlink(missing_ok=True)
+            self.written_paths.discard(old_path)
+            self.removed_paths.add(old_path)
+            self._pending.add(old_path)
+            _remove_empty_folders(old_path.parent, self.vault.entries)
         self.events.append(Event(SCRUB, memory))
         return memory
 
@@ -655,3 +669,13 @@ class Change:
                   (len(self.of(REMOVE)), "taken out"), (len(self.of(SCRUB)), "scrubbed")]
         parts = [f"{n} {word}" for n, word in counts if n]
         return f"memvault {self.command}: {', '.join(parts) or 'changes'}{scope}"
+
+
+def _remove_empty_folders(folder: Path, top: Path) -> None:
+    """Remove `folder` and its parents up to (not including) `top` while they are empty."""
+    while folder != top and top in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
