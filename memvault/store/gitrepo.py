@@ -580,6 +580,27 @@ def changes_since(root: Path, commit: str | None, under: str, untracked_in: list
     return answer
 
 
+def blobs_at_head(root: Path, paths: list[str]) -> dict[str, str] | None:
+    """{path: its blob id at HEAD, "" where HEAD has none}, by one `git cat-file --batch-check` (a plain
+    process, as changes_since: a search imports no GitPython); None when git cannot tell (no commit yet,
+    no git, a failure)."""
+    import subprocess
+
+    if not paths or read_head(root) is None:
+        return None if paths else {}
+    _git_env()
+    names = "".join(f"HEAD:{path}\n" for path in paths).encode("utf-8", "surrogateescape")
+    try:
+        done = subprocess.run(["git", "-C", str(root), "cat-file", "--batch-check=%(objectname) %(objecttype)"],
+                              input=names, capture_output=True, env={**os.environ, "LANGUAGE": "C", "LC_ALL": "C"})
+    except OSError:
+        return None
+    rows = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if done.returncode != 0 or len(rows) != len(paths):
+        return None
+    return {path: row.split()[0] if row.endswith(" blob") else "" for path, row in zip(paths, rows)}
+
+
 def read_head(root: Path) -> str | None:
     """The commit HEAD points at, read from .git's files when they are the plain kind (a branch
     whose ref is loose or packed), else head_sha: the index's sync reads it without importing

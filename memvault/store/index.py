@@ -131,6 +131,9 @@ class SyncReport:
     unlike_head: dict[str, str] | None = None
     committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
     commit: str | None = None  # ... and the commit it made of them
+    # check: the files a search read and indexed as they are, edited by hand and not taken in (scanned for
+    # secrets, committed) yet: what `memvault reindex` does for them is still to do (issue 44)
+    unchecked: list[str] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -140,13 +143,15 @@ class SyncReport:
     def in_step(self) -> bool:
         """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
         `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
-        due, and no file left out (unreadable, or claiming an id another file has)."""
-        return not (self.drift or self.skipped)
+        due, no file left out (unreadable, or claiming an id another file has), and none a search read as
+        it is that reindex has not taken in (it may hold a secret memvault has not looked for)."""
+        return not (self.drift or self.skipped or self.unchecked)
 
     def out_of_step(self) -> str:
         """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
         parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
-                                                                ("removed", self.removed), ("skipped", self.skipped))
+                                                                ("removed", self.removed), ("skipped", self.skipped),
+                                                                ("edited by hand, not taken in", self.unchecked))
                  if paths]
         return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
 
@@ -164,7 +169,7 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
-            "committed": self.committed, "commit": self.commit,
+            "committed": self.committed, "commit": self.commit, "unchecked": self.unchecked,
         }
 
 
@@ -458,15 +463,15 @@ class Index:
         git says which files may differ from what the record holds since the commit the record is
         synced to; its processes run while LanceDB loads. Without git, every file's size and mtime
         are compared with the record."""
-        return _Sync(self, _How(), progress).run()
+        return _Sync(self, _How(hand=True), progress).run()
 
     def take_in(self, paths: Iterable[Path], progress: Callable[[int, int], None] | None = None,
-                upkeep: bool = True) -> SyncReport:
+                upkeep: bool = True, hand: bool = False) -> SyncReport:
         """Exactly these files, which a command just wrote or removed, a pull checked out, or the
-        folder's events named; nothing else is looked at. The caller holds the vault lock.
-        upkeep: the table's upkeep after writing (`maintain`); a bulk add's batches leave it to
-        the last one."""
-        return _Sync(self, _How(paths=paths, upkeep=upkeep), progress).run()
+        folder's events named (hand: edits made outside memvault, read as they are); nothing else is
+        looked at. The caller holds the vault lock. upkeep: the table's upkeep after writing
+        (`maintain`); a bulk add's batches leave it to the last one."""
+        return _Sync(self, _How(paths=paths, upkeep=upkeep, hand=hand), progress).run()
 
     def reindex(self, full: bool = False, verify: bool = True,
                 progress: Callable[[int, int], None] | None = None) -> SyncReport:
@@ -478,8 +483,20 @@ class Index:
 
     def check(self) -> SyncReport:
         """The drift between files and index (`reindex --check`): every file and every row
-        compared with the record; writes nothing (the caller holds a shared lock, or none)."""
-        return _Sync(self, _How(write=False, verify=True), None).run()
+        compared with the record, and the files a search read as they are that reindex has not
+        taken in (report.unchecked); writes nothing (the caller holds a shared lock, or none)."""
+        report = _Sync(self, _How(write=False, verify=True), None).run()
+        if not report.rebuilt and self.state_path.exists():
+            from memvault.store import secret_scan
+            from memvault.store.state import Unreadable
+
+            try:
+                unscanned = self.state.unscanned() if secret_scan.enabled(self.vault) else {}
+            except Unreadable:
+                unscanned = {}
+            moved = set(report.changed) | set(report.removed)  # said as such already
+            report.unchecked = sorted(rel for rel in unscanned if rel not in moved)
+        return report
 
     def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, list[dict[str, Any]]]:
         """{text: rows} for the live rows of this conversation and role whose text is one of `texts` (several
@@ -729,6 +746,10 @@ class _How:
     verify: bool = False  # compare every row with the record, not only their number
     full: bool = False  # rebuild from every file
     upkeep: bool = True  # the table's upkeep after writing
+    # what it reads was edited outside memvault and is not looked at for secrets (a search's sync): the files
+    # it indexes that HEAD does not have are recorded as unscanned until a sync that adopts (reindex) reads
+    # them again; every other sync (a write's own files, reindex) takes what it reads off that list
+    hand: bool = False
 
 
 class _Sync:
@@ -753,6 +774,7 @@ class _Sync:
         self.drop: set[str] = set()
         self.declared: dict[str, list[tuple]] = {}  # path -> the supersessions the file declares, as read now
         self.meta_extra: dict[str, Any] = {}
+        self.unscanned: dict[str, str] = {}  # a reindex: the files a search read as they are, to read again
 
     def run(self) -> SyncReport:
         self.start()
@@ -904,13 +926,15 @@ class _Sync:
         index, root, header = self.index, self.index.root, self.header
         self.seen = self.git_answer() if self.git_answer is not None else None  # (HEAD, {path: blob at HEAD})
         self.old_dirty: dict[str, str] = index.state.dirty() if header is not None else {}
+        if self.how.adopt and self.how.write and header is not None:
+            self.unscanned = index.state.unscanned()
         self.by_git = self.seen is not None and header is not None and bool(header["commit"]) and not self.stray
         if self.paths is not None:
             # Only memory files under entries/ (a pull also names memvault.toml, .gitignore...).
             scope = {rel for p in self.paths if _entry_path(rel := index.vault.relative(Path(p)))}
             self.known = index.state.entries(scope) if header is not None else {}
         elif self.by_git:
-            scope = {rel for rel in set(self.seen[1]) | set(self.old_dirty) if _entry_path(rel)
+            scope = {rel for rel in set(self.seen[1]) | set(self.old_dirty) | set(self.unscanned) if _entry_path(rel)
                      or (rel.startswith(files.ENTRIES + "/") and os.path.islink(os.path.join(root, rel)))}
             self.known = index.state.entries(scope)
         else:
@@ -953,6 +977,8 @@ class _Sync:
             # A file read without front matter (by a search, which does not write) keeps the id it was
             # given: reindex reads it again, to give it the front matter the notice promised.
             unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
+            # read as it is by a search: read again, to be looked at for secrets (index._read) and taken in
+            unadopted = unadopted or (adopt and rel in self.unscanned)
             if entry and entry["oid"] and _same_stat(entry, stat) and not unadopted:
                 self.examined_unchanged += entry["live"]
                 continue
@@ -1051,9 +1077,30 @@ class _Sync:
                          if rel not in old_dirty}
             if any(rel in known and not known[rel]["oid"] for rel in dirty_add):
                 meta["commit"] = ""  # a carried-over record without blob ids: look at every file next time
-        if put or drop or meta or dirty is not None or dirty_add or self.fresh:
+        unscanned, scanned = self.unscanned_files()
+        if put or drop or meta or dirty is not None or dirty_add or self.fresh or unscanned:
             index.state.write(put=put, drop=drop, meta=meta, dirty=dirty, dirty_add=dirty_add, fresh=self.fresh,
-                              superseded={rel: rows for rel, rows in self.declared.items() if rel not in drop})
+                              superseded={rel: rows for rel, rows in self.declared.items() if rel not in drop},
+                              unscanned=unscanned, scanned=scanned)
+
+    def unscanned_files(self) -> tuple[dict[str, str], list[str]]:
+        """(the files this sync indexed without looking for secrets, with their hash: a search's sync of
+        hand edits; the files it read otherwise, taken off that list). A file HEAD has as it is (its blob
+        id the one read) was committed (a pull, a clone, a commit by hand), not edited: not recorded."""
+        from memvault.store import secret_scan
+
+        if not self.how.hand:
+            return {}, sorted(self.put)
+        if not secret_scan.enabled(self.index.vault):
+            return {}, []
+        read = [rel for rel in self.report.added + self.report.changed if rel in self.put and self.put[rel]["live"]]
+        if read and self.index._git_ok():
+            from memvault.store import gitrepo
+
+            at_head = gitrepo.blobs_at_head(self.index.root, read)
+            if at_head is not None:
+                read = [rel for rel in read if at_head[rel] != self.put[rel]["oid"]]
+        return {rel: self.put[rel]["sha256"] for rel in read}, []
 
     def recorded_oid(self, rel: str) -> str:
         """The blob id of what the record holds for `rel` after this sync ("" for nothing)."""

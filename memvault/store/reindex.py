@@ -190,7 +190,7 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
         try:
             vault.sidecar.mkdir(exist_ok=True)
             with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
-                report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
+                report = (index.take_in(paths, hand=True) if paths else index.catch_up() if paths is None else None) \
                     if got else None
             if not got and changes is not None:
                 watcher.put_back(changes)  # the writer syncs its own files, not the hand edits

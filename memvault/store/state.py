@@ -40,7 +40,12 @@ CREATE TABLE IF NOT EXISTS superseded (
     old_text TEXT NOT NULL, learned_from TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS superseded_path ON superseded (path);
+CREATE TABLE IF NOT EXISTS unscanned (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID;
 """
+# unscanned: the files a sync that does not look for secrets (a search's) read as they are and indexed, with
+# the hash it read: edited by hand, not taken in (scanned, committed) yet. A record made before the table
+# existed gets it at its next write (no version change: an older memvault ignores it).
+_UNSCANNED_TABLE = "CREATE TABLE IF NOT EXISTS unscanned (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID"
 # What the files declare superseded (store/supersession.py): one row per (declaring file, old memory).
 BACKFILL = "backfill_superseded"
 _COLUMNS = ("id", "size", "mtime_ns", "ctime_ns", "sha256", "oid", "live")
@@ -164,6 +169,18 @@ class State:
 
         return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded")]
 
+    def unscanned(self) -> dict[str, str]:
+        """{path: sha256} of the files a search read as they are, not taken in yet (none in a record made
+        before the table existed)."""
+        try:
+            return dict(self._conn().execute("SELECT path, sha256 FROM unscanned").fetchall())
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return {}
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+
     def dirty(self) -> dict[str, str]:
         """{path: blob id at the synced commit ("" where it had none)} for the paths where the record
         may differ from that commit."""
@@ -173,20 +190,31 @@ class State:
     def write(self, put: dict[str, dict[str, Any]] | None = None, drop: Iterable[str] = (),
               meta: dict[str, Any] | None = None, dirty: dict[str, str] | None = None,
               dirty_add: dict[str, str] | None = None, fresh: bool = False,
-              superseded: dict[str, list[tuple]] | None = None) -> None:
+              superseded: dict[str, list[tuple]] | None = None, unscanned: dict[str, str] | None = None,
+              scanned: Iterable[str] = ()) -> None:
         """One transaction: entries put and dropped, meta keys set (JSON for model and notices),
         the dirty paths replaced (dirty) or added to where not there yet (dirty_add), the
         supersessions of the files read replaced (superseded: path -> Supersession.row()s; a dropped
-        path's go). fresh: start from an empty record (a rebuild)."""
+        path's go), the files read as they are by a search recorded (unscanned: path -> sha256) or
+        taken off that list (scanned; a dropped path goes too). fresh: start from an empty record (a
+        rebuild)."""
         db = self._conn(create=True)
         try:
             db.execute("BEGIN IMMEDIATE")
+            db.execute(_UNSCANNED_TABLE)  # a connection opened for reading first did not make it
             if fresh:
                 db.execute("DELETE FROM files")
                 db.execute("DELETE FROM dirty")
                 db.execute("DELETE FROM superseded")
+                db.execute("DELETE FROM unscanned")
                 db.execute("DELETE FROM meta WHERE key != 'version'")
             drop = list(drop)
+            gone = sorted(set(drop) | set(scanned))
+            for start in range(0, len(gone), _CHUNK):
+                chunk = gone[start:start + _CHUNK]
+                db.execute("DELETE FROM unscanned WHERE path IN (" + ", ".join("?" * len(chunk)) + ")", chunk)
+            if unscanned:
+                db.executemany("INSERT OR REPLACE INTO unscanned VALUES (?, ?)", sorted(unscanned.items()))
             for start in range(0, len(drop), _CHUNK):
                 chunk = drop[start:start + _CHUNK]
                 db.execute("DELETE FROM files WHERE path IN (" + ", ".join("?" * len(chunk)) + ")", chunk)
