@@ -940,7 +940,7 @@ def sync(
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
-    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed (exit 1, naming each file and line): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
+    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret (in a file, a path's name or the commit message) are not pushed (exit 1, naming each file and line, or commit): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
     """
     from memvault.errors import RemoteError, SecretsFound, SyncConflict
 
@@ -974,7 +974,7 @@ def scrub(
 ) -> None:
     """Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders.
 
-    The memory files, live and deleted, hand edits included, are rewritten with placeholders that name the kind of secret and the last four characters of a key (secret: openai-key …a1b2) as one commit (log shows it; undo does not take it back); the values go to .memvault/withheld.jsonl, never committed. Then it lists each secret git history still holds, by file, line and commit, and whether it was pushed: --rewrite-history takes them out of the commits not pushed yet; a pushed secret has left this machine and must be rotated. Runs whatever secret_scan says. Exit code 1 while a secret is left anywhere.
+    The memory files, live and deleted, hand edits included, are rewritten with placeholders that name the kind of secret and the last four characters of a key (secret: openai-key …a1b2; nothing of a password) as one commit (log shows it; undo does not take it back); a memory whose conversation id is a token moves to the conversation named by its placeholder; the values go to .memvault/withheld.jsonl, never committed. Then it lists each secret git history still holds, by file and line, path or commit message, and whether it was pushed: --rewrite-history takes them out of the commits not pushed yet; a pushed secret has left this machine and must be rotated. Runs whatever secret_scan says. Exit code 1 while a secret is left anywhere.
     """
     state = _state(ctx)
     vault = state.open()
