@@ -11,8 +11,11 @@ real-looking secrets, and what it costs.
    tuned on) and, held out, this repository's commit messages and documentation paragraphs. Each flagged text is
    printed with what was found. The same texts through stock detect-secrets (`scan_line` with every
    plugin and its default filters and limits, as `detect-secrets scan --string` runs) for comparison.
+   Issue 44's sets: notes with ids, hashes and numbers (`notes_with_ids`, 149; `notes_held_out`, 59, written after
+   the rules), sentences about passwords that say none (`password_talk`).
 2. Detection: tests/secret_samples.py's ~100 secrets of 24 kinds, each in a sentence: withheld (the value
    gone from the stored text), and named as its kind; the same for stock detect-secrets (found at all).
+   Issue 44's passwords as people write them (114, and 20 held out): withheld whole, no tail shown.
 3. Cost: `secret_scan.withhold` per stored turn (what `Change._write` adds), per LoCoMo turn and per
    2,000-character text; the first use in a process (importing detect-secrets, building the plugins); a
    cold `memvault search` imports no detect-secrets (`python -X importtime`) and `add` does, with its share.
@@ -43,7 +46,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 from checkout import git_commit, with_this_checkout  # noqa: E402  (bench/ is on sys.path: the script's folder)
 
-from secret_samples import negatives, samples  # noqa: E402
+from secret_samples import (heldout_notes, heldout_passwords, innocent_notes, negatives, password_talk,  # noqa: E402
+                            prose_passwords, samples)
 
 LOCOMO = Path("/work/shared/bench/locomo/locomo_memories.jsonl")
 SCENARIOS = Path("/work/shared/bench/memory/scenarios_dev.jsonl")
@@ -53,7 +57,8 @@ def chat_texts(limit: int | None) -> dict[str, list[str]]:
     locomo = [json.loads(line)["content"] for line in LOCOMO.open()]
     scenarios = [turn for line in SCENARIOS.open() for turn in json.loads(line)["turns"]]
     return {"locomo": locomo[:limit] if limit else locomo, "scenarios": scenarios, "developer": negatives(),
-            "project_text": project_text()}
+            "project_text": project_text(), "notes_with_ids": innocent_notes(), "notes_held_out": heldout_notes(),
+            "password_talk": password_talk()}
 
 
 def project_text() -> list[str]:
@@ -140,6 +145,29 @@ def detection(stock) -> dict:
             "kinds_all_withheld": sum(r["withheld"] == r["samples"] for r in kinds.values()),
             "stock_kinds_found": sum(r["stock_found"] == r["samples"] for r in kinds.values()),
             "stock_kinds_named": sum(r["stock_named"] == r["samples"] for r in kinds.values())}
+
+
+def prose(stock) -> dict:
+    """Issue 44's passwords as people write them: withheld whole (no part of 4+ characters of it left), and
+    shown with no tail; what stock detect-secrets finds of them."""
+    from memvault.store import secret_scan
+
+    out = {}
+    for name, items in (("prose_passwords", prose_passwords()), ("held_out", heldout_passwords())):
+        withheld, tails, stock_found, missed = 0, 0, 0, []
+        for sample in items:
+            findings = secret_scan.scan(sample.text)
+            stored = secret_scan.redact(sample.text, findings)
+            whole = sample.value not in stored and not any(
+                part in stored for part in re.split(r"[\s]+", sample.value) if len(part) >= 4)
+            withheld += whole
+            tails += any("…" in f.placeholder for f in findings)
+            stock_found += bool(stock(sample.text))
+            if not whole:
+                missed.append(sample.text)
+        out[name] = {"samples": len(items), "withheld": withheld, "rate": withheld / len(items),
+                     "tail_shown": tails, "stock_found": stock_found, "missed": missed}
+    return out
 
 
 def cost(texts: list[str]) -> dict:
@@ -239,6 +267,7 @@ def main() -> None:
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
               "machine": f"{platform.machine()} {os.cpu_count()} CPUs", "load_before": os.getloadavg()[0],
               "false_positives": false_positives(texts, stock), "detection": detection(stock),
+              "prose_passwords": prose(stock),
               "cost": cost(texts["locomo"])}
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
@@ -274,6 +303,11 @@ def print_report(report: dict) -> None:
     for kind, row in sorted(d["kinds"].items()):
         print(f"  {kind:<22} {row['samples']:>5} {row['withheld']:>8} {row['named']:>5} {row['stock_found']:>12} "
               f"{row['stock_named']:>5}")
+        for missed in row["missed"]:
+            print(f"      missed: {missed!r}")
+    for name, row in report.get("prose_passwords", {}).items():
+        print(f"{name}: {row['withheld']}/{row['samples']} withheld whole ({row['rate']:.1%}), a tail shown for "
+              f"{row['tail_shown']}; stock detect-secrets finds {row['stock_found']}")
         for missed in row["missed"]:
             print(f"      missed: {missed!r}")
     c = report["cost"]

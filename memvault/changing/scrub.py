@@ -133,18 +133,17 @@ _OWN_NAME = re.compile(r"\d{8}T\d{6,12}Z__[0-9a-f-]{36}\.md|summary\.md|session\
                        r"pending|summaries|deleted|entries|memvault\.toml|\.gitignore|\.gitattributes|README\.md")
 
 
-def path_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
+def path_findings(root: Path, *revisions: str, blobs: dict[str, str] | None = None) -> list[HistoryFinding]:
     """The paths reachable from these revisions whose name holds a secret of a named kind (a folder named
-    after a conversation id that is a token): each part of a path is looked at once."""
-    out = _git(root, "-c", "core.quotePath=false", "rev-list", "--objects", *revisions, "--")
+    after a conversation id that is a token): the folders (`rev-list --objects --filter=object:type=tree`)
+    and the files (blobs: new_blobs' answer for the same revisions, else asked), each name looked at once."""
+    out = _git(root, "-c", "core.quotePath=false", "rev-list", "--objects", "--filter=object:type=tree",
+               *revisions, "--")
+    paths = {line.partition(" ")[2] for line in out.splitlines()}
+    paths |= set((blobs if blobs is not None else new_blobs(root, *revisions)).values())
     bad: dict[str, list[str]] = {}
-    seen: set[str] = set()
     found: list[HistoryFinding] = []
-    for line in out.splitlines():
-        _, _, path = line.partition(" ")
-        if not path or path in seen:
-            continue
-        seen.add(path)
+    for path in sorted(filter(None, paths)):
         name = path.rsplit("/", 1)[-1]
         if name not in bad:
             bad[name] = [] if _OWN_NAME.fullmatch(name) else [f.label for f in secret_scan.secrets_in_id(name)]
@@ -153,6 +152,11 @@ def path_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
     # a folder and what is under it: named once, by the folder
     named = {f.path for f in found}
     return [f for f in found if not any(f.path.startswith(other + "/") for other in named)]
+
+
+# A trailer of memvault's that holds ids alone (Memvault-Added: <id>, -Replaced: <old> -> <new>, -Undoes: <commit>):
+# nothing to look at, and a third of a first push's check was spent on them.
+_ID_TRAILER = re.compile(r"Memvault-[A-Za-z]+: [0-9a-f-]{7,64}(?: -> [0-9a-f-]{7,64})?")
 
 
 def message_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
@@ -164,7 +168,9 @@ def message_findings(root: Path, *revisions: str) -> list[HistoryFinding]:
         sha = sha.strip()
         if not sha or not message.strip():
             continue
-        for item in secret_scan.find_in_lines("", enumerate(message.strip("\n").split("\n"), 1)):
+        lines = [(number, line) for number, line in enumerate(message.strip("\n").split("\n"), 1)
+                 if line.strip() and not _ID_TRAILER.fullmatch(line)]
+        for item in secret_scan.find_in_lines("", lines):
             found.append(HistoryFinding("", item.line, item.label, "", commit=sha, where="message"))
     return found
 
@@ -193,8 +199,9 @@ def secrets_to_push(vault, head: str, theirs: str | None) -> list[HistoryFinding
     root = vault.root
     revisions = (head, *([f"^{theirs}"] if theirs else []))
     span = f"{theirs}..{head}" if theirs else head
-    findings = _with_commits(root, scan_blobs(root, new_blobs(root, *revisions)), span)
-    findings += _path_commits(root, path_findings(root, *revisions), span)
+    blobs = new_blobs(root, *revisions)
+    findings = _with_commits(root, scan_blobs(root, blobs), span)
+    findings += _path_commits(root, path_findings(root, *revisions, blobs=blobs), span)
     return findings + message_findings(root, *revisions)
 
 
@@ -302,8 +309,9 @@ def _history(vault, head: str) -> list[HistoryFinding]:
     import dataclasses
 
     root = vault.root
-    files_found = scan_blobs(root, new_blobs(root, head))
-    others = _path_commits(root, path_findings(root, head), head) + message_findings(root, head)
+    blobs = new_blobs(root, head)
+    files_found = scan_blobs(root, blobs)
+    others = _path_commits(root, path_findings(root, head, blobs=blobs), head) + message_findings(root, head)
     if not files_found and not others:
         return []
     remotes = bool(_git(root, "for-each-ref", "refs/remotes").strip())
