@@ -589,7 +589,7 @@ def stats(
                + (f", built with {index['model']}" if index["model"] else ""))
     if not index["in_step"]:
         drift = index["drift"]
-        if drift["added"] or drift["changed"] or drift["removed"] or drift["rebuild"] or drift.get("unchecked"):
+        if drift["added"] or drift["changed"] or drift["removed"] or drift["rebuild"] or drift.get("unscrubbed"):
             typer.echo("               `memvault reindex` brings it in step")
         if drift["skipped"]:
             typer.echo("               `memvault reindex --check` names the files left out and why")
@@ -777,9 +777,9 @@ def reindex(
             for label, paths in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
                 for path in paths:
                     typer.echo(f"{label:<8} {path}")
-            for path in report.unchecked:
-                typer.echo(f"hand     {path}  (edited by hand and read by a search as it is: `memvault reindex` "
-                           "looks at it for secrets and takes it in)")
+            for path, labels in report.unscrubbed.items():
+                typer.echo(f"secret   {path}  ({', '.join(labels)}: edited by hand, read by a search as it is; "
+                           "`memvault reindex` withholds it and takes the file in)")
             if report.rebuilt:
                 typer.echo(f"rebuild  {report.rebuilt}")
         raise typer.Exit(0 if report.in_step else 1)  # the answer stats gives

@@ -166,7 +166,7 @@ def stats(vault) -> dict[str, Any]:
                   "in_step": report.in_step, "out_of_step": report.out_of_step(),
                   "drift": {"added": len(report.added), "changed": len(report.changed),
                             "removed": len(report.removed), "skipped": len(report.skipped),
-                            "unchecked": len(report.unchecked), "rebuild": report.rebuilt}},
+                            "unscrubbed": len(report.unscrubbed), "rebuild": report.rebuilt}},
         "models": {"embedding_model": settings.embedding_model, "reranker_model": settings.reranker_model,
                    "llm_model": settings.llm_model},
         "review": index.review_counts(),  # what waits for `memvault review`

@@ -132,8 +132,9 @@ class SyncReport:
     committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
     commit: str | None = None  # ... and the commit it made of them
     # check: the files a search read and indexed as they are, edited by hand and not taken in (scanned for
-    # secrets, committed) yet: what `memvault reindex` does for them is still to do (issue 44)
-    unchecked: list[str] = field(default_factory=list)
+    # secrets, committed) yet, that hold a secret: {path: what each secret is (labels, never values)}; until
+    # `memvault reindex` withholds them (issue 44)
+    unscrubbed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def drift(self) -> bool:
@@ -143,15 +144,15 @@ class SyncReport:
     def in_step(self) -> bool:
         """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
         `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
-        due, no file left out (unreadable, or claiming an id another file has), and none a search read as
-        it is that reindex has not taken in (it may hold a secret memvault has not looked for)."""
-        return not (self.drift or self.skipped or self.unchecked)
+        due, no file left out (unreadable, or claiming an id another file has), and no secret in a file a
+        search read as it is and reindex has not taken in yet."""
+        return not (self.drift or self.skipped or self.unscrubbed)
 
     def out_of_step(self) -> str:
         """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
         parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
                                                                 ("removed", self.removed), ("skipped", self.skipped),
-                                                                ("edited by hand, not taken in", self.unchecked))
+                                                                ("holding a secret, not taken in", self.unscrubbed))
                  if paths]
         return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
 
@@ -169,7 +170,8 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
-            "committed": self.committed, "commit": self.commit, "unchecked": self.unchecked,
+            "committed": self.committed, "commit": self.commit,
+            "unscrubbed": [{"path": path, "secrets": labels} for path, labels in self.unscrubbed.items()],
         }
 
 
@@ -483,8 +485,9 @@ class Index:
 
     def check(self) -> SyncReport:
         """The drift between files and index (`reindex --check`): every file and every row
-        compared with the record, and the files a search read as they are that reindex has not
-        taken in (report.unchecked); writes nothing (the caller holds a shared lock, or none)."""
+        compared with the record, and the files a search read as they are, still as it read them,
+        looked at for secrets (report.unscrubbed; detect-secrets is loaded only when there are such
+        files); writes nothing (the caller holds a shared lock, or none)."""
         report = _Sync(self, _How(write=False, verify=True), None).run()
         if not report.rebuilt and self.state_path.exists():
             from memvault.store import secret_scan
@@ -495,7 +498,16 @@ class Index:
             except Unreadable:
                 unscanned = {}
             moved = set(report.changed) | set(report.removed)  # said as such already
-            report.unchecked = sorted(rel for rel in unscanned if rel not in moved)
+            for rel, digest in sorted(unscanned.items()):
+                try:
+                    raw = (self.root / rel).read_bytes() if rel not in moved else None
+                except OSError:
+                    continue
+                if raw is None or hashlib.sha256(raw).hexdigest() != digest:
+                    continue  # changed since it was read: the next sync reads it
+                found = secret_scan.scan(raw.decode("utf-8", "replace"))
+                if found:
+                    report.unscrubbed[rel] = [f.label for f in found]
         return report
 
     def same_texts(self, conversation: str, role: str, texts: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -747,8 +759,9 @@ class _How:
     full: bool = False  # rebuild from every file
     upkeep: bool = True  # the table's upkeep after writing
     # what it reads was edited outside memvault and is not looked at for secrets (a search's sync): the files
-    # it indexes that HEAD does not have are recorded as unscanned until a sync that adopts (reindex) reads
-    # them again; every other sync (a write's own files, reindex) takes what it reads off that list
+    # it indexes that HEAD does not have are recorded as unscanned (check looks at them for secrets) until a
+    # sync that adopts (reindex) reads them again; every other sync (a write's own files, reindex) takes
+    # what it reads off that list
     hand: bool = False
 
 

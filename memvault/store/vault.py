@@ -486,15 +486,20 @@ class Change:
             parts = Path(self.vault.relative(old_path)).parts
             if len(parts) >= 3 and parts[0] == files.ENTRIES:
                 target = self.root.joinpath(files.ENTRIES, files.conversation_slug(memory.conversation_id), *parts[2:])
+        self._write_at(memory, old_path, target)
+        if target != old_path and old_path is not None:
+            _remove_empty_folders(old_path.parent, self.vault.entries)
+        self.events.append(Event(SCRUB, memory))
+        return memory
+
+    def _write_at(self, memory: Memory, old_path: Path | None, target: Path) -> None:
+        """Write a memory at `target`; the file it was read from, when that is another, goes."""
         self._write(memory, target)
-        if old_path is not None and target != old_path:
+        if old_path is not None and old_path != target:
             old_path.unlink(missing_ok=True)
             self.written_paths.discard(old_path)
             self.removed_paths.add(old_path)
             self._pending.add(old_path)
-            _remove_empty_folders(old_path.parent, self.vault.entries)
-        self.events.append(Event(SCRUB, memory))
-        return memory
 
     def soft_delete(self, memory: Memory, reason: str, replaced_by: Memory | None = None,
                     now: datetime | None = None, note: str | None = None) -> Memory:
@@ -551,12 +556,7 @@ class Change:
         target = self.root / files.relative_path_for(memory)
         if old_path is not None:
             target = target.with_name(old_path.name)
-        self._write(memory, target)
-        if old_path is not None and old_path != target:
-            old_path.unlink(missing_ok=True)
-            self.written_paths.discard(old_path)
-            self.removed_paths.add(old_path)
-            self._pending.add(old_path)
+        self._write_at(memory, old_path, target)
         self.events.append(Event(ADD, memory))
         return memory
 
