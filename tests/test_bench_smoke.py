@@ -136,6 +136,10 @@ def test_secret_scan_quick(tmp_path):
     detection = report["detection"]
     assert detection["kinds_count"] >= 15 and detection["samples"] >= 60
     assert detection["kinds_all_withheld"] == detection["kinds_count"]
+    prose = report["prose_passwords"]["prose_passwords"]
+    assert prose["samples"] >= 100 and prose["withheld"] == prose["samples"] and prose["tail_shown"] == 0
+    notes = report["false_positives"]["notes_with_ids"]
+    assert notes["texts"] >= 100 and notes["flagged"] * 50 <= notes["texts"]
     assert 0 < report["cost"]["cpu_mean_ms"] < 50
     assert report["cold_imports"]["search"]["imports_detect_secrets"] is False
     assert report["cold_imports"]["add"]["imports_detect_secrets"] is True
