@@ -230,18 +230,22 @@ class Vault:
         if held:
             try:
                 journal.settle(self, self.say)
-            except MemvaultError as exc:
-                raise MemvaultError(f"a change a killed memvault process left could not be finished: {exc}; "
-                                    f"nothing new was written (its record: {self.sidecar / journal.NAME})") from None
+            except Exception as exc:  # noqa: BLE001 (LanceDB's, git's, the file system's: said in one line)
+                raise MemvaultError(f"a change a killed memvault process left could not be settled: "
+                                    f"{exc or type(exc).__name__}; nothing new was written (its record: "
+                                    f"{self.sidecar / journal.NAME})") from None
             return
         try:
             with vault_lock(self.lock_path, timeout=0, holder="recovery") as got:
                 if got:
                     journal.settle(self, self.say)
-        except OSError:
-            return  # a read-only vault: read as it is
-        except MemvaultError as exc:
-            self.say(f"memvault: a change a killed memvault process left could not be finished: {exc}")
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return  # a read-only vault: read as it is
+            self.say(f"memvault: a change a killed memvault process left could not be settled: {exc}")
+        except Exception as exc:  # noqa: BLE001 (the read goes on; the next write tries again)
+            self.say(f"memvault: a change a killed memvault process left could not be settled: "
+                     f"{exc or type(exc).__name__}")
 
     # -- reading -------------------------------------------------------------
     def iter_memories(
