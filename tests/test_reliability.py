@@ -245,7 +245,7 @@ def _untracked_memories(vault_dir: Path) -> list[str]:
 
 def test_a_killed_add_jsonl_leaves_nothing_and_its_rerun_stores_each_text_once(vault_dir, tmp_path):
     """SIGKILL half way through the writes of a 150-line `add --jsonl` (issue 44): the next command takes the
-    change back (docs/design.md, "A killed change"), so the same command run again stores each text once,
+    change back (docs/design.md, "Commits": a killed change), so the same command run again stores each text once,
     in one commit, and no file of the killed run is left for a reindex to commit as hand edits."""
     add("memory: the user keeps bees")
     lines = tmp_path / "bulk.jsonl"

@@ -145,7 +145,8 @@ def settle(vault, say: Callable[[str], None] | None = None) -> str | None:
         return None
     root = vault.root
     rels = list(dict.fromkeys(e.get("new") or e.get("old") for e in entries if e.get("new") or e.get("old")))
-    who = f"`memvault {head.get('change', 'change')}` (pid {head.get('pid', '?')}, killed or crashed)"
+    # the command that was killed, named (not a command to run: no backticks)
+    who = f"memvault {head.get('change', 'change')} (pid {head.get('pid', '?')}, killed or crashed)"
     _clear_temp_files(root, rels)
     git = vault.settings.enable_git_versioning and _is_repo(root)
     if done is None:
