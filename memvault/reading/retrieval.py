@@ -196,7 +196,7 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
     asked: the time the query names (when.read); its range's best dense matches are a third list."""
-    from memvault.store.index import FTS_COLUMN
+    from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
 
     depth = candidate_depth(query)
     bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
@@ -207,13 +207,14 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
         where = _where(query, scope)
         dense_rows = []
         if query.use_dense:
-            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                   .metric("cosine"), where).limit(depth).to_list()
+            dense_rows = top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                                          .metric("cosine"), where).limit(limit), depth, by_distance)
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                      where).limit(depth).to_list()
+                bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
+                                                                          fts_columns=FTS_COLUMN), where).limit(limit),
+                                     depth, by_score)
             except Exception:  # no FTS index yet (empty table) or a query of stop words only
                 bm25_rows = []
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
@@ -227,7 +228,7 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
             _result(pool, row).scores.update(dense_rank=rank)
         for rank, row in enumerate(bm25_rows, 1):
             _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
+        for key in sorted(fused, key=lambda key: (-fused[key], key))[:depth]:  # a tie: by id, never by chance
             pool[key].scores["rrf"] = fused[key]
         for key in [k for k in pool if "rrf" not in pool[k].scores]:
             del pool[key]  # seen by one retriever but past the fused depth
@@ -236,7 +237,9 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
 
     for result in pool.values():
         result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
-    return pool
+    return {key: pool[key] for key in sorted(pool)}  # what follows sees the pool in one order: by id
+
+
 
 
 def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
@@ -246,7 +249,7 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     a row), which candidates() splits."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
-    from memvault.store.index import where_clause
+    from memvault.store.index import by_distance, top_rows, where_clause
 
     start, end = asked.span()
     since = max((t for t in (start, query.since) if t is not None), default=None)
@@ -254,8 +257,8 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
                 default=None)
     where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
         + _skipped(query, scopes)
-    return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
-                     where).limit(depth).to_list()
+    return top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                            .metric("cosine"), where).limit(limit), depth, by_distance)
 
 
 def _filtered(search, where: str):
@@ -517,10 +520,10 @@ def annotate_episodes(index, results: list) -> None:
     conversations = {r.conversation_id for r in results}
     by_id: dict[str, dict] = {}
     by_turn: dict[str, dict] = {}
-    for conversation in conversations:
+    for conversation in sorted(conversations):
         if not (index.root / files.ENTRIES / files.conversation_slug(conversation) / "episodes").is_dir():
             continue
-        for row in index.rows(["id", "text", "meta"], ("episode",), conversation):
+        for row in sorted(index.rows(["id", "text", "meta"], ("episode",), conversation), key=lambda row: row["id"]):
             meta = json.loads(row["meta"] or "{}")
             info = {"id": row["id"], "title": meta.get("title") or "", "narrative": row["text"],
                     "started_at": meta.get("started_at")}

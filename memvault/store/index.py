@@ -500,8 +500,9 @@ class Index:
         table = self.table()
         if table is None or k <= 0:
             return []
-        return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
-                .where(where_clause(roles, conversation), prefilter=True).limit(k).to_list())
+        return top_rows(lambda limit: table.search([float(x) for x in vector], vector_column_name="vector")
+                        .metric("cosine").where(where_clause(roles, conversation), prefilter=True).limit(limit),
+                        k, by_distance)
 
     def snapshot(self, moment, tombstones: list[Memory], folder: Path):
         """A table of what the vault held at `moment` (`search --as-of`), in `folder` (a temporary
@@ -1227,6 +1228,36 @@ def _sql_str(value: str) -> str:
 def _chunks(items: list, size: int):
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+# How a retriever's rows are ordered, best first (top_rows): dense by cosine distance, BM25 by its score,
+# rows of equal score by id.
+def by_distance(row: dict) -> tuple:
+    return (row["_distance"], row["id"])
+
+
+def by_score(row: dict) -> tuple:
+    return (-row["_score"], row["id"])
+
+
+# At most this many rows are fetched to settle a tie at a retriever's cut (top_rows).
+TIE_ROWS = 4096
+
+
+def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[dict], tuple]) -> list[dict]:
+    """A retriever's best `depth` rows, the same every time on the same files: LanceDB returns rows of
+    equal score in the order it meets them (its table's row order, which the history of writes sets,
+    and its threads), so both the order among equals and which of them make the cut would be chance
+    (issue 44: 12 runs of one search on one vault gave 3 lists). Asked for one row more than
+    `depth`; when that one ties the last kept, more are fetched (x4, up to TIE_ROWS) until the tie is
+    whole, then every row is ordered by score and id and cut."""
+    limit = depth + 1
+    while True:
+        rows = query_with_limit(limit).to_list()
+        rows.sort(key=key)
+        if len(rows) < limit or limit >= TIE_ROWS or depth <= 0 or key(rows[depth - 1])[0] != key(rows[-1])[0]:
+            return rows[:depth]
+        limit = min(limit * 4, TIE_ROWS)
 
 
 def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[str, ...] | None = None,

@@ -162,7 +162,10 @@ class State:
         """Every supersession the files declare (store/supersession.py), as dicts of its COLUMNS."""
         from memvault.store.supersession import COLUMNS
 
-        return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded")]
+        # In one order (the oldest declaration first), not the table's, which the history of syncs sets:
+        # the first row naming a memory is its successor (reading/current.py).
+        return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded "
+                                                               "ORDER BY since, path, old_id, new_id")]
 
     def dirty(self) -> dict[str, str]:
         """{path: blob id at the synced commit ("" where it had none)} for the paths where the record
