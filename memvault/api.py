@@ -501,9 +501,16 @@ class Memvault:
             when = files.format_time(moment)
             if memory.created_at > moment:
                 raise NotFound(f"memory {memory.id} did not exist yet at {when} (created {files.format_time(memory.created_at)})")
+
             raise NotFound(f"memory {memory.id} was deleted before {when} "
                            f"(deleted_at {memory.extra.get('deleted_at') or 'not recorded'})")
-        return files.as_held(memory, moment)
+        from memvault.reading.as_of import Imported, version_then
+
+        imported = Imported(self._vault, moment).after(memory)
+        if imported is not None:
+            raise NotFound(f"memory {memory.id} was not in the vault yet at {files.format_time(moment)} (imported "
+                           f"{imported}; said {files.format_time(memory.created_at)})")
+        return version_then(self._vault, files.as_held(memory, moment), moment)
 
     def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
@@ -528,11 +535,17 @@ class Memvault:
         roles = files.roles_for_kinds(kinds)
         from memvault.store.state import owner_lookup
 
+        moment = _time(as_of, "as_of")
+        later = None
+        if moment is not None:
+            from memvault.reading.as_of import Imported
+
+            later = Imported(self._vault, moment).after
         with owner_lookup(self._vault.sidecar / "state.db") as owner_of:  # the index's record, not the index
             return listing.newest(self._vault.entries, conversation, limit=limit, roles=roles,
                                   on_error=lambda exc: self._say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
                                   since=_time(since, "since"), until=_time(until, "until"), deleted=deleted,
-                                  owner_of=owner_of, as_of=_time(as_of, "as_of"), cursor=cursor)
+                                  owner_of=owner_of, as_of=moment, cursor=cursor, imported_later=later)
 
     def search(self, query: str, *, top_k: int | None = None, conversation: str = DEFAULT_CONVERSATION,
                all_conversations: bool = False, kinds: Iterable[str] | None = None, tags: Iterable[str] = (),

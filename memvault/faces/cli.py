@@ -481,8 +481,12 @@ def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
         rows.append((key, shown))
     if memory.path is not None:
         rows.append(("path", vault.relative(memory.path)))
-    if memory.as_of is not None:
-        rows.append(("deleted since", memory.deleted_since or ""))
+    if memory.as_of is not None and memory.deleted_since:
+        rows.append(("deleted since", memory.deleted_since))
+    if memory.edited_since:
+        rows.append(("edited since", f"{memory.edited_since}: " + (
+            "the text below is as it was then" if memory.edited_text_of == "then" else
+            "the text below is today's; the one of then is not in the history")))
     return rows
 
 

@@ -83,6 +83,10 @@ class MemoryDetail(MemoryItem):
     replaced_by: str | None = Field(None, description="The id of the memory that replaced this one.")
     path: str = Field(description="The file, relative to the vault.")
     front_matter: dict[str, Any] = Field(description="Every key of the file's YAML front matter.")
+    edited_since: str | None = Field(None, description="With as_of: when the memory was edited after that moment.")
+    text_of: Literal["then", "now"] | None = Field(
+        None, description="With edited_since: whether text is as it was at as_of (then) or today's (now: the "
+                          "version of then is not in the vault's history).")
 
 
 class Change(BaseModel):
@@ -267,7 +271,8 @@ def _detail(vault, memory) -> MemoryDetail:
     return MemoryDetail(**_item(memory), deleted=memory.is_deleted,
                         deleted_reason=memory.extra.get("deleted_reason"),
                         replaced_by=memory.extra.get("replaced_by"),
-                        path=vault.relative(memory.path), front_matter=front_matter)
+                        path=vault.relative(memory.path), front_matter=front_matter,
+                        edited_since=memory.edited_since, text_of=memory.edited_text_of)
 
 
 def _change(row: dict[str, Any]) -> Change:

@@ -391,7 +391,7 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _counterparts(path: str) -> list[str]:
+def counterparts(path: str) -> list[str]:
     """A file's path and its tombstone's (entries/<c>/deleted/<rest>), or the live one's: a
     memory's history lies at both."""
     parts = path.split("/")
@@ -437,7 +437,7 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
             if not held:
                 by_name.add(wanted_id)
             for paths in held.values():
-                literal.update(p for path in paths for p in _counterparts(path))
+                literal.update(p for path in paths for p in counterparts(path))
         collect(*(f":(literal){p}" for p in sorted(literal)),
                 *(f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(by_name)))
 

@@ -460,7 +460,8 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     from memvault.reading import when
 
     now = query.now or files.utcnow()
-    asked = when.read(query.text, now)  # dateparser is imported only for a query with a time word
+    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
+    asked = when.read(query.text, query.now or now.astimezone())
     vector = index.embedder.embed_query(query.text)
     lap("embed")
     pool = list(candidates(table, query, vector, asked).values())

@@ -154,6 +154,10 @@ class Memory:
     # although its file may be a tombstone now (deleted at `deleted_since`).
     as_of: datetime | None = field(default=None, compare=False)
     deleted_since: str | None = field(default=None, compare=False)
+    # ... edited after that moment (its `updated_at` now): the text is the one of then, found in the
+    # history, or (edited_text_of "now") today's, the one of then not found (reading/as_of.py).
+    edited_since: str | None = field(default=None, compare=False)
+    edited_text_of: str | None = field(default=None, compare=False)
 
     @property
     def tags(self) -> list[str]:
@@ -199,6 +203,7 @@ class Memory:
             "meta": json_safe(self.extra),
             "deleted": self.is_deleted,
             **({"as_of": format_time(self.as_of), "deleted_since": self.deleted_since} if self.as_of else {}),
+            **({"edited_since": self.edited_since, "text_of": self.edited_text_of} if self.edited_since else {}),
         }
 
     def date_paths(self) -> list[list[Any]]:
@@ -761,7 +766,8 @@ def held_at(memory: Memory, moment: datetime) -> bool:
     """Whether the vault held this memory at `moment` (issue 29, `--as-of`), from its front matter:
     created by then, and live now or deleted (replaced) after it. A tombstone without a readable
     `deleted_at` cannot say when it went, so it counts as gone (never shown as held when it may not
-    have been). An edit leaves no time in the file: the text is the one of now."""
+    have been). What an import brought in after the moment and an edit's text of then are
+    reading/as_of.py's to find (git knows them, the file does not)."""
     if memory.created_at > moment:
         return False
     if not memory.is_deleted:

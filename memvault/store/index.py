@@ -504,12 +504,13 @@ class Index:
                         .metric("cosine").where(where_clause(roles, conversation), prefilter=True).limit(limit),
                         k, by_distance)
 
-    def snapshot(self, moment, tombstones: list[Memory], folder: Path):
+    def snapshot(self, moment, tombstones: list[Memory], folder: Path, left_out: set[str] = frozenset()):
         """A table of what the vault held at `moment` (`search --as-of`), in `folder` (a temporary
         one the caller removes): the rows of memories created by then, with their stored vectors
         and turn context, and rows for `tombstones` (deleted after it; embedded now, text only,
         they have no row). Same schema and BM25 index as the table, so the read path runs on it
-        unchanged. Costs a pass over the table: a search of the past, not the everyday one."""
+        unchanged. Costs a pass over the table: a search of the past, not the everyday one.
+        left_out: the paths of rows not to hold (imported after the moment)."""
         import pyarrow.compute as pc
 
         lancedb = import_lancedb()
@@ -519,6 +520,10 @@ class Index:
         if table is not None:
             rows = table.to_arrow()
             held = rows.filter(pc.less_equal(rows["created_us"], int(moment.timestamp() * 1_000_000)))
+            if left_out:  # what an import brought in after the moment (reading/as_of.py)
+                import pyarrow as pa
+
+                held = held.filter(pc.invert(pc.is_in(held["path"], pa.array(sorted(left_out), pa.string()))))
             held = held.select(schema.names).cast(schema)
         snapshot = lancedb.connect(str(folder)).create_table(TABLE, schema=schema)
         if held is not None and held.num_rows:
