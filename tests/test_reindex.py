@@ -171,6 +171,65 @@ def test_corrupt_or_deleted_sidecar_is_rebuilt(vault_dir, damage):
     assert run_cli("reindex", "--check").exit_code == 0
 
 
+def fts_files(vault_dir):
+    """The BM25 index's files now (its folder under the table's _indices/)."""
+    import lancedb
+
+    table = lancedb.connect(str(vault_dir / ".memvault/index")).open_table("memories")
+    [uuid] = [i.index_uuid for i in table.list_indices() if i.name == "index_text_idx"]
+    return sorted((vault_dir / ".memvault/index/memories.lance/_indices" / uuid).iterdir())
+
+
+def scramble(path, seed=0):
+    """Random bytes over a tenth of the file, from somewhere in its first half."""
+    import random
+
+    data = bytearray(path.read_bytes())
+    rnd = random.Random(seed)
+    start = rnd.randrange(len(data) // 2)
+    for i in range(start, min(len(data), start + max(16, len(data) // 10))):
+        data[i] = rnd.randrange(256)
+    path.write_bytes(bytes(data))
+
+
+def garden_scores():
+    result = run_cli("search", "--json", "--relevance-floor", "0", "garden roses")
+    assert result.exit_code == 0, result.stderr
+    return {r["text"]: r["score"] for r in json.loads(result.stdout)}, result.stderr
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_damaged_full_text_index_is_found_said_searched_around_and_rebuilt(vault_dir, recorded):
+    """Issue 44: random bytes over the BM25 index's files lowered scores silently (or made LanceDB panic,
+    which the search swallowed), `reindex --check` said in step, and only `reindex --full` repaired it.
+    recorded: memvault wrote the index (its files' checksums are known); else an index from before the
+    record, which only a query of it can judge."""
+    add("I planted roses in the garden", "The garden gate needs oil", "I took the train to Porto",
+        "My sister plays the cello", "The roses by the garden wall bloomed")
+    before, _ = garden_scores()
+    docs = [p for p in fts_files(vault_dir) if p.name.endswith("_docs.lance" if recorded else "_invert.lance")][0]
+    if not recorded:
+        (vault_dir / ".memvault/index/fts-checksums.json").unlink(missing_ok=True)
+    scramble(docs, seed=2)
+
+    check = run_cli("reindex", "--check")
+    assert check.exit_code == 1
+    assert check.stdout.startswith("damaged  the full-text index") and "`memvault reindex` rebuilds it" in check.stdout
+    assert (str(docs) in check.stdout) == recorded  # the file named where its checksum says which
+    stats = run_cli("stats", "--json")
+    assert json.loads(stats.stdout)["index"]["in_step"] is False
+    during, said = garden_scores()
+    assert set(during) == set(before)  # found by meaning alone
+    assert said.count("full-text index") == 1 and "went by meaning alone" in said, said
+
+    repaired = run_cli("reindex")
+    assert repaired.exit_code == 0, repaired.stderr
+    assert "rebuilt the damaged full-text index" in repaired.stdout
+    assert run_cli("reindex", "--check").exit_code == 0
+    after, said = garden_scores()
+    assert after == before and "full-text" not in said
+
+
 def test_full_rebuild(vault_dir):
     add("alpha memory", "beta memory")
     result = run_cli("reindex", "--full")

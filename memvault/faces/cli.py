@@ -791,6 +791,8 @@ def search(
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
+    elif outcome.full_text_damaged:  # in every format: the results are not what the index would give
+        info(ctx, f"memvault: {outcome.damage_note()}")
 
 
 def _print_explain(outcome) -> None:
@@ -858,6 +860,8 @@ def reindex(
                     typer.echo(f"{label:<8} {path}")
             if report.rebuilt:
                 typer.echo(f"rebuild  {report.rebuilt}")
+            if report.damaged:
+                typer.echo(f"damaged  {report.damaged} (`memvault reindex` rebuilds it)")
         raise typer.Exit(0 if report.in_step else 1)  # the answer stats gives
     with term.progress_bar(not state.quiet) as bar:
         report = vault.reindex(full=full, progress=bar)

@@ -145,6 +145,10 @@ class HeldIndex:
     def table(self, create: bool = False):
         return self._table
 
+    def fts_damage(self, thorough: bool = False):
+        """The snapshot's BM25 index was made just now, from the rows."""
+        return None
+
     def rows(self, columns, roles=None, conversation=None):
         """The snapshot's rows (so an episode written after the moment heads no result)."""
         return type(self._index).rows(self, columns, roles, conversation)

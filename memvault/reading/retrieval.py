@@ -130,6 +130,7 @@ class SearchOutcome:
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
     now: datetime | None = None  # the query's clock: the "today" the injection block states
     time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
+    full_text_damaged: str | None = None  # the BM25 index could not be trusted: searched by meaning alone
 
     @property
     def reordered(self) -> bool:
@@ -140,7 +141,7 @@ class SearchOutcome:
     def notes(self) -> list[str]:
         """What someone reading the results should know: why they are not in score order, and why
         nothing came back although there were candidates."""
-        notes = []
+        notes = [self.damage_note()] if self.full_text_damaged else []
         if self.llm_reranked:
             notes.append("ordered by the LLM (llm_rerank): the memories it found helpful first")
         elif self.reordered:
@@ -159,6 +160,13 @@ class SearchOutcome:
                 why.append(f"{self.below_floor} below relevance_floor {self.floor:g}: --relevance-floor 0 shows them")
             notes.append(f"no memory matches well enough ({'; '.join(why)})")
         return notes
+
+    def damage_note(self) -> str | None:
+        """What a search that could not trust the BM25 index says (every face that has a channel for it;
+        the CLI in every format): the index, and that the results went by meaning alone."""
+        if not self.full_text_damaged:
+            return None
+        return f"{self.full_text_damaged}: this search went by meaning alone; `memvault reindex` rebuilds the index"
 
     def to_json(self) -> list[dict[str, Any]]:
         """The results as `search --json` prints them."""
@@ -215,8 +223,11 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
                 bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
                                                                           fts_columns=FTS_COLUMN), where).limit(limit),
                                      depth, by_score)
-            except Exception:  # no FTS index yet (empty table) or a query of stop words only
-                bm25_rows = []
+            except Exception as exc:  # an empty table, no index yet, a query of stop words: no error, no rows
+                from memvault.store.index import Index, _first_line
+
+                raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
+                                     gone=Index.table_gone(exc)) from None
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
         if in_range:
@@ -240,6 +251,17 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
     return {key: pool[key] for key in sorted(pool)}  # what follows sees the pool in one order: by id
 
 
+
+
+class FullTextFailed(Exception):
+    """LanceDB could not search the BM25 index (a damaged file: a panic, "corrupt file", a file not
+    found): search() runs again by meaning alone and says so. gone: LanceDB said "not found", which is
+    also what a table version pruned by another process's upkeep says: search() reads the newest
+    version first."""
+
+    def __init__(self, message: str, gone: bool = False):
+        super().__init__(message)
+        self.gone = gone
 
 
 def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
@@ -443,6 +465,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
     """The whole read path over an already-synced index."""
+    import dataclasses
     import time
 
     timings: dict[str, float] = {}
@@ -464,7 +487,25 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     asked = when.read(query.text, query.now or now.astimezone())
     vector = index.embedder.embed_query(query.text)
     lap("embed")
-    pool = list(candidates(table, query, vector, asked).values())
+    # The BM25 index's files as memvault wrote them (a few stats; Index.fts_damage): damaged, it is not
+    # read (its scores would be wrong, or LanceDB would panic) and the search goes by meaning alone.
+    damaged = index.fts_damage() if query.use_bm25 else None
+    by_meaning = dataclasses.replace(query, use_bm25=False, use_dense=True)
+    try:
+        pool = list(candidates(table, by_meaning if damaged else query, vector, asked).values())
+    except FullTextFailed as exc:
+        damaged = str(exc)
+        if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
+            index.refresh()
+            table = index.table()
+            try:
+                pool, damaged = list(candidates(table, query, vector, asked).values()), None
+            except FullTextFailed as again:
+                damaged = str(again)
+        if damaged:
+            pool = list(candidates(table, by_meaning, vector, asked).values())
+    if damaged:
+        query = by_meaning
     lap("candidates")
     from memvault.reading import current
 
@@ -475,7 +516,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
-                         time_read=asked)
+                         time_read=asked, full_text_damaged=damaged)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],

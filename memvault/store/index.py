@@ -64,6 +64,8 @@ TIME_INDEX_COLUMN = "created_us"
 KEEP_VERSIONS_SECONDS = 600
 # The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
 FTS_COLUMN = "index_text"
+# What the BM25 index's files were when memvault wrote them (Index.record_fts), beside the table.
+FTS_SUMS = "fts-checksums.json"
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
@@ -131,6 +133,10 @@ class SyncReport:
     unlike_head: dict[str, str] | None = None
     committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
     commit: str | None = None  # ... and the commit it made of them
+    # reindex, reindex --check: what is wrong with the BM25 index's files (Index.fts_damage, fts_probe),
+    # and whether this sync made it anew (reindex does; --check writes nothing)
+    damaged: str | None = None
+    repaired: bool = False
 
     @property
     def drift(self) -> bool:
@@ -141,18 +147,21 @@ class SyncReport:
         """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
         `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
         due, and no file left out (unreadable, or claiming an id another file has)."""
-        return not (self.drift or self.skipped)
+        return not (self.drift or self.skipped or (self.damaged and not self.repaired))
 
     def out_of_step(self) -> str:
         """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
         parts = [f"{len(paths)} {label}" for label, paths in (("added", self.added), ("changed", self.changed),
                                                                 ("removed", self.removed), ("skipped", self.skipped))
                  if paths]
-        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
+        damaged = [f"a damaged full-text index ({self.damaged})"] if self.damaged and not self.repaired else []
+        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []) + damaged)
 
     def summary(self) -> str:
         line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        if self.repaired:
+            line += f"; rebuilt the damaged full-text index ({self.damaged})"
         if self.committed:
             count = len(self.committed)
             line += f"; committed {count} hand edit{'s' if count != 1 else ''}" + \
@@ -164,7 +173,7 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
-            "committed": self.committed, "commit": self.commit,
+            "committed": self.committed, "commit": self.commit, "damaged": self.damaged, "repaired": self.repaired,
         }
 
 
@@ -416,15 +425,71 @@ class Index:
         self._db = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def ensure_fts(self, table) -> None:
-        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
+    def ensure_fts(self, table, again: bool = False) -> bool:
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned).
+        again: made anew from the rows even when there is one (a damaged one). Whether it made one."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
-        if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
+        if (again or f"{FTS_COLUMN}_idx" not in indices) and table.count_rows() > 0:
             import warnings
 
             with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
                 warnings.simplefilter("ignore", DeprecationWarning)
                 table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
+            return True
+        return False
+
+    # -- the BM25 index's integrity (docs/design.md, "The index") --------------------------
+    def record_fts(self, table) -> None:
+        """The size, mtime and sha256 of every file of the BM25 index, as this process just wrote
+        them (FTS_SUMS, beside the table: a rebuilt index goes with its record). LanceDB's index files
+        carry no checksum of their own: bytes changed in them lowered scores and raised nothing."""
+        found: dict[str, list] = {}
+        for uuid in _fts_uuids(table):
+            folder = self.dir / f"{TABLE}.lance" / "_indices" / uuid
+            for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+                stat = path.stat()
+                found[f"{uuid}/{path.name}"] = [stat.st_size, stat.st_mtime_ns, _sha256_file(path)]
+        files.atomic_write(self.dir / FTS_SUMS, json.dumps({"files": found}, sort_keys=True) + "\n")
+
+    def fts_damage(self, thorough: bool = False) -> str | None:
+        """What is wrong with the BM25 index's files, in words; None when nothing is (or nothing is
+        known: no record yet, or an index another process made since, the recorded one pruned).
+        A search compares each file's size and mtime with the record (a few stats) and hashes only a
+        file whose stat moved; thorough (`reindex`, `reindex --check`) hashes every file."""
+        try:
+            recorded = json.loads((self.dir / FTS_SUMS).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        base = self.dir / f"{TABLE}.lance" / "_indices"
+        for rel, (size, mtime_ns, digest) in sorted(recorded.items()):
+            path = base / rel
+            if not path.parent.is_dir():
+                continue  # that index was replaced and pruned: the record is of an older one
+            try:
+                stat = path.stat()
+            except OSError:
+                return f"the full-text index file {path} is missing"
+            if not thorough and (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns):
+                continue
+            if stat.st_size != size or _sha256_file(path) != digest:
+                return f"the full-text index file {path} is not as memvault wrote it"
+        return None
+
+    def fts_probe(self, table) -> str | None:
+        """A query of the BM25 index for the words of a row it holds: what LanceDB says when it cannot
+        read the index (a panic, "corrupt file", a file not found); None when it answers."""
+        if not _fts_uuids(table):
+            return None
+        try:
+            sample = table.search().select([FTS_COLUMN]).limit(1).to_list()
+            words = " ".join((sample[0][FTS_COLUMN] if sample else "").split()[:8])
+            if words:
+                table.search(words, query_type="fts", fts_columns=FTS_COLUMN).limit(1).to_list()
+        except Exception as exc:
+            if self.table_gone(exc):
+                return None
+            return f"the full-text index in {self.dir} cannot be read ({_first_line(exc)})"
+        return None
 
     def ensure_filter_indexes(self, table) -> None:
         """Bitmap indexes on the columns every search filters by (role, conversation_id) and a B-tree
@@ -700,12 +765,15 @@ class Index:
         its end, not after each of its batches."""
         table = self.table()
         if table is not None and self._touched:
-            self.ensure_fts(table)
+            made = self.ensure_fts(table)
             self.ensure_filter_indexes(table)
             if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 from datetime import timedelta
 
                 table.optimize(cleanup_older_than=timedelta(seconds=KEEP_VERSIONS_SECONDS))
+                made = True  # the new rows taken into a new BM25 index
+            if made or not (self.dir / FTS_SUMS).exists():  # the files just written (or, first, as they are)
+                self.record_fts(table)
         self._touched = False
 
     def _arrow_rows(self, batch, vectors, contexts=None):
@@ -760,6 +828,8 @@ class _Sync:
     def run(self) -> SyncReport:
         self.start()
         self.judge_table()
+        if self.how.verify and not self.report.rebuilt:
+            self.judge_fts()
         if self.report.rebuilt and not self.how.write:
             return self.report
         self.clear()
@@ -880,6 +950,23 @@ class _Sync:
                         pass
         except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
             report.rebuilt = f"index in {index.dir} is unreadable ({type(exc).__name__}); rebuilding it"
+
+    def judge_fts(self) -> None:
+        """reindex and reindex --check: the BM25 index's files as recorded (every byte) and a query of
+        it answered; damaged, reindex makes it anew from the rows (nothing embedded again) and says
+        so, --check reports it (out of step, exit 1)."""
+        index, report = self.index, self.report
+        table = index.table() if index.dir.is_dir() else None
+        if table is None:
+            return
+        report.damaged = index.fts_damage(thorough=True) or index.fts_probe(table)
+        if not self.how.write:
+            return
+        if report.damaged:  # said by the report (reindex's summary, --json)
+            index.ensure_fts(table, again=True)
+            report.repaired = True
+        if report.damaged or not (index.dir / FTS_SUMS).exists():
+            index.record_fts(table)  # an index from before the record: as it reads now
 
     def clear(self) -> None:
         """A rebuild drops record and table; stray rows are deleted (then every file is looked at)."""
@@ -1091,6 +1178,31 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
                            default=files.json_value, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
+
+
+def _fts_uuids(table) -> list[str]:
+    """The folders (under the table's _indices/) of the BM25 index now."""
+    try:
+        return [str(i.index_uuid) for i in table.list_indices() if getattr(i, "name", "") == f"{FTS_COLUMN}_idx"]
+    except Exception:
+        return []
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, without the Rust source file LanceDB names after its message."""
+    import re
+
+    text = str(exc).strip().splitlines()
+    line = re.sub(r",\s*/\S*/\.cargo/\S*", "", text[0] if text else type(exc).__name__)
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 def _bm25_behind(table) -> bool:
