@@ -945,7 +945,7 @@ def sync(
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
-    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed (exit 1, naming each file and line): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
+    A hand edit that does not read as a memory (broken front matter) is left out, named on stderr, and the exit code is 1: it is neither committed nor pushed. Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret are not pushed (exit 1, naming each file and line): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
     """
     from memvault.errors import RemoteError, SecretsFound, SyncConflict
 
@@ -962,9 +962,13 @@ def sync(
         raise
     if as_json:
         emit_json(result.to_json())
-        return
-    for line in sync_lines(result):
-        typer.echo(line)
+    else:
+        for line in sync_lines(result):
+            typer.echo(line)
+    for line in result.left_out():  # the user must know: what they edited did not leave this machine
+        _error(line)
+    if result.skipped:
+        raise typer.Exit(1)
 
 
 @app.command()
