@@ -230,6 +230,48 @@ def test_a_damaged_full_text_index_is_found_said_searched_around_and_rebuilt(vau
     assert after == before and "full-text" not in said
 
 
+def test_markdown_outside_the_kind_folders_is_no_memory_until_reindex_moves_it_in_then_one_everywhere(vault_dir):
+    """Issue 44: entries/loose.md and entries/global/hand.md were indexed (search found them) but stats and
+    conversations did not count them, ls and export left them out and rm failed. Now: no command sees
+    them, each read says what reindex will do, and reindex adopts them into global/notes/, where every
+    command does."""
+    add("The user keeps bees")
+    loose, hand = vault_dir / "entries/loose.md", vault_dir / "entries/global/hand.md"
+    loose.write_text("Loose note: the hive is painted blue\n")
+    hand.write_text("Hand note: the honey comes in June\n")
+
+    check = run_cli("reindex", "--check")
+    assert check.exit_code == 1
+    for path in (loose, hand):
+        assert f"memvault: skipped {path}: not where memvault keeps memories" in check.stderr
+    assert check.stderr.count("`memvault reindex` moves it into entries/global/notes/ as a note") == 2
+    stats = json.loads(run_cli("stats", "--json").stdout)
+    assert (stats["memories"], stats["skipped"], stats["index"]["in_step"]) == (1, 2, False)
+    assert len(json.loads(run_cli("ls", "--json").stdout)) == 1
+    assert len(run_cli("export", "--all").stdout.splitlines()) == 1
+    assert json.loads(run_cli("conversations", "--json").stdout)[0]["total"] == 1
+    found = run_cli("search", "--json", "--relevance-floor", "0", "hive painted blue")
+    assert "hive" not in found.stdout and f"skipped {loose}" in found.stderr
+
+    done = run_cli("reindex")
+    assert done.exit_code == 0, done.stderr
+    assert "memvault: moved entries/loose.md to entries/global/notes/" in done.stderr
+    assert not loose.exists() and not hand.exists()
+    assert git(vault_dir, "status", "--porcelain") == ""  # committed where they are now
+    listed = {m["text"]: m for m in json.loads(run_cli("ls", "--json").stdout)}
+    assert set(listed) == {"The user keeps bees", "Loose note: the hive is painted blue",
+                           "Hand note: the honey comes in June"}
+    stats = json.loads(run_cli("stats", "--json").stdout)
+    assert (stats["by_kind"], stats["skipped"], stats["index"]["in_step"]) == ({"fact": 1, "note": 2}, 0, True)
+    assert json.loads(run_cli("conversations", "--json").stdout)[0]["counts"] == {"fact": 1, "note": 2}
+    assert len(run_cli("export", "--all").stdout.splitlines()) == 3
+    note = listed["Loose note: the hive is painted blue"]
+    assert note["path"].startswith("entries/global/notes/") and top("hive painted blue") == note["text"]
+    assert run_cli("show", note["id"][:8]).exit_code == 0
+    assert run_cli("rm", note["id"][:8]).exit_code == 0
+    assert run_cli("reindex", "--check").exit_code == 0
+
+
 def test_full_rebuild(vault_dir):
     add("alpha memory", "beta memory")
     result = run_cli("reindex", "--full")
@@ -346,7 +388,7 @@ def test_scan_entries_finds_what_walk_entries_finds(tmp_path):
     os.symlink(root / "elsewhere", root / "entries" / "global" / "linked")  # a symlinked folder is not followed
     os.symlink(root / "elsewhere" / "i.md", root / "entries" / "global" / "facts" / "link.md")
     scanned = _scan_entries(root)
-    walked = list(files.walk_entries(root))
+    walked = list(files.walk_entries(root, placed_only=False))
     assert sorted(scanned.values()) == [str(p) for p in walked]
     assert all(Path(v).relative_to(root).as_posix() == k for k, v in scanned.items())
     assert _scan_entries(tmp_path / "nothing-here") == {}

@@ -869,6 +869,8 @@ def reindex(
         _error(f"skipped {problem}")
     for memory in report.adopted:
         info(ctx, f"memvault: adopted {vault.relative(memory.path)} as a note (front matter added)")
+    for old, new in report.moved:
+        info(ctx, f"memvault: moved {old} to {new} (a memory's place: its conversation's folder for its kind)")
     if as_json:
         emit_json(report.to_json())
     else:

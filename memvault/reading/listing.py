@@ -156,7 +156,7 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
 def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
     """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
     under deleted/, summaries still left out), with the role their folder stands for (None for a
-    folder memvault does not write)."""
+    folder below one of those); none outside the kind folders."""
     if deleted:
         conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
@@ -168,6 +168,8 @@ def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple
             dirs[:] = [d for d in dirs if d not in (files.DELETED, "summaries")]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         role = _FOLDER_ROLES.get(rel)
+        if not files.in_kind_folder((files.ENTRIES, "c", *rel, "x.md")):
+            continue  # not a memory until `reindex` moves it into place (files.in_kind_folder)
         for name in names:
             path = here / name
             if files.is_memory_file(path):

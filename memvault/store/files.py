@@ -19,7 +19,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
@@ -41,6 +41,8 @@ ROLE_FOLDERS = {
     "pending": "pending",  # a learned fact waiting for review (setting learned_review): never searched
 }
 PENDING_ROLE = "pending"
+# The folders directly under a conversation's that hold memories (turns/ holds user/ and assistant/).
+KIND_FOLDERS = frozenset(folder.split("/")[0] for folder in ROLE_FOLDERS.values())
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 # What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
@@ -793,8 +795,9 @@ def as_held(memory: Memory, moment: datetime) -> Memory:
                   as_of=moment, deleted_since=str(memory.extra.get("deleted_at")))
 
 
-def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
-    """Every candidate memory file under entries/, sorted, without following symlinks.
+def walk_entries(root: Path, include_deleted: bool = False, placed_only: bool = True) -> Iterator[Path]:
+    """Every candidate memory file under entries/, sorted, without following symlinks; placed_only:
+    in a kind folder only (in_kind_folder: what reindex has not moved into place is no memory yet).
 
     A symlinked folder is never entered; it is yielded itself, so that reading it reports it.
     """
@@ -810,11 +813,29 @@ def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
             continue
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         found.extend(here / d for d in dirs if os.path.islink(here / d))
-        for name in files:
-            candidate = here / name
-            if is_memory_file(candidate):
-                found.append(candidate)
+        if not placed_only or in_kind_folder(("entries",) + rel + ("x.md",)):
+            for name in files:
+                candidate = here / name
+                if is_memory_file(candidate):
+                    found.append(candidate)
     yield from sorted(found)
+
+
+def in_kind_folder(rel) -> bool:
+    """Whether a vault-relative path is where memvault keeps memories: entries/<conversation>/<kind
+    folder>/... (facts/, notes/, decisions/, turns/user/, turns/assistant/, summaries/, episodes/,
+    pending/), or the same under deleted/. A markdown file elsewhere under entries/ (entries/loose.md,
+    entries/global/hand.md) is none of them until `reindex` moves it into place (docs/design.md, "The
+    vault on disk")."""
+    parts = rel if isinstance(rel, tuple) else PurePosixPath(rel).parts if isinstance(rel, str) else rel.parts
+    if len(parts) < 4 or parts[0] != ENTRIES:
+        return False
+    folders = parts[2:-1]
+    if folders and folders[0] == DELETED:
+        folders = folders[1:]
+    if not folders or folders[0] not in KIND_FOLDERS:
+        return False
+    return folders[0] != "turns" or (len(folders) >= 2 and folders[1] in ("user", "assistant"))
 
 
 def is_deleted_path(rel) -> bool:
@@ -841,5 +862,6 @@ def walk_entries_under(conversation_dir: Path, include_deleted: bool = False) ->
         if here == conversation_dir and not include_deleted:
             dirs[:] = [d for d in dirs if d != DELETED]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found.extend(here / n for n in names if is_memory_file(here / n))
+        if in_kind_folder((ENTRIES, conversation_dir.name) + here.relative_to(conversation_dir).parts + ("x.md",)):
+            found.extend(here / n for n in names if is_memory_file(here / n))
     yield from sorted(found)

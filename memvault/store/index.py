@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from memvault.store import files
-from memvault.errors import MemoryFileError
+from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
 from memvault.store.files import Memory
 
 TABLE = "memories"
@@ -133,6 +133,8 @@ class SyncReport:
     unlike_head: dict[str, str] | None = None
     committed: list[str] = field(default_factory=list)  # reindex: the hand edits it committed (relative paths)
     commit: str | None = None  # ... and the commit it made of them
+    # reindex: the markdown files it moved into a kind folder (Sync.place), (from, to), relative
+    moved: list[tuple[str, str]] = field(default_factory=list)
     # reindex, reindex --check: what is wrong with the BM25 index's files (Index.fts_damage, fts_probe),
     # and whether this sync made it anew (reindex does; --check writes nothing)
     damaged: str | None = None
@@ -173,6 +175,7 @@ class SyncReport:
             "added": self.added, "changed": self.changed, "removed": self.removed, "unchanged": self.unchanged,
             "skipped": [{"path": str(e.path), "reason": e.reason} for e in self.skipped],
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
+            "moved": [{"from": old, "to": new} for old, new in self.moved],
             "committed": self.committed, "commit": self.commit, "damaged": self.damaged, "repaired": self.repaired,
         }
 
@@ -338,11 +341,14 @@ class Index:
                 full = os.path.join(self.root, rel)
                 if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
                     hits.add(rel)
-            return [self.root / rel for rel in sorted(hits)]
+            # A file outside the kind folders is no memory until reindex moves it in (files.in_kind_folder).
+            return [self.root / rel for rel in sorted(hits) if files.in_kind_folder(rel)]
         header = self._header()
         known = self.state.entries() if header is not None else {}
         found = []
         for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
+            if not files.in_kind_folder(rel):
+                continue
             entry = known.get(rel)
             if entry is not None:
                 try:
@@ -1040,6 +1046,12 @@ class _Sync:
                 continue
             tombstone = _in_deleted(rel)
             adopt = self.how.adopt and self.how.write and not tombstone
+            if not tombstone and not files.in_kind_folder(rel):
+                placed = self.place(rel, path, entry, adopt)
+                if placed is None:
+                    continue
+                rel, path, entry = placed  # read below as the new file it is
+                stat = os.lstat(path)
             # A file read without front matter (by a search, which does not write) keeps the id it was
             # given: reindex reads it again, to give it the front matter the notice promised.
             unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
@@ -1074,6 +1086,51 @@ class _Sync:
                 continue
             fresh_reads.append((rel, memory, digest, stat, oid, entry))
         return fresh_reads
+
+    def place(self, rel: str, path: str, entry: dict[str, Any] | None, adopt: bool):
+        """A markdown file outside the kind folders (entries/loose.md, entries/global/hand.md: see
+        files.in_kind_folder). reindex adopts it: the file moves to where memvault keeps a memory of
+        its kind and conversation (one without front matter: a note, given front matter), which every
+        command then sees; (its new path, relative and absolute, no record). Any other sync leaves it
+        out and says what reindex will do (None), as ls, stats, export and rm do not see it either."""
+        report = self.report
+        if entry is not None:  # indexed where it was (an earlier memvault): that row goes
+            if entry["live"]:
+                report.removed.append(rel)
+                report.ids[rel] = entry["id"]
+            self.drop.add(rel)
+        root = self.index.root
+        try:
+            memory, adopted = files.read_memory(Path(path), root)
+            target = files.relative_path_for(memory).as_posix()
+        except (MemoryFileError, UsageError, InvalidConversationId) as exc:
+            self.watch.add(rel)
+            report.skipped.append(exc if isinstance(exc, MemoryFileError) else MemoryFileError(Path(path), str(exc)))
+            return None
+        destination = root / target
+        if not adopt:
+            self.watch.add(rel)
+            report.skipped.append(MemoryFileError(Path(path), (
+                "not where memvault keeps memories (entries/<conversation>/facts/, notes/, ...): `memvault "
+                f"reindex` moves it into {target.rsplit('/', 1)[0]}/" + (" as a note" if adopted else ""))))
+            return None
+        if os.path.lexists(destination):
+            try:
+                there, _ = files.read_memory(destination, root)
+            except MemoryFileError:
+                there = None
+            if there is None or there.id != memory.id or there.text != memory.text:
+                self.watch.add(rel)
+                report.skipped.append(MemoryFileError(Path(path), f"its place {target} is taken by another file"))
+                return None
+            # the same memory there already: a move a kill cut short; the copy left behind goes
+        else:
+            files.write_memory(root, memory, destination)  # with front matter
+        os.unlink(path)
+        report.moved.append((rel, target))
+        self.scope.add(target)
+        self.on_disk[target] = str(destination)
+        return target, str(destination), None
 
     def claim_ids(self, fresh_reads) -> list[tuple[str, Memory, str, os.stat_result, str]]:
         """Two files claiming one id: the one the record already has keeps it; the other is

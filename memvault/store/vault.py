@@ -132,7 +132,7 @@ class Vault:
 
         if not self.settings.enable_git_versioning or gitrepo.is_repo(self.root) or not self.entries.is_dir():
             return None
-        if next(iter(files.walk_entries(self.root, include_deleted=True)), None) is None:
+        if next(iter(files.walk_entries(self.root, include_deleted=True, placed_only=False)), None) is None:
             return None
         return (f"the vault {self.root} has memory files but no git repository (.git is missing): to start a new "
                 f"history with the files as they are, run `git -C {self.root} init` then `memvault --vault "
