@@ -19,7 +19,7 @@ def live_memories(vault: Path):
 
 
 def test_add_from_arguments_writes_file_commits_and_prints_id(vault_dir):
-    result = run_cli("add", "My", "wife", "is", "Anne")
+    result = run_cli("add", "My wife is Anne")
     assert result.exit_code == 0, result.stderr
     memory_id, rel = result.stdout.split()
     memory, _ = files.read_memory(vault_dir / rel, vault_dir)
@@ -31,6 +31,21 @@ def test_add_from_arguments_writes_file_commits_and_prints_id(vault_dir):
     assert git(vault_dir, "status", "--porcelain") == ""
     assert ".memvault/" in (vault_dir / ".gitignore").read_text()
     assert ".memvault" not in git(vault_dir, "ls-files")
+
+
+def test_several_arguments_are_refused_and_nothing_is_stored(vault_dir):
+    """Issue 44: `add "A" "B"` stored one memory "A B". One text, one argument; --help says so."""
+    seed("The user keeps bees")
+    for args in (["I like tea", "I live in Lisbon"], ["My", "wife", "is", "Anne"]):
+        result = run_cli("add", *args)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr == (f"memvault: error: add takes the text as one argument and got {len(args)}: quote it "
+                                 "(memvault add \"...\") for one memory; for several, one per line with --each-line "
+                                 "(or --jsonl)\n")
+    assert [m.text for m in live_memories(vault_dir)] == ["The user keeps bees"]
+    assert "Several arguments are an error (exit 2, nothing stored)" in " ".join(run_cli("add", "--help").stdout.split())
+    assert run_cli("add", "--each-line", input="I like tea\nI live in Lisbon\n").exit_code == 0
+    assert len(live_memories(vault_dir)) == 3
 
 
 def test_add_from_stdin_and_dash(vault_dir):

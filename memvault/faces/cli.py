@@ -273,7 +273,9 @@ def _read_path(path: Path) -> str:
 @app.command()
 def add(
     ctx: typer.Context,
-    text: Optional[list[str]] = typer.Argument(None, help="Memory text; none or '-' reads stdin."),
+    text: Optional[list[str]] = typer.Argument(None, help="Memory text, one argument (quote it: \"...\"); none or "
+                                                          "'-' reads stdin. Several arguments are refused: for "
+                                                          "several memories, --each-line or --jsonl."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the text from a file."),
     each_line: bool = typer.Option(False, "--each-line", help="One memory per non-empty line (list markers stripped)."),
     jsonl: Optional[str] = typer.Option(
@@ -297,13 +299,18 @@ def add(
                                               "says exactly that."),
     json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
-    """Store memories: from arguments, stdin, --file or --jsonl.
+    """Store memories: from an argument, stdin, --file or --jsonl.
+
+    The text is one argument: `memvault add "I live in Lisbon"`. Several arguments are an error (exit 2, nothing stored): whether `add A B` meant one memory or two cannot be told, and a wrong guess would store the wrong memories. --each-line stores one memory per line.
 
     A text that a live memory of the same conversation and kind already holds word for word is not
     stored again (it says which one holds it), so a cron job can add the same file every night.
     """
     state = _state(ctx)
     as_json = json_output or state.json
+    if text and len(text) > 1:  # not echoed back: it may hold a password
+        raise UsageError(f"add takes the text as one argument and got {len(text)}: quote it (memvault add \"...\") "
+                         "for one memory; for several, one per line with --each-line (or --jsonl)")
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
@@ -321,8 +328,7 @@ def add(
                                     extract=extract, progress=bar, conversation_id=conversation, kind=kind.value,
                                     tags=tag, source=source, rationale=rationale, alternatives=alternative)
         else:
-            raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
-                                                              else _read_stdin(ctx))
+            raw = _read_path(file) if file is not None else (text[0] if text and text != ["-"] else _read_stdin(ctx))
             if extract:
                 learned = vault.add_extracted(raw, conversation=conversation, each_line=each_line)
                 _print_learned(ctx, learned, as_json, stream=sys.stdout)
