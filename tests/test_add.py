@@ -399,3 +399,27 @@ def test_a_post_commit_hook_of_the_user_still_runs(vault_dir, tmp_path):
     assert run_cli("add", "The user rows on Sundays").exit_code == 0
     assert ran.read_text() == "memvault add: 1 memory (global)\n"
     assert git(vault_dir, "status", "--porcelain") == ""
+
+
+def test_a_folder_that_is_a_repository_of_other_files_is_refused_unless_shared(tmp_path, monkeypatch):
+    """Issue 44: `--vault` pointed at a project's repository committed memories into it, unsaid."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("print('hello')\n")
+    (project / "README.md").write_text("# A project\n")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "the project")
+    refused = run_cli("--vault", str(project), "add", "The user keeps bees")
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert refused.stderr == (f"memvault: error: {project} is a git repository that tracks other files (README.md, "
+                              "src/app.py): memvault would commit every memory into it; give --vault a folder of its "
+                              "own, or set share_repository = true (memvault.toml, or MEMVAULT_SHARE_REPOSITORY=1) to "
+                              "keep the vault there; nothing was written\n")
+    assert sorted(p.name for p in project.iterdir()) == [".git", "README.md", "src"]
+    assert git(project, "log", "--format=%s").splitlines() == ["the project"]
+    monkeypatch.setenv("MEMVAULT_SHARE_REPOSITORY", "1")  # asked for: the vault lives in the project
+    assert run_cli("--vault", str(project), "add", "The user keeps bees").exit_code == 0
+    assert git(project, "log", "-1", "--format=%s").startswith("memvault add")
+    monkeypatch.delenv("MEMVAULT_SHARE_REPOSITORY")
+    assert run_cli("--vault", str(project), "add", "The user keeps goats").exit_code == 0  # a vault now: entries/
