@@ -423,3 +423,17 @@ def test_a_folder_that_is_a_repository_of_other_files_is_refused_unless_shared(t
     assert git(project, "log", "-1", "--format=%s").startswith("memvault add")
     monkeypatch.delenv("MEMVAULT_SHARE_REPOSITORY")
     assert run_cli("--vault", str(project), "add", "The user keeps goats").exit_code == 0  # a vault now: entries/
+
+
+def test_a_created_at_before_the_year_1000_names_its_file_with_four_digits(vault_dir):
+    """Issue 44: created_at 0999-06-01 named the file 9990601T..., which sorted after 2026 and read as no time."""
+    line = json.dumps({"text": "The abbey was founded", "created_at": "0999-06-01T00:00:00Z"})
+    added = run_cli("add", "--jsonl", "-", input=line + "\n")
+    assert added.exit_code == 0, added.stderr
+    assert added.stdout.split()[1].split("/")[-1].startswith("09990601T000000000000Z__")
+    seed("The user keeps bees")
+    listed = json.loads(run_cli("ls", "--json").stdout)
+    assert [m["text"] for m in listed] == ["The user keeps bees", "The abbey was founded"]  # newest first
+    assert listed[1]["created_at"] == "0999-06-01T00:00:00.000000+00:00"
+    assert [m["text"] for m in json.loads(run_cli("ls", "--json", "--until", "1500-01-01").stdout)] == \
+        ["The abbey was founded"]

@@ -109,8 +109,10 @@ def format_time(moment: datetime) -> str:
 
 
 def file_stamp(moment: datetime) -> str:
-    """UTC YYYYMMDDTHHMMSSffffffZ, so file names sort by time."""
-    return moment.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    """UTC YYYYMMDDTHHMMSSffffffZ, so file names sort by time: the year has four digits, 0999 too
+    (strftime's %Y gives 999, which sorted after 2026 and read as no time at all)."""
+    utc = moment.astimezone(timezone.utc)
+    return f"{utc.year:04d}{utc:%m%dT%H%M%S%fZ}"
 
 
 def check_conversation_id(conversation_id: str) -> str:
