@@ -383,6 +383,33 @@ def _resolutions(commit: _Commit, resolved: list[_Resolved], blobs: dict[str, st
     return changes
 
 
+def taken_out(root: Path, id_or_prefix: str) -> str | None:
+    """Why no file holds a memory any more, from git: the newest commit that removed a file named for
+    it (memvault names every file `<ts>__<id>.md`), as words for a "no memory with id" error: an
+    `undo` (its `Memvault-Undoes` trailer: which commit it took back) or another removal (by hand, a
+    purge). None when git has no such file, or is not there to ask. Asked only after a lookup failed:
+    it reads every commit's tree."""
+    from memvault.store import gitrepo
+
+    needle = id_or_prefix.strip().lower()
+    if not re.fullmatch(r"[0-9a-f-]{4,36}", needle) or not gitrepo.is_repo(root):
+        return None
+    try:
+        out = gitrepo.git_output(root, "log", "-1", "--no-renames", "--diff-filter=D",
+                                 "--format=%H%x1f%s%x1f%(trailers:key=Memvault-Undoes,valueonly)%x1e", "--",
+                                 f":(glob){files.ENTRIES}/**/*__{needle}*.md")
+    except MemvaultError:
+        return None
+    record = out.split(RS)[0].strip()
+    if not record:
+        return None
+    commit, subject, undoes = (record.split(US) + ["", ""])[:3]
+    undoes = undoes.strip()
+    if undoes:
+        return f"it was taken out by `memvault undo` in commit {commit[:8]}, which took back {undoes[:8]}"
+    return f"its file was removed in commit {commit[:8]} ({subject})"
+
+
 def _id_in_name(path: str) -> str:
     return PurePosixPath(path).stem.split("__")[-1]
 
