@@ -72,6 +72,7 @@ def shared_agent(tmp_path_factory):
     home.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.com\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMVAULT_", "GIT_"))}
+    env["MEMVAULT_FETCH_MODELS"] = "false"  # as isolated_env: no test fetches a model
     env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local/share"), XDG_CACHE_HOME=str(home / ".cache"),
                GIT_CONFIG_GLOBAL=str(home / ".gitconfig"), GIT_CONFIG_NOSYSTEM="1", MEMVAULT_DIR=str(vault),
                MEMVAULT_AGENT="off", MEMVAULT_CACHE_DIR=os.environ.get("MEMVAULT_TEST_CACHE")

@@ -530,7 +530,7 @@ def read(index, query: Query, settings, say: Callable[[str], None], llm_order: C
 
     started = time.perf_counter()
     notes: list[str] = []
-    reranker = load_reranker(settings, warn=notes.append) if query.rerank else None
+    reranker = load_reranker(settings, warn=notes.append, say=say) if query.rerank else None
     loaded = time.perf_counter()
     if settings.llm_rerank and query.rerank and reranker is None:  # the LLM reads more, top_k are kept
         from memvault.reading.llm_rerank import DEPTH
@@ -583,11 +583,12 @@ def annotate_episodes(index, results: list) -> None:
 
 
 
-def load_reranker(settings, warn: Callable[[str], None] | None = None):
-    """The configured cross-encoder, or None (with one line on stderr) when it cannot be loaded."""
+def load_reranker(settings, warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None):
+    """The configured cross-encoder, or None (with one line on stderr) when it cannot be loaded; not
+    in the cache, it is fetched now when the setting fetch_models allows (its progress on say)."""
     from memvault.store.models import get_reranker
 
-    return get_reranker(settings.reranker_model, warn=warn)
+    return get_reranker(settings.reranker_model, warn=warn, fetch=settings.fetch_models, say=say)
 
 
 INJECTION_HEADER = (
