@@ -512,7 +512,7 @@ class Memvault:
                            f"{imported}; said {files.format_time(memory.created_at)})")
         return version_then(self._vault, files.as_held(memory, moment), moment)
 
-    def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
+    def recent(self, conversation: str | None = None, *, limit: int = 20, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
                deleted: bool = False, as_of: datetime | str | None = None, cursor: str | None = None):
         """The newest live memories, newest first: of one conversation (None: every conversation),
