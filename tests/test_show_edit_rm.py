@@ -113,8 +113,10 @@ def test_show_of_a_memory_an_undo_took_out_says_so_and_which_commit(vault_dir):
         shown = run_cli("show", wanted)
         assert shown.exit_code == 1
         assert shown.stderr == (f"memvault: error: no memory with id {wanted!r} in {vault_dir}: it was taken out by "
-                                f"`memvault undo` in commit {undo_commit[:8]}, which took back {add_commit[:8]}; "
+                                f"an undo, commit {undo_commit[:8]}, which took back {add_commit[:8]}; "
                                 f"`memvault log {wanted}` shows its history\n")
+        told = run_cli("log", wanted)  # the hint, run as written
+        assert told.exit_code == 0 and f"! removed  {added['id'][:8]}" in told.stdout and "+ added" in told.stdout
     never = run_cli("show", "ffffffff")
     assert never.stderr == f"memvault: error: no memory with id 'ffffffff' in {vault_dir}\n"
 

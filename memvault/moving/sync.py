@@ -70,7 +70,7 @@ class SyncResult:
         """One line per file left out: what it is, why, and that a hand edit did not leave this machine."""
         return [f"left out {problem.path}: {problem.reason}; " + (
             "this hand edit is not committed, so not pushed: fix it and run memvault sync again"
-            if where == "hand edit" else "pulled, but not indexed: fix it and run memvault reindex")
+            if where == "hand edit" else "pulled, and not indexed until it is fixed (the search after reads it)")
             for problem, where in self.skipped]
 
     def to_json(self) -> dict[str, Any]:

@@ -406,7 +406,7 @@ def taken_out(root: Path, id_or_prefix: str) -> str | None:
     commit, subject, undoes = (record.split(US) + ["", ""])[:3]
     undoes = undoes.strip()
     if undoes:
-        return f"it was taken out by `memvault undo` in commit {commit[:8]}, which took back {undoes[:8]}"
+        return f"it was taken out by an undo, commit {commit[:8]}, which took back {undoes[:8]}"
     return f"its file was removed in commit {commit[:8]} ({subject})"
 
 
