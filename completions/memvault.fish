@@ -80,7 +80,7 @@ complete -c memvault -n '__memvault_needs_command' -s q -l quiet -d 'Only result
 complete -c memvault -n '__memvault_needs_command' -s v -l verbose -d 'More detail on stderr'
 complete -c memvault -n '__memvault_needs_command' -l version -d 'Print the version'
 complete -c memvault -s h -l help -d 'Show help and exit'
-complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from arguments, stdin, --file or --jsonl'
+complete -c memvault -n __memvault_needs_command -a add -d 'Store memories: from an argument, stdin, --file or --jsonl'
 complete -c memvault -n __memvault_needs_command -a agent -d 'Keep the vault warm: a process that carries out this vault\'s CLI commands (search, add, ls, ...) with the model and libraries loaded once, over a Unix socket in .memvault/ (owner-only)'
 complete -c memvault -n __memvault_needs_command -a chat -d 'Chat with an LLM that remembers: retrieve, answer, learn'
 complete -c memvault -n __memvault_needs_command -a clone -d 'Copy a vault from a git remote and build its index (then `memvault sync` keeps both in step)'

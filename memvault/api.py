@@ -368,7 +368,7 @@ class Memvault:
 
         from memvault.reading.as_of import memory_at
 
-        return memory_at(manage.find(self._vault, id_or_prefix), _time(as_of, "as_of"))
+        return memory_at(self._vault, manage.find(self._vault, id_or_prefix), _time(as_of, "as_of"))
 
     def recent(self, conversation: str | None = None, *, limit: int = 20, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,

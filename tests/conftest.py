@@ -33,6 +33,8 @@ def isolated_env(tmp_path, monkeypatch):
     # Every CLI subprocess runs cold unless its test asks for the agent (tests/test_agent.py): none
     # uses, or (agent = auto) starts, one behind the test's back.
     monkeypatch.setenv("MEMVAULT_AGENT", "off")
+    # No test fetches a model on its first use (tests/test_models.py asks for it, from a hub of its own).
+    monkeypatch.setenv("MEMVAULT_FETCH_MODELS", "false")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

@@ -19,7 +19,7 @@ def live_memories(vault: Path):
 
 
 def test_add_from_arguments_writes_file_commits_and_prints_id(vault_dir):
-    result = run_cli("add", "My", "wife", "is", "Anne")
+    result = run_cli("add", "My wife is Anne")
     assert result.exit_code == 0, result.stderr
     memory_id, rel = result.stdout.split()
     memory, _ = files.read_memory(vault_dir / rel, vault_dir)
@@ -31,6 +31,21 @@ def test_add_from_arguments_writes_file_commits_and_prints_id(vault_dir):
     assert git(vault_dir, "status", "--porcelain") == ""
     assert ".memvault/" in (vault_dir / ".gitignore").read_text()
     assert ".memvault" not in git(vault_dir, "ls-files")
+
+
+def test_several_arguments_are_refused_and_nothing_is_stored(vault_dir):
+    """Issue 44: `add "A" "B"` stored one memory "A B". One text, one argument; --help says so."""
+    seed("The user keeps bees")
+    for args in (["I like tea", "I live in Lisbon"], ["My", "wife", "is", "Anne"]):
+        result = run_cli("add", *args)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr == (f"memvault: error: add takes the text as one argument and got {len(args)}: quote it "
+                                 "(memvault add \"...\") for one memory; for several, one per line with --each-line "
+                                 "(or --jsonl)\n")
+    assert [m.text for m in live_memories(vault_dir)] == ["The user keeps bees"]
+    assert "Several arguments are an error (exit 2, nothing stored)" in " ".join(run_cli("add", "--help").stdout.split())
+    assert run_cli("add", "--each-line", input="I like tea\nI live in Lisbon\n").exit_code == 0
+    assert len(live_memories(vault_dir)) == 3
 
 
 def test_add_from_stdin_and_dash(vault_dir):
@@ -384,3 +399,41 @@ def test_a_post_commit_hook_of_the_user_still_runs(vault_dir, tmp_path):
     assert run_cli("add", "The user rows on Sundays").exit_code == 0
     assert ran.read_text() == "memvault add: 1 memory (global)\n"
     assert git(vault_dir, "status", "--porcelain") == ""
+
+
+def test_a_folder_that_is_a_repository_of_other_files_is_refused_unless_shared(tmp_path, monkeypatch):
+    """Issue 44: `--vault` pointed at a project's repository committed memories into it, unsaid."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("print('hello')\n")
+    (project / "README.md").write_text("# A project\n")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "the project")
+    refused = run_cli("--vault", str(project), "add", "The user keeps bees")
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert refused.stderr == (f"memvault: error: {project} is a git repository that tracks other files (README.md, "
+                              "src/app.py): memvault would commit every memory into it; give --vault a folder of its "
+                              "own, or set share_repository = true (memvault.toml, or MEMVAULT_SHARE_REPOSITORY=1) to "
+                              "keep the vault there; nothing was written\n")
+    assert sorted(p.name for p in project.iterdir()) == [".git", "README.md", "src"]
+    assert git(project, "log", "--format=%s").splitlines() == ["the project"]
+    monkeypatch.setenv("MEMVAULT_SHARE_REPOSITORY", "1")  # asked for: the vault lives in the project
+    assert run_cli("--vault", str(project), "add", "The user keeps bees").exit_code == 0
+    assert git(project, "log", "-1", "--format=%s").startswith("memvault add")
+    monkeypatch.delenv("MEMVAULT_SHARE_REPOSITORY")
+    assert run_cli("--vault", str(project), "add", "The user keeps goats").exit_code == 0  # a vault now: entries/
+
+
+def test_a_created_at_before_the_year_1000_names_its_file_with_four_digits(vault_dir):
+    """Issue 44: created_at 0999-06-01 named the file 9990601T..., which sorted after 2026 and read as no time."""
+    line = json.dumps({"text": "The abbey was founded", "created_at": "0999-06-01T00:00:00Z"})
+    added = run_cli("add", "--jsonl", "-", input=line + "\n")
+    assert added.exit_code == 0, added.stderr
+    assert added.stdout.split()[1].split("/")[-1].startswith("09990601T000000000000Z__")
+    seed("The user keeps bees")
+    listed = json.loads(run_cli("ls", "--json").stdout)
+    assert [m["text"] for m in listed] == ["The user keeps bees", "The abbey was founded"]  # newest first
+    assert listed[1]["created_at"] == "0999-06-01T00:00:00.000000+00:00"
+    assert [m["text"] for m in json.loads(run_cli("ls", "--json", "--until", "1500-01-01").stdout)] == \
+        ["The abbey was founded"]

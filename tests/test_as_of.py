@@ -83,3 +83,62 @@ def test_ls_and_show_as_of_a_replaced_and_a_deleted_memory(vault_dir, llm_env, m
     assert early.exit_code == 1 and "did not exist yet" in early.stderr
     # The API keeps the tombstone's file where it is: only the view is of then.
     assert vault.get(cat.id, as_of="2025-03-01").path == vault.get(cat.id).path
+
+
+def test_show_as_of_an_edited_memory_gives_its_text_of_then_and_says_it_changed(vault_dir, tmp_path):
+    """Issue 44: `show --as-of` of a memory edited since printed today's text, unsaid."""
+    vault = memvault.open_vault(vault_dir)
+    [lena] = vault.add("# Lena\nLena lives in Porto", created_at="2025-01-10T10:00:00Z")
+    edited = vault.edit(lena.id, "# Lena\nLena lives in Lisbon").memory
+    shown = run_cli("show", "--as-of", "2025-03-01", lena.id[:8])
+    assert shown.exit_code == 0, shown.stderr
+    assert "Lena lives in Porto" in shown.stdout and "Lisbon" not in shown.stdout
+    assert f"edited since     {edited.extra['updated_at']}: the text below is as it was then" in shown.stdout
+    as_json = json.loads(run_cli("show", "--json", "--as-of", "2025-03-01", lena.id[:8]).stdout)
+    assert (as_json["text"], as_json["edited_since"], as_json["text_of"]) == \
+        ("# Lena\nLena lives in Porto", edited.extra["updated_at"], "then")
+    assert "updated_at" not in as_json["meta"]  # the front matter of then
+    # Asked of a moment after the edit: today's text, nothing to say.
+    today = run_cli("show", "--as-of", edited.extra["updated_at"], lena.id[:8]).stdout
+    assert "Lena lives in Lisbon" in today and "edited since" not in today
+    # Without the history (the repository moved away), today's text, said as such.
+    (vault_dir / ".git").rename(tmp_path / "git-away")
+    unknown = run_cli("show", "--as-of", "2025-03-01", lena.id[:8])
+    assert "Lena lives in Lisbon" in unknown.stdout
+    assert "the text below is today's; the one of then is not in the history" in unknown.stdout
+
+
+def test_as_of_leaves_out_what_an_import_brought_in_later(vault_dir, tmp_path):
+    """Issue 44: a note written an hour ago and imported now was listed as held half an hour ago (its
+    created_at, the file's time, is when it was written; the commit that added it, when the vault got it)."""
+    import os
+    from datetime import timedelta
+
+    from memvault.store import files
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    plan = notes / "plan.md"
+    plan.write_text("# Plan\nRepaint the garden fence in spring\n")
+    written = files.utcnow() - timedelta(hours=1)
+    os.utime(plan, (written.timestamp(), written.timestamp()))
+    vault = memvault.open_vault(vault_dir)
+    vault.add("The user likes gardening", created_at=files.format_time(written - timedelta(hours=1)))
+    vault.import_from("markdown", notes)
+    [note] = vault.recent(kinds=["note"])
+    assert abs(note.created_at - written) < timedelta(seconds=1)  # when it was written
+    between = files.format_time(written + timedelta(minutes=30))
+
+    listed = [m["text"] for m in json.loads(run_cli("ls", "--json", "--as-of", between).stdout)]
+    assert listed == ["The user likes gardening"]
+    shown = run_cli("show", "--as-of", between, note.id[:8])
+    assert shown.exit_code == 1 and f"was not in the vault yet at {between} (imported 20" in shown.stderr
+    found = [r.text for r in vault.search("garden fence", as_of=between, relevance_floor=0).results]
+    assert found == ["The user likes gardening"]
+    # From the import on it is held, with the time it was written; removed later, it still was.
+    vault.remove(note.id)
+    after = files.format_time(files.utcnow())
+    assert len(json.loads(run_cli("ls", "--json", "--as-of", after).stdout)) == 1  # gone now
+    imported_at = min(t for t in json.loads(run_cli("log", "--json").stdout) if t["command"] == "import")["date"]
+    held = [m["text"] for m in json.loads(run_cli("ls", "--json", "--as-of", imported_at).stdout)]
+    assert held[0].startswith("# Plan") and len(held) == 2

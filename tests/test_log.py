@@ -149,3 +149,23 @@ def test_log_follows_a_file_named_by_hand_and_an_id_changed_by_hand(vault_dir):
     git(vault_dir, "commit", "-qam", "new id")
     entries = json.loads(run_cli("log", "--json", "0badc0de").stdout)
     assert [e["subject"] for e in entries] == ["new id"]
+
+
+def test_an_edit_below_the_first_line_or_of_the_front_matter_shows_what_changed(vault_dir):
+    """Issue 44: `~ edited # Lena -> # Lena` looked like no change: the rows showed first lines only."""
+    import memvault
+
+    vault = memvault.open_vault(vault_dir)
+    [lena] = vault.add("# Lena\nLena lives in Porto\nShe has a cat")
+    vault.edit(lena.id, "# Lena\nLena lives in Lisbon\nShe has a cat")
+    path = vault.get(lena.id).path
+    path.write_text(path.read_text().replace("role: memory", "tags:\n- family\nrole: memory"))
+    git(vault_dir, "commit", "-qam", "tag Lena")
+    vault.edit(lena.id, "# Lena\nLena lives in Lisbon\nShe has a cat\n" + "and " * 30 + "a dog called Rex")
+
+    text = run_cli("log").stdout
+    assert f"~ edited   {lena.id[:8]}  fact     … Lena lives in Porto  -> … Lena lives in Lisbon" in text
+    assert f"~ edited   {lena.id[:8]}  fact     # Lena  -> # Lena (front matter: tags)" in text
+    assert "~ edited   " + lena.id[:8] + "  fact     … (no line)  -> … and and" in text
+    edits = [c for e in json.loads(run_cli("log", "--json").stdout) for c in e["changes"] if c["action"] == "edited"]
+    assert [(c["before"], c["text"]) for c in edits][2] == ("… Lena lives in Porto", "… Lena lives in Lisbon")

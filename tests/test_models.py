@@ -271,3 +271,104 @@ def test_embedder_identity_is_known_without_loading(embedder):
     assert identity == {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint}
     assert models.embedder_identity(models.DEFAULT_EMBEDDING_MODEL) == identity
     assert models.embedder_identity("BAAI/bge-small-en-v1.5") is None  # named models: only once loaded
+
+
+# --- the reranker fetched on a search's first use (setting fetch_models) ----------------------
+
+
+def hub_files(tmp_path: Path) -> dict[str, bytes]:
+    """The files of the default reranker's repository as the fake hub serves them: the tiny
+    cross-encoder (its logits are known) under the names fastembed asks for."""
+    folder = build_tiny_cross_encoder(tmp_path / "repository")
+    return {("onnx/model.onnx" if p.name == "model.onnx" else p.name): p.read_bytes() for p in folder.iterdir()}
+
+
+def search_with_stderr_on_a_terminal(env: dict[str, str]) -> tuple[int, str, str]:
+    """`memvault search --json` with stderr on a pseudo-terminal of 100 columns (where progress bars
+    are drawn, as in a user's shell): (exit code, stdout, stderr)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    from conftest import stop_process
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([shutil.which("memvault"), "search", "--json", "What is my wife's name?"],
+                            env=env, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    err = b""
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 1)
+            if ready:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # the process closed the terminal
+                    break
+                if not chunk:
+                    break
+                err += chunk
+            elif proc.poll() is not None:
+                break
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+    finally:
+        stop_process(proc)
+        os.close(leader)
+    return proc.returncode, out.decode(), err.decode(errors="replace")
+
+
+@pytest.mark.slow  # a hub server and three memvault processes
+def test_the_first_search_online_fetches_the_reranker_with_progress(tmp_path, vault_dir, monkeypatch):
+    """Issue 44: a user who is online got no reranker until they ran `memvault models --download`. The
+    hub is a real HTTP server on 127.0.0.1 (tests/fake_hub.py, through HF_ENDPOINT, which
+    huggingface_hub reads): the real fastembed and huggingface_hub download code runs against it."""
+    from conftest import run_memvault, seed
+    from fake_hub import FakeHub
+
+    seed("My wife is Anne", "The user plays chess")
+    with FakeHub(hub_files(tmp_path), models.DEFAULT_RERANKER_MODEL) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "MEMVAULT_CACHE_DIR": str(tmp_path / "cache"),
+               "MEMVAULT_FETCH_MODELS": "true"}
+        code, out, err = search_with_stderr_on_a_terminal(env)
+        assert code == 0, err
+        assert f"memvault: fetching reranker {models.DEFAULT_RERANKER_MODEL} from {hub.url}" in err
+        assert "Fetching 5 files: 100%" in err  # huggingface_hub's progress, as fastembed shows it
+        assert f"memvault: fetched reranker {models.DEFAULT_RERANKER_MODEL}" in err
+        first = json.loads(out)[0]
+        assert first["text"] == "My wife is Anne" and first["scores"]["logit"] == expected_logit(
+            "What is my wife's name?", "My wife is Anne")  # reranked by what was fetched
+        asked = len(hub.requests)
+        again = run_memvault("search", "--json", "What is my wife's name?", env=env, text=True)
+        assert again.returncode == 0 and again.stderr == ""
+        assert "logit" in json.loads(again.stdout)[0]["scores"] and len(hub.requests) == asked  # from the cache
+
+
+@pytest.mark.slow  # a hub server and three memvault processes
+def test_a_reranker_that_cannot_be_fetched_is_said_once_and_not_asked_for_again_at_once(tmp_path, vault_dir):
+    """The hub answers 503: the search goes on without a reranker and says why in one line; the next
+    search neither says it again (once per vault) nor asks the hub (FETCH_RETRY_S)."""
+    from conftest import run_memvault, seed
+    from fake_hub import FakeHub
+
+    seed("My wife is Anne")
+    with FakeHub(hub_files(tmp_path), models.DEFAULT_RERANKER_MODEL, fail=True) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "MEMVAULT_CACHE_DIR": str(tmp_path / "cache"),
+               "MEMVAULT_FETCH_MODELS": "true"}
+        first = run_memvault("search", "--json", "What is my wife's name?", env=env, text=True)
+        assert first.returncode == 0
+        [line] = first.stderr.splitlines()
+        assert line.startswith(f"memvault: reranker {models.DEFAULT_RERANKER_MODEL} is not downloaded and could not "
+                               "be fetched at ")
+        assert "503 Service Unavailable" in line and line.endswith("; continuing without rerank")
+        assert "logit" not in json.loads(first.stdout)[0]["scores"]
+        asked = len(hub.requests)
+        assert asked >= 1
+        again = run_memvault("search", "--json", "What is my wife's name?", env=env, text=True)
+        assert again.returncode == 0 and again.stderr == "" and len(hub.requests) == asked
+        off = run_memvault("search", "wife", env={**env, "MEMVAULT_FETCH_MODELS": "false"}, text=True)
+        assert off.returncode == 0 and len(hub.requests) == asked

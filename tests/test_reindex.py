@@ -171,6 +171,107 @@ def test_corrupt_or_deleted_sidecar_is_rebuilt(vault_dir, damage):
     assert run_cli("reindex", "--check").exit_code == 0
 
 
+def fts_files(vault_dir):
+    """The BM25 index's files now (its folder under the table's _indices/)."""
+    import lancedb
+
+    table = lancedb.connect(str(vault_dir / ".memvault/index")).open_table("memories")
+    [uuid] = [i.index_uuid for i in table.list_indices() if i.name == "index_text_idx"]
+    return sorted((vault_dir / ".memvault/index/memories.lance/_indices" / uuid).iterdir())
+
+
+def scramble(path, seed=0):
+    """Random bytes over a tenth of the file, from somewhere in its first half."""
+    import random
+
+    data = bytearray(path.read_bytes())
+    rnd = random.Random(seed)
+    start = rnd.randrange(len(data) // 2)
+    for i in range(start, min(len(data), start + max(16, len(data) // 10))):
+        data[i] = rnd.randrange(256)
+    path.write_bytes(bytes(data))
+
+
+def garden_scores():
+    result = run_cli("search", "--json", "--relevance-floor", "0", "garden roses")
+    assert result.exit_code == 0, result.stderr
+    return {r["text"]: r["score"] for r in json.loads(result.stdout)}, result.stderr
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_damaged_full_text_index_is_found_said_searched_around_and_rebuilt(vault_dir, recorded):
+    """Issue 44: random bytes over the BM25 index's files lowered scores silently (or made LanceDB panic,
+    which the search swallowed), `reindex --check` said in step, and only `reindex --full` repaired it.
+    recorded: memvault wrote the index (its files' checksums are known); else an index from before the
+    record, which only a query of it can judge."""
+    add("I planted roses in the garden", "The garden gate needs oil", "I took the train to Porto",
+        "My sister plays the cello", "The roses by the garden wall bloomed")
+    before, _ = garden_scores()
+    docs = [p for p in fts_files(vault_dir) if p.name.endswith("_docs.lance" if recorded else "_invert.lance")][0]
+    if not recorded:
+        (vault_dir / ".memvault/index/fts-checksums.json").unlink(missing_ok=True)
+    scramble(docs, seed=2)
+
+    check = run_cli("reindex", "--check")
+    assert check.exit_code == 1
+    assert check.stdout.startswith("damaged  the full-text index") and "`memvault reindex` rebuilds it" in check.stdout
+    assert (str(docs) in check.stdout) == recorded  # the file named where its checksum says which
+    stats = run_cli("stats", "--json")
+    assert json.loads(stats.stdout)["index"]["in_step"] is False
+    during, said = garden_scores()
+    assert set(during) == set(before)  # found by meaning alone
+    assert said.count("full-text index") == 1 and "went by meaning alone" in said, said
+
+    repaired = run_cli("reindex")
+    assert repaired.exit_code == 0, repaired.stderr
+    assert "rebuilt the damaged full-text index" in repaired.stdout
+    assert run_cli("reindex", "--check").exit_code == 0
+    after, said = garden_scores()
+    assert after == before and "full-text" not in said
+
+
+def test_markdown_outside_the_kind_folders_is_no_memory_until_reindex_moves_it_in_then_one_everywhere(vault_dir):
+    """Issue 44: entries/loose.md and entries/global/hand.md were indexed (search found them) but stats and
+    conversations did not count them, ls and export left them out and rm failed. Now: no command sees
+    them, each read says what reindex will do, and reindex adopts them into global/notes/, where every
+    command does."""
+    add("The user keeps bees")
+    loose, hand = vault_dir / "entries/loose.md", vault_dir / "entries/global/hand.md"
+    loose.write_text("Loose note: the hive is painted blue\n")
+    hand.write_text("Hand note: the honey comes in June\n")
+
+    check = run_cli("reindex", "--check")
+    assert check.exit_code == 1
+    for path in (loose, hand):
+        assert f"memvault: skipped {path}: not where memvault keeps memories" in check.stderr
+    assert check.stderr.count("`memvault reindex` moves it into entries/global/notes/ as a note") == 2
+    stats = json.loads(run_cli("stats", "--json").stdout)
+    assert (stats["memories"], stats["skipped"], stats["index"]["in_step"]) == (1, 2, False)
+    assert len(json.loads(run_cli("ls", "--json").stdout)) == 1
+    assert len(run_cli("export", "--all").stdout.splitlines()) == 1
+    assert json.loads(run_cli("conversations", "--json").stdout)[0]["total"] == 1
+    found = run_cli("search", "--json", "--relevance-floor", "0", "hive painted blue")
+    assert "hive" not in found.stdout and f"skipped {loose}" in found.stderr
+
+    done = run_cli("reindex")
+    assert done.exit_code == 0, done.stderr
+    assert "memvault: moved entries/loose.md to entries/global/notes/" in done.stderr
+    assert not loose.exists() and not hand.exists()
+    assert git(vault_dir, "status", "--porcelain") == ""  # committed where they are now
+    listed = {m["text"]: m for m in json.loads(run_cli("ls", "--json").stdout)}
+    assert set(listed) == {"The user keeps bees", "Loose note: the hive is painted blue",
+                           "Hand note: the honey comes in June"}
+    stats = json.loads(run_cli("stats", "--json").stdout)
+    assert (stats["by_kind"], stats["skipped"], stats["index"]["in_step"]) == ({"fact": 1, "note": 2}, 0, True)
+    assert json.loads(run_cli("conversations", "--json").stdout)[0]["counts"] == {"fact": 1, "note": 2}
+    assert len(run_cli("export", "--all").stdout.splitlines()) == 3
+    note = listed["Loose note: the hive is painted blue"]
+    assert note["path"].startswith("entries/global/notes/") and top("hive painted blue") == note["text"]
+    assert run_cli("show", note["id"][:8]).exit_code == 0
+    assert run_cli("rm", note["id"][:8]).exit_code == 0
+    assert run_cli("reindex", "--check").exit_code == 0
+
+
 def test_full_rebuild(vault_dir):
     add("alpha memory", "beta memory")
     result = run_cli("reindex", "--full")
@@ -294,7 +395,7 @@ def test_scan_entries_finds_what_walk_entries_finds(tmp_path):
     os.symlink(root / "elsewhere", root / "entries" / "global" / "linked")  # a symlinked folder is not followed
     os.symlink(root / "elsewhere" / "i.md", root / "entries" / "global" / "facts" / "link.md")
     scanned = _scan_entries(root)
-    walked = list(files.walk_entries(root))
+    walked = list(files.walk_entries(root, placed_only=False))
     assert sorted(scanned.values()) == [str(p) for p in walked]
     assert all(Path(v).relative_to(root).as_posix() == k for k, v in scanned.items())
     assert _scan_entries(tmp_path / "nothing-here") == {}

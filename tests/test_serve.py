@@ -52,6 +52,7 @@ def memvault_command() -> list[str]:
 def server_env(root: Path, llm_url: str, **settings: str) -> dict[str, str]:
     """An environment of its own, as conftest's isolated_env makes one, for a server that outlives a test."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMVAULT_", "GIT_"))}
+    env["MEMVAULT_FETCH_MODELS"] = "false"  # as isolated_env: no test fetches a model
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.com\n")

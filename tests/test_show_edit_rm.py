@@ -103,6 +103,24 @@ def test_prefixes_like_git(vault_dir):
     assert ambiguous.exit_code == 2 and "ambiguous" in ambiguous.stderr
 
 
+def test_show_of_a_memory_an_undo_took_out_says_so_and_which_commit(vault_dir):
+    """Issue 44: after `undo` of an add, `show ID` said only "no memory with id"."""
+    added = add("Lena lives in Porto")
+    add_commit = head(vault_dir)
+    assert run_cli("undo").exit_code == 0
+    undo_commit = head(vault_dir)
+    for wanted in (added["id"], added["id"][:8]):
+        shown = run_cli("show", wanted)
+        assert shown.exit_code == 1
+        assert shown.stderr == (f"memvault: error: no memory with id {wanted!r} in {vault_dir}: it was taken out by "
+                                f"an undo, commit {undo_commit[:8]}, which took back {add_commit[:8]}; "
+                                f"`memvault log {wanted}` shows its history\n")
+        told = run_cli("log", wanted)  # the hint, run as written
+        assert told.exit_code == 0 and f"! removed  {added['id'][:8]}" in told.stdout and "+ added" in told.stdout
+    never = run_cli("show", "ffffffff")
+    assert never.stderr == f"memvault: error: no memory with id 'ffffffff' in {vault_dir}\n"
+
+
 def test_show_without_a_vault(tmp_path):
     result = run_cli("--vault", str(tmp_path / "none"), "show", "abcd")
     assert result.exit_code == 1 and "no vault at" in result.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -568,3 +569,25 @@ def test_undo_after_a_sync_takes_back_a_change_not_the_merge(machines):
     assert live_texts(a) == {"The user keeps bees in the garden", "Written on B: the user moved to Porto"}
     with pytest.raises(memvault.UsageError, match="is a merge"):
         memvault.open_vault(a).undo(result.merge_commit)
+
+
+def test_a_broken_hand_edit_is_named_left_out_of_the_push_and_the_exit_code_is_1(machines):
+    """Issue 44: `created_at: [oops` in a file made sync say "nothing to pull", exit 0, "skipped": [],
+    and the edit stayed on this machine unsaid."""
+    a, b, _ = machines
+    memvault.open_vault(a).add("The user grows tomatoes")
+    path = next(p for p in files.walk_entries(a) if "tomatoes" in p.read_text(encoding="utf-8"))
+    path.write_text(re.sub(r"created_at: .*", "created_at: [oops", path.read_text(encoding="utf-8")),
+                    encoding="utf-8")
+    done = mv("--vault", str(a), "sync", "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    rel = path.relative_to(a).as_posix()
+    [skipped] = report["skipped"]
+    assert skipped["path"].endswith(rel) and skipped["from"] == "hand edit" and skipped["reason"]
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"memvault: error: left out {path}: ") and "not committed, so not pushed" in line
+    assert report["pushed"] == {"commits": 1, "to": f"origin/{report['remote_branch']}"}  # the add went; the edit not
+    assert rel in git(a, "status", "--porcelain")
+    plain = mv("--vault", str(a), "sync")
+    assert plain.returncode == 1 and "nothing to pull" in plain.stdout and "left out" in plain.stderr

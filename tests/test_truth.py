@@ -689,6 +689,11 @@ HINT_TESTS = {
     ("store/vault.py", "memvault add"): "test_truth.py::test_the_hint_of_a_missing_vault_runs",
     ("store/vault.py", "memvault clone"): "test_sync.py::test_clone_builds_the_index_and_refuses_a_folder_in_use",
     ("store/vault.py", "memvault undo"): "test_truth.py::test_undo_of_rm_keeps_a_hand_edit_made_before_it",
+    # issue 44
+    ("changing/manage.py", "memvault log {}"):
+        "test_show_edit_rm.py::test_show_of_a_memory_an_undo_took_out_says_so_and_which_commit",
+    ("reading/retrieval.py", "memvault reindex"):
+        "test_reindex.py::test_a_damaged_full_text_index_is_found_said_searched_around_and_rebuilt",
 }
 _HINT = re.compile(r"`((?:memvault|git|EDITOR=(?:'[^']*'|\S+) memvault) [^`]*)`|\brun (memvault [a-z]+(?: --?[a-z-]+)*)")
 

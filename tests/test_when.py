@@ -126,6 +126,26 @@ def test_reading_time_in_words():
     assert not when.names_time("Caroline: We may go", now) and when.names_time("Nate: Last Friday I won", now)
 
 
+def test_yesterday_is_the_day_before_in_the_zone_of_the_clock(vault_dir):
+    """--now 2026-11-27T19:00:00-08:00: it is already the 28th in UTC, but "yesterday" is the 26th
+    where that clock is (issue 44: it was read as the 27th)."""
+    from datetime import datetime, timedelta, timezone
+
+    from memvault.reading import when
+
+    clock = datetime(2026, 11, 27, 19, tzinfo=timezone(timedelta(hours=-8)))
+    (found,) = when.read("what did I do yesterday", clock).ranges
+    assert (found.start.isoformat(), found.end.isoformat()) == ("2026-11-26T00:00:00-08:00", "2026-11-27T00:00:00-08:00")
+    assert str(found) == "'yesterday': 2026-11-26 to 2026-11-26"
+    vault_of(vault_dir, ("I repotted the ficus on the balcony", "2026-11-26T20:00:00Z"),  # noon on the 26th there
+             ("I cleaned the windows of the flat", "2026-11-27T20:00:00Z"),  # noon on the 27th: today there
+             ("I baked bread with rye flour", "2026-11-27T06:00:00Z"))  # 22:00 on the 26th there, the 27th in UTC
+    result = run_cli("search", "--json", "--now", "2026-11-27T19:00:00-08:00", "what did I do yesterday")
+    assert result.exit_code == 0, result.stderr
+    in_range = {r["text"] for r in json.loads(result.stdout) if r["scores"].get("in_range")}
+    assert in_range == {"I repotted the ficus on the balcony", "I baked bread with rye flour"}
+
+
 def test_words_that_only_look_like_times_name_none():
     """A book title, a name, a verb, a number in brackets, a weekday asked about as a habit: no
     range lifts a day the user did not mean (each was read as one before: "the Sun" as last

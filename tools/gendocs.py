@@ -78,6 +78,11 @@ SETTING_HELP = {
              "agent of the vault carries the commands out) or auto (also start one in the background on the "
              "first command; it exits after agent_idle_minutes without one). Same output and exit codes either way.",
     "agent_idle_minutes": "Minutes without a command after which a memvault agent exits.",
+    "fetch_models": "true: a model the settings name that is not in the cache (the reranker) is fetched by the "
+                    "first command that needs it, with progress; false: only memvault models --download fetches.",
+    "share_repository": "true: a vault's first write may go into a folder that is a git repository tracking "
+                        "other files (a project's code), every memory a commit of that project; false: refused, "
+                        "nothing written.",
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",

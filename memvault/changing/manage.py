@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from memvault.store import files
-from memvault.errors import AlreadyDeleted, MemoryFileError, MemvaultError, UsageError
+from memvault.errors import AlreadyDeleted, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.store.files import Memory
 from memvault.store.vault import Vault
 
@@ -38,9 +38,18 @@ class EditRejected(MemvaultError):
 
 
 def find(vault: Vault, id_or_prefix: str) -> Memory:
-    """A memory (live preferred, else a tombstone) by id or unique prefix of at least 4 characters."""
+    """A memory (live preferred, else a tombstone) by id or unique prefix of at least 4 characters. One
+    that no file holds any more says why, where git knows (history.taken_out: an undo, a removal)."""
     vault.require_existing()
-    return vault.find(id_or_prefix)
+    try:
+        return vault.find(id_or_prefix)
+    except NotFound as exc:
+        from memvault.reading.history import taken_out
+
+        why = taken_out(vault.root, id_or_prefix) if vault.settings.enable_git_versioning else None
+        if why is None:
+            raise
+        raise NotFound(f"{exc}: {why}; `memvault log {id_or_prefix}` shows its history") from None
 
 
 def find_live(vault: Vault, id_or_prefix: str) -> Memory:

@@ -266,7 +266,7 @@ def scrub(vault, rewrite_history: bool = False) -> ScrubResult:
     vault.require_existing()
     result = ScrubResult()
     with vault.change("scrub") as change:
-        for path in files.walk_entries(vault.root, include_deleted=True):
+        for path in files.walk_entries(vault.root, include_deleted=True, placed_only=False):
             try:
                 memory, _ = files.read_memory(path, vault.root)
             except MemoryFileError:

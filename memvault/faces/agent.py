@@ -351,32 +351,44 @@ def start(root: Path, idle_minutes: float) -> dict:
 
 def stop(sidecar: Path, timeout: float = 30.0) -> int | None:
     """`memvault agent stop`: ask the vault's agent to exit (after the command it is carrying out) and
-    wait until it has; its pid, or None when none ran."""
+    wait until the process is gone: its pid, or None when none ran. Its lock is free a moment before
+    (ONNX Runtime's and LanceDB's threads wind down after it), and "stopped" meant a live process then
+    (issue 44). Not gone within timeout: AgentError saying it is still stopping."""
     answer = agent_socket.ask(sidecar, "stop")
     if not answer:
         return None
     pid = int(answer["stopping"])
+    born = _start_time(pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if not _alive(pid, born):
+            return pid
+        time.sleep(0.02)
+    raise AgentError(f"the agent (pid {pid}) is still stopping after {timeout:g} s (it takes no more commands); "
+                     f"`kill {pid}` ends it")
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (/proc/PID/stat, field 22): tells it from a later process given its pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, born: str | None) -> bool:
+    """Whether the process runs: not gone, not a zombie (ended, its parent has not reaped it), not a
+    later process that got its pid. Without /proc, whether a signal 0 reaches it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    except OSError:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return pid
-        if _lock_is_free(sidecar):
-            return pid
-        time.sleep(0.05)
-    raise AgentError(f"the agent (pid {pid}) did not stop within {timeout:g} s")
-
-
-def _lock_is_free(sidecar: Path) -> bool:
-    try:
-        fd = os.open(sidecar / agent_socket.LOCK_NAME, os.O_RDWR)
-    except OSError:
+            return False
+        except PermissionError:
+            pass
         return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return fields[0] not in ("Z", "X") and (born is None or fields[19] == born)

@@ -265,7 +265,9 @@ def _read_path(path: Path) -> str:
 def add(
     ctx: typer.Context,
     asked: dict,
-    text: Optional[list[str]] = typer.Argument(None, help="Memory text; none or '-' reads stdin."),
+    text: Optional[list[str]] = typer.Argument(None, help="Memory text, one argument (quote it: \"...\"); none or "
+                                                          "'-' reads stdin. Several arguments are refused: for "
+                                                          "several memories, --each-line or --jsonl."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the text from a file."),
     jsonl: Optional[str] = typer.Option(
         None, "--jsonl", metavar="FILE|-",
@@ -274,13 +276,18 @@ def add(
     ),
     json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
-    """Store memories: from arguments, stdin, --file or --jsonl.
+    """Store memories: from an argument, stdin, --file or --jsonl.
+
+    The text is one argument: `memvault add "I live in Lisbon"`. Several arguments are an error (exit 2, nothing stored): whether `add A B` meant one memory or two cannot be told, and a wrong guess would store the wrong memories. --each-line stores one memory per line.
 
     A text that a live memory of the same conversation and kind already holds word for word is not
     stored again (it says which one holds it), so a cron job can add the same file every night.
     """
     state = _state(ctx)
     as_json = json_output or state.json
+    if text and len(text) > 1:  # not echoed back: it may hold a password
+        raise UsageError(f"add takes the text as one argument and got {len(text)}: quote it (memvault add \"...\") "
+                         "for one memory; for several, one per line with --each-line (or --jsonl)")
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
@@ -299,8 +306,7 @@ def add(
             added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=asked.get("allow_duplicate",
                                     False), extract=extract, progress=bar, **defaults)
         else:
-            raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
-                                                              else _read_stdin(ctx))
+            raw = _read_path(file) if file is not None else (text[0] if text and text != ["-"] else _read_stdin(ctx))
             added = vault.add(raw, progress=bar, **asked)
             if extract:
                 _print_learned(ctx, added.learned, as_json, stream=sys.stdout)
@@ -450,8 +456,12 @@ def _front_matter_rows(vault, memory) -> list[tuple[str, str]]:
         rows.append((key, shown))
     if memory.path is not None:
         rows.append(("path", vault.relative(memory.path)))
-    if memory.as_of is not None:
-        rows.append(("deleted since", memory.deleted_since or ""))
+    if memory.as_of is not None and memory.deleted_since:
+        rows.append(("deleted since", memory.deleted_since))
+    if memory.edited_since:
+        rows.append(("edited since", f"{memory.edited_since}: " + (
+            "the text below is as it was then" if memory.edited_text_of == "then" else
+            "the text below is today's; the one of then is not in the history")))
     return rows
 
 
@@ -706,6 +716,8 @@ def search(
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
+    elif outcome.full_text_damaged:  # in every format: the results are not what the index would give
+        info(ctx, f"memvault: {outcome.damage_note()}")
 
 
 def _json_lines(raw: str, origin: str):
@@ -791,6 +803,8 @@ def reindex(
                            "`memvault reindex` withholds it and takes the file in)")
             if report.rebuilt:
                 typer.echo(f"rebuild  {report.rebuilt}")
+            if report.damaged:
+                typer.echo(f"damaged  {report.damaged} (`memvault reindex` rebuilds it)")
         raise typer.Exit(0 if report.in_step else 1)  # the answer stats gives
     with term.progress_bar(not state.quiet) as bar:
         report = vault.reindex(full=full, progress=bar)
@@ -798,6 +812,8 @@ def reindex(
         _error(f"skipped {problem}")
     for memory in report.adopted:
         info(ctx, f"memvault: adopted {vault.relative(memory.path)} as a note (front matter added)")
+    for old, new in report.moved:
+        info(ctx, f"memvault: moved {old} to {new} (a memory's place: its conversation's folder for its kind)")
     if as_json:
         emit_json(report.to_json())
     else:
@@ -874,7 +890,7 @@ def sync(
 ) -> None:
     """Keep one vault on several machines: commit hand edits, pull, merge, re-index, push.
 
-    Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret (in a file, a path's name or the commit message) are not pushed (exit 1, naming each file and line, or commit): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
+    A hand edit that does not read as a memory (broken front matter) is left out, named on stderr, and the exit code is 1: it is neither committed nor pushed. Conflicts are settled without conflict markers: a memory edited on two machines keeps the later edit, the other becomes a tombstone beside it; an edit wins over a deletion; a summary or session file takes the newer. A remote that is missing, unreachable, refuses the credentials or rejects the push is one line and exit code 1; nothing is lost, and the next sync finishes the job. Commits that hold a secret (in a file, a path's name or the commit message) are not pushed (exit 1, naming each file and line, or commit): `memvault scrub --rewrite-history` takes them out, --push-secrets pushes them anyway.
     """
     from memvault.errors import RemoteError, SecretsFound, SyncConflict
 
@@ -891,9 +907,13 @@ def sync(
         raise
     if as_json:
         emit_json(result.to_json())
-        return
-    for line in sync_lines(result):
-        typer.echo(line)
+    else:
+        for line in sync_lines(result):
+            typer.echo(line)
+    for line in result.left_out():  # the user must know: what they edited did not leave this machine
+        _error(line)
+    if result.skipped:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -71,6 +71,10 @@ class MemoryRow(_Row):
     meta: dict[str, Any] = Field(default_factory=dict, description="The file's other front matter: tags, source, "
                                  "deleted_reason, replaced_by, ...")
     deleted: bool = Field(False, description="True for a memory that was deleted or replaced (it is kept aside).")
+    edited_since: str | None = Field(None, description="With as_of: when the memory was edited after that moment.")
+    text_of: Literal["then", "now"] | None = Field(
+        None, description="With edited_since: whether text is as it was at as_of (then) or today's (now: the "
+                          "version of then is not in the vault's history).")
 
 
 class SearchRow(_Row):

@@ -61,6 +61,17 @@ class SyncResult:
     pushed: bool = False
     head: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    # The files left out, as (errors.MemoryFileError, "hand edit" or "pulled"): a hand edit whose front
+    # matter does not parse or that claims another file's id is neither indexed, committed nor pushed; a
+    # pulled file that does not read is not indexed.
+    skipped: list = field(default_factory=list)
+
+    def left_out(self) -> list[str]:
+        """One line per file left out: what it is, why, and that a hand edit did not leave this machine."""
+        return [f"left out {problem.path}: {problem.reason}; " + (
+            "this hand edit is not committed, so not pushed: fix it and run memvault sync again"
+            if where == "hand edit" else "pulled, and not indexed until it is fixed (the search after reads it)")
+            for problem, where in self.skipped]
 
     def to_json(self) -> dict[str, Any]:
         report = self.reindexed
@@ -77,6 +88,7 @@ class SyncResult:
             "pushed": {"commits": self.pushed_commits, "to": f"{self.remote}/{self.remote_branch}"}
             if self.pushed else None,
             "head": self.head, "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "skipped": [{"path": str(e.path), "reason": e.reason, "from": where} for e, where in self.skipped],
         }
 
 
@@ -133,6 +145,7 @@ def sync(vault, remote: str | None = None, push: bool = True, progress: Progress
         edits = reindexing.commit_hand_edits(vault, "sync", verify=False,
                                              first=lambda: resumed.extend(merge.resume(root, vault.sidecar)))
     result.hand_edits, result.hand_edit_commit = edits.paths, edits.commit
+    result.skipped = [(problem, "hand edit") for problem in edits.report.skipped]  # not committed: not pushed
     if resumed:
         result.integration, result.pulled = "resumed", resumed
     result.seconds["commit"] = time.perf_counter() - clock
@@ -297,8 +310,8 @@ def _integrate(vault, result: SyncResult, theirs: str | None, progress: Progress
             paths = sorted({root / path for _, path in changed})
             report = vault.index.take_in(paths, progress=(lambda done, total: progress("indexing", done, total))
                                          if progress else None)
-            for problem in report.skipped:
-                vault.say(f"memvault: skipped {problem}")
+            known = {str(problem.path) for problem, _ in result.skipped}
+            result.skipped += [(problem, "pulled") for problem in report.skipped if str(problem.path) not in known]
             result.reindexed = report
 
 

@@ -157,7 +157,8 @@ def stats(vault) -> Stats:
     table = index.table()
     rows = table.count_rows() if table is not None else 0
     report = check(vault)  # the same answer as `reindex --check`
-    # A file the index leaves out (unreadable, or a copy claiming another file's id) is no memory.
+    # A file the index leaves out (unreadable, a copy claiming another file's id, a file outside the kind
+    # folders that reindex has not moved in yet) is no memory.
     left_out = 0
     by_folder = {info.folder: info for info in listing}
     for problem in report.skipped:
@@ -166,6 +167,8 @@ def stats(vault) -> Stats:
         kind = KIND_FOLDERS.get(parts[2]) if info is not None else None
         if kind is not None and info.counts.get(kind):
             info.counts[kind] -= 1
+            left_out += 1
+        elif parts and not files.in_kind_folder(parts):  # outside the kind folders: counted nowhere else
             left_out += 1
     by_kind: dict[str, int] = {}
     for info in listing:

@@ -352,7 +352,7 @@ def _changes(rows, blobs: dict[str, str | None], root: Path, events: dict[str, s
         if change is None or change.id in by_id:
             continue
         if change.action == "edited" and before:
-            change.before = _first_line(blobs.get(before), root, path)
+            change.before, change.text = _edit_lines(blobs.get(before), blobs.get(blob), root, path, change.text)
         by_id[change.id] = (len(by_id), change)
     changes = [change for _, change in sorted(by_id.values(), key=lambda item: item[0])]
     for change in changes:
@@ -383,6 +383,33 @@ def _resolutions(commit: _Commit, resolved: list[_Resolved], blobs: dict[str, st
     return changes
 
 
+def taken_out(root: Path, id_or_prefix: str) -> str | None:
+    """Why no file holds a memory any more, from git: the newest commit that removed a file named for
+    it (memvault names every file `<ts>__<id>.md`), as words for a "no memory with id" error: an
+    `undo` (its `Memvault-Undoes` trailer: which commit it took back) or another removal (by hand, a
+    purge). None when git has no such file, or is not there to ask. Asked only after a lookup failed:
+    it reads every commit's tree."""
+    from memvault.store import gitrepo
+
+    needle = id_or_prefix.strip().lower()
+    if not re.fullmatch(r"[0-9a-f-]{4,36}", needle) or not gitrepo.is_repo(root):
+        return None
+    try:
+        out = gitrepo.git_output(root, "log", "-1", "--no-renames", "--diff-filter=D",
+                                 "--format=%H%x1f%s%x1f%(trailers:key=Memvault-Undoes,valueonly)%x1e", "--",
+                                 f":(glob){files.ENTRIES}/**/*__{needle}*.md")
+    except MemvaultError:
+        return None
+    record = out.split(RS)[0].strip()
+    if not record:
+        return None
+    commit, subject, undoes = (record.split(US) + ["", ""])[:3]
+    undoes = undoes.strip()
+    if undoes:
+        return f"it was taken out by an undo, commit {commit[:8]}, which took back {undoes[:8]}"
+    return f"its file was removed in commit {commit[:8]} ({subject})"
+
+
 def _id_in_name(path: str) -> str:
     return PurePosixPath(path).stem.split("__")[-1]
 
@@ -391,7 +418,7 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _counterparts(path: str) -> list[str]:
+def counterparts(path: str) -> list[str]:
     """A file's path and its tombstone's (entries/<c>/deleted/<rest>), or the live one's: a
     memory's history lies at both."""
     parts = path.split("/")
@@ -437,7 +464,7 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
             if not held:
                 by_name.add(wanted_id)
             for paths in held.values():
-                literal.update(p for path in paths for p in _counterparts(path))
+                literal.update(p for path in paths for p in counterparts(path))
         collect(*(f":(literal){p}" for p in sorted(literal)),
                 *(f":(glob,icase)entries/**/*__{_glob_escape(i)}*.md" for i in sorted(by_name)))
 
@@ -452,7 +479,8 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
                 if row not in parsed:
                     parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
                     if parsed[row] is not None and parsed[row].action == "edited" and row[4]:
-                        parsed[row].before = _first_line(blobs.get(row[4]), root, row[1])
+                        parsed[row].before, parsed[row].text = _edit_lines(blobs.get(row[4]), blobs.get(row[3]), root,
+                                                                           row[1], parsed[row].text)
             found = _pick_rows(commit.rows, parsed, commit.events())
             found += _resolutions(commit, settled[sha], blobs, root, {c.id for c in found})
             if found:
@@ -550,6 +578,46 @@ def _describe(letter: str, path: str, old: str | None, content: str | None, root
                         replaces=meta.get("replaces"), note=str(note) if note else None,
                         role=role, kind=files.kind_of_role(role) if role else None,
                         learned_from=meta.get("learned_from"), conflict=str(conflict) if conflict else None)
+
+
+# How much of a line an edit's row shows (`~ edited  before -> after`).
+EDIT_WIDTH = 80
+
+
+def _edit_lines(before: str | None, after: str | None, root: Path, path: str, shown: str) -> tuple[str | None, str]:
+    """What an edit's row shows, before and after: the first lines when they differ, else the first
+    line that differs (after "…", cut around where it differs), else, the text the same, the first line
+    and the front-matter keys that changed: `~ edited # Lena -> # Lena` read as no change at all (issue
+    44). shown: the after side as _describe gave it (the first line)."""
+    if before is None or after is None:
+        return _first_line(before, root, path), shown
+    try:
+        old = files.parse_memory(before, root / path, root=root)[0]
+        new = files.parse_memory(after, root / path, root=root)[0]
+    except Exception:
+        return _first_line(before, root, path), shown
+    if old.text == new.text:
+        keys = sorted(k for k in set(old.front_matter()) | set(new.front_matter())
+                      if old.front_matter().get(k) != new.front_matter().get(k) and k != "updated_at")
+        line = new.first_line()
+        return line, f"{line} (front matter: {', '.join(keys)})" if keys else line
+    old_lines = [ln.strip() for ln in old.text.splitlines() if ln.strip()]
+    new_lines = [ln.strip() for ln in new.text.splitlines() if ln.strip()]
+    at = next((i for i, (a, b) in enumerate(zip(old_lines, new_lines)) if a != b), min(len(old_lines), len(new_lines)))
+    a = old_lines[at] if at < len(old_lines) else "(no line)"
+    b = new_lines[at] if at < len(new_lines) else "(no line)"
+    lead = "… " if at else ""
+    return lead + _around(a, b), lead + _around(b, a)
+
+
+def _around(line: str, other: str) -> str:
+    """The line cut to EDIT_WIDTH, so that where it first differs from `other` is in what is shown."""
+    if len(line) <= EDIT_WIDTH:
+        return line
+    first = next((i for i, (x, y) in enumerate(zip(line, other)) if x != y), min(len(line), len(other)))
+    start = max(0, min(first - EDIT_WIDTH // 4, len(line) - (EDIT_WIDTH - 2)))
+    cut = line[start:start + EDIT_WIDTH - (2 if start else 1)]
+    return ("…" if start else "") + cut + ("…" if start + len(cut) < len(line) else "")
 
 
 def _first_line(content: str | None, root: Path, path: str) -> str | None:

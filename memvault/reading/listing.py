@@ -65,14 +65,16 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
            roles: Iterable[str] | None = None, on_error: Callable[[MemoryFileError], None] | None = None,
            tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
            deleted: bool = False, owner_of: Callable[[str], str | None] | None = None,
-           as_of: datetime | None = None, cursor: str | None = None) -> Page:
+           as_of: datetime | None = None, cursor: str | None = None,
+           imported_later: Callable[[Memory], str | None] | None = None) -> Page:
     """At most `limit` live memories, newest first: of one conversation (None: all), of these
     roles (None: every role but summary), with all these tags, created within since..until; or,
     with deleted, the tombstones instead (newest creation first). Unreadable files go to on_error
     and are passed over, and so is a file claiming an id that owner_of(id) (the index's record)
     gives another file that is there: the index leaves such a copy out too. The time in a name
     prunes before any file is read; tags are read. With as_of, the memories the vault held then
-    (files.held_at): live ones created by then and tombstones deleted after it, as they were.
+    (files.held_at): live ones created by then and tombstones deleted after it, as they were, less
+    those imported_later gives a time (as_of.Imported.after: an import brought them in after it).
 
     The order is creation time, then id, both descending, so it is total: memories created at the
     same moment page exactly. A Page: the memories, and `next_cursor` (None on the last page),
@@ -82,7 +84,7 @@ def newest(entries: Path, conversation: str | None = None, *, limit: int = 10,
     # One more than asked for: there is a page after this one.
     found = list(itertools.islice(newest_first(entries, conversation, roles=roles, on_error=on_error, tags=tags,
                                                since=since, until=until, deleted=deleted, owner_of=owner_of,
-                                               as_of=as_of, cursor=cursor), limit + 1))
+                                               as_of=as_of, cursor=cursor, imported_later=imported_later), limit + 1))
     found.sort(key=lambda m: (m.created_at, m.id), reverse=True)  # a hand-edited created_at wins over the name
     return Page(found[:limit], cursor_after(found[limit - 1]) if len(found) > limit else None)
 
@@ -91,7 +93,8 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
                  on_error: Callable[[MemoryFileError], None] | None = None, tags: Iterable[str] = (),
                  since: datetime | None = None, until: datetime | None = None, deleted: bool = False,
                  owner_of: Callable[[str], str | None] | None = None, as_of: datetime | None = None,
-                 cursor: str | None = None) -> Iterator[Memory]:
+                 cursor: str | None = None, imported_later: Callable[[Memory], str | None] | None = None
+                 ) -> Iterator[Memory]:
     """What `newest` finds, one at a time, newest name first: a file is read only when the one
     before it was taken (a chat's session stops at its first long silence)."""
     after = _read_cursor(cursor) if cursor is not None else None
@@ -115,6 +118,7 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
         return (memory.role in wanted and wanted_tags <= set(memory.tags)
                 and (since is None or memory.created_at >= since) and (until is None or memory.created_at <= until)
                 and (as_of is None or files.held_at(memory, as_of))
+                and (imported_later is None or imported_later(memory) is None)
                 and (after is None or (files.file_stamp(memory.created_at), memory.id) < after))
 
     stamped: list[tuple[str, str, Path]] = []  # (time, id, path): the listing's order, ids from the names
@@ -152,7 +156,7 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
 def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
     """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
     under deleted/, summaries still left out), with the role their folder stands for (None for a
-    folder memvault does not write)."""
+    folder below one of those); none outside the kind folders."""
     if deleted:
         conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
@@ -164,6 +168,8 @@ def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple
             dirs[:] = [d for d in dirs if d not in (files.DELETED, "summaries")]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         role = _FOLDER_ROLES.get(rel)
+        if not files.in_kind_folder((files.ENTRIES, "c", *rel, "x.md")):
+            continue  # not a memory until `reindex` moves it into place (files.in_kind_folder)
         for name in names:
             path = here / name
             if files.is_memory_file(path):
@@ -187,7 +193,13 @@ def recent(vault, conversation: str | None = None, *, limit: int, roles, tags=()
     said and skipped."""
     from memvault.store.state import owner_lookup
 
+    later = None
+    if as_of is not None:  # what an import brought in after the moment was not held then
+        from memvault.reading.as_of import Imported
+
+        later = Imported(vault, as_of).after
     with owner_lookup(vault.sidecar / "state.db") as owner_of:
         return newest(vault.entries, conversation, limit=limit, roles=roles,
                       on_error=lambda exc: vault.say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
-                      since=since, until=until, deleted=deleted, owner_of=owner_of, as_of=as_of, cursor=cursor)
+                      since=since, until=until, deleted=deleted, owner_of=owner_of, as_of=as_of, cursor=cursor,
+                      imported_later=later)

@@ -130,6 +130,7 @@ class SearchOutcome:
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
     now: datetime | None = None  # the query's clock: the "today" the injection block states
     time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
+    full_text_damaged: str | None = None  # the BM25 index could not be trusted: searched by meaning alone
 
     @property
     def reordered(self) -> bool:
@@ -140,7 +141,7 @@ class SearchOutcome:
     def notes(self) -> list[str]:
         """What someone reading the results should know: why they are not in score order, and why
         nothing came back although there were candidates."""
-        notes = []
+        notes = [self.damage_note()] if self.full_text_damaged else []
         if self.llm_reranked:
             notes.append("ordered by the LLM (llm_rerank): the memories it found helpful first")
         elif self.reordered:
@@ -159,6 +160,13 @@ class SearchOutcome:
                 why.append(f"{self.below_floor} below relevance_floor {self.floor:g}: --relevance-floor 0 shows them")
             notes.append(f"no memory matches well enough ({'; '.join(why)})")
         return notes
+
+    def damage_note(self) -> str | None:
+        """What a search that could not trust the BM25 index says (every face that has a channel for it;
+        the CLI in every format): the index, and that the results went by meaning alone."""
+        if not self.full_text_damaged:
+            return None
+        return f"{self.full_text_damaged}: this search went by meaning alone; `memvault reindex` rebuilds the index"
 
     def to_json(self) -> list[dict[str, Any]]:
         """The results as `search --json` prints them."""
@@ -196,7 +204,7 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
     asked: the time the query names (when.read); its range's best dense matches are a third list."""
-    from memvault.store.index import FTS_COLUMN
+    from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
 
     depth = candidate_depth(query)
     bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
@@ -207,15 +215,19 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
         where = _where(query, scope)
         dense_rows = []
         if query.use_dense:
-            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                   .metric("cosine"), where).limit(depth).to_list()
+            dense_rows = top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                                          .metric("cosine"), where).limit(limit), depth, by_distance)
         bm25_rows = []
         if query.use_bm25 and query.text.strip():
             try:
-                bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                      where).limit(depth).to_list()
-            except Exception:  # no FTS index yet (empty table) or a query of stop words only
-                bm25_rows = []
+                bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
+                                                                          fts_columns=FTS_COLUMN), where).limit(limit),
+                                     depth, by_score)
+            except Exception as exc:  # an empty table, no index yet, a query of stop words: no error, no rows
+                from memvault.store.index import Index, _first_line
+
+                raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
+                                     gone=Index.table_gone(exc)) from None
         rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
         if in_range:
@@ -227,7 +239,7 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
             _result(pool, row).scores.update(dense_rank=rank)
         for rank, row in enumerate(bm25_rows, 1):
             _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
+        for key in sorted(fused, key=lambda key: (-fused[key], key))[:depth]:  # a tie: by id, never by chance
             pool[key].scores["rrf"] = fused[key]
         for key in [k for k in pool if "rrf" not in pool[k].scores]:
             del pool[key]  # seen by one retriever but past the fused depth
@@ -236,7 +248,20 @@ def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Resul
 
     for result in pool.values():
         result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
-    return pool
+    return {key: pool[key] for key in sorted(pool)}  # what follows sees the pool in one order: by id
+
+
+
+
+class FullTextFailed(Exception):
+    """LanceDB could not search the BM25 index (a damaged file: a panic, "corrupt file", a file not
+    found): search() runs again by meaning alone and says so. gone: LanceDB said "not found", which is
+    also what a table version pruned by another process's upkeep says: search() reads the newest
+    version first."""
+
+    def __init__(self, message: str, gone: bool = False):
+        super().__init__(message)
+        self.gone = gone
 
 
 def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
@@ -246,7 +271,7 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     a row), which candidates() splits."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
-    from memvault.store.index import where_clause
+    from memvault.store.index import by_distance, top_rows, where_clause
 
     start, end = asked.span()
     since = max((t for t in (start, query.since) if t is not None), default=None)
@@ -254,8 +279,8 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
                 default=None)
     where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
         + _skipped(query, scopes)
-    return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
-                     where).limit(depth).to_list()
+    return top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                            .metric("cosine"), where).limit(limit), depth, by_distance)
 
 
 def _filtered(search, where: str):
@@ -440,6 +465,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
 
 def search(index, query: Query, reranker=None, rerank_note: str | None = None) -> SearchOutcome:
     """The whole read path over an already-synced index."""
+    import dataclasses
     import time
 
     timings: dict[str, float] = {}
@@ -457,10 +483,29 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     from memvault.reading import when
 
     now = query.now or files.utcnow()
-    asked = when.read(query.text, now)  # dateparser is imported only for a query with a time word
+    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
+    asked = when.read(query.text, query.now or now.astimezone())
     vector = index.embedder.embed_query(query.text)
     lap("embed")
-    pool = list(candidates(table, query, vector, asked).values())
+    # The BM25 index's files as memvault wrote them (a few stats; Index.fts_damage): damaged, it is not
+    # read (its scores would be wrong, or LanceDB would panic) and the search goes by meaning alone.
+    damaged = index.fts_damage() if query.use_bm25 else None
+    by_meaning = dataclasses.replace(query, use_bm25=False, use_dense=True)
+    try:
+        pool = list(candidates(table, by_meaning if damaged else query, vector, asked).values())
+    except FullTextFailed as exc:
+        damaged = str(exc)
+        if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
+            index.refresh()
+            table = index.table()
+            try:
+                pool, damaged = list(candidates(table, query, vector, asked).values()), None
+            except FullTextFailed as again:
+                damaged = str(again)
+        if damaged:
+            pool = list(candidates(table, by_meaning, vector, asked).values())
+    if damaged:
+        query = by_meaning
     lap("candidates")
     from memvault.reading import current
 
@@ -471,7 +516,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
-                         time_read=asked)
+                         time_read=asked, full_text_damaged=damaged)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
@@ -485,7 +530,7 @@ def read(index, query: Query, settings, say: Callable[[str], None], llm_order: C
 
     started = time.perf_counter()
     notes: list[str] = []
-    reranker = load_reranker(settings, warn=notes.append) if query.rerank else None
+    reranker = load_reranker(settings, warn=notes.append, say=say) if query.rerank else None
     loaded = time.perf_counter()
     if settings.llm_rerank and query.rerank and reranker is None:  # the LLM reads more, top_k are kept
         from memvault.reading.llm_rerank import DEPTH
@@ -517,10 +562,10 @@ def annotate_episodes(index, results: list) -> None:
     conversations = {r.conversation_id for r in results}
     by_id: dict[str, dict] = {}
     by_turn: dict[str, dict] = {}
-    for conversation in conversations:
+    for conversation in sorted(conversations):
         if not (index.root / files.ENTRIES / files.conversation_slug(conversation) / "episodes").is_dir():
             continue
-        for row in index.rows(["id", "text", "meta"], ("episode",), conversation):
+        for row in sorted(index.rows(["id", "text", "meta"], ("episode",), conversation), key=lambda row: row["id"]):
             meta = json.loads(row["meta"] or "{}")
             info = {"id": row["id"], "title": meta.get("title") or "", "narrative": row["text"],
                     "started_at": meta.get("started_at")}
@@ -538,11 +583,12 @@ def annotate_episodes(index, results: list) -> None:
 
 
 
-def load_reranker(settings, warn: Callable[[str], None] | None = None):
-    """The configured cross-encoder, or None (with one line on stderr) when it cannot be loaded."""
+def load_reranker(settings, warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None):
+    """The configured cross-encoder, or None (with one line on stderr) when it cannot be loaded; not
+    in the cache, it is fetched now when the setting fetch_models allows (its progress on say)."""
     from memvault.store.models import get_reranker
 
-    return get_reranker(settings.reranker_model, warn=warn)
+    return get_reranker(settings.reranker_model, warn=warn, fetch=settings.fetch_models, say=say)
 
 
 INJECTION_HEADER = (

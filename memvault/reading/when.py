@@ -72,7 +72,8 @@ _PAST = re.compile(r"\b(?:did|was|were|had|went|got|made|said|told|met|saw|ate|c
 
 @dataclass(frozen=True)
 class TimeRange:
-    """A stretch of time a query names: start inclusive, end exclusive (UTC); None: open."""
+    """A stretch of time a query names: start inclusive, end exclusive, in the zone of the query's
+    clock (its days are that clock's days); None: open."""
 
     phrase: str
     start: datetime | None
@@ -156,7 +157,7 @@ def _found(text: str, now: datetime) -> list[tuple[str, datetime]]:
     sentence ("in May")."""
     from dateparser.search import search_dates
 
-    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    base = _wall_clock(now)
     settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False}
     try:
         found = search_dates(text, languages=["en"], settings=settings) or []
@@ -203,7 +204,7 @@ def _inside_sentence(text: str, position: int) -> bool:
 def _ranges(text: str, now: datetime) -> list[TimeRange]:
     from dateparser.date import DateDataParser
 
-    base = now.astimezone(timezone.utc).replace(tzinfo=None)
+    base = _wall_clock(now)
     parser = DateDataParser(languages=["en"], settings={"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past",
                                                          "RETURN_AS_TIMEZONE_AWARE": False})
     finds: list[tuple[str, datetime, int]] = []
@@ -224,7 +225,7 @@ def _ranges(text: str, now: datetime) -> list[TimeRange]:
             continue  # a weekday alone in a question about what is usual
         period = parser.get_date_data(phrase).period or "day"
         try:
-            start, end = _period(moment, period)
+            start, end = _period(moment, period, now.tzinfo or timezone.utc)
         except (ValueError, OverflowError):  # "in 9999": a range past datetime's last year is no range
             continue
         before = text[:at]
@@ -237,9 +238,17 @@ def _ranges(text: str, now: datetime) -> list[TimeRange]:
     return ranges
 
 
-def _period(moment: datetime, period: str) -> tuple[datetime, datetime]:
-    """The calendar day, week (Monday first), month or year around a moment, in UTC."""
-    day = datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc)
+def _wall_clock(now: datetime) -> datetime:
+    """The clock as its own zone reads it, without the zone (what dateparser counts from): at
+    2026-11-27T19:00:00-08:00 "yesterday" is the 26th, as it is for whoever wrote that clock, though
+    it is already the 28th in UTC."""
+    return now.replace(tzinfo=None) if now.tzinfo is not None else now
+
+
+def _period(moment: datetime, period: str, zone=timezone.utc) -> tuple[datetime, datetime]:
+    """The calendar day, week (Monday first), month or year around a moment (a wall-clock time of
+    the query's clock), its bounds in that clock's zone."""
+    day = datetime(moment.year, moment.month, moment.day, tzinfo=zone)
     if period == "week":
         start = day - timedelta(days=day.weekday())
         return start, start + timedelta(days=7)

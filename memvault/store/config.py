@@ -56,6 +56,12 @@ class Settings:
     # agent_idle_minutes without a request). use by default: no resident process nobody asked for.
     agent: str = "use"
     agent_idle_minutes: float = 10.0
+    # A model the settings name that is not in the cache (the reranker) is fetched the first time it is
+    # needed, with progress; off: only `memvault models --download` fetches (store/models.py).
+    fetch_models: bool = True
+    # Let a vault's first write go into a git repository that already tracks other files (a project's
+    # code): memvault would commit every memory into that project's history (store/vault.py).
+    share_repository: bool = False
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)

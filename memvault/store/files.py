@@ -19,7 +19,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from memvault import request_options
@@ -42,6 +42,8 @@ ROLE_FOLDERS = {
     "pending": "pending",  # a learned fact waiting for review (setting learned_review): never searched
 }
 PENDING_ROLE = "pending"
+# The folders directly under a conversation's that hold memories (turns/ holds user/ and assistant/).
+KIND_FOLDERS = frozenset(folder.split("/")[0] for folder in ROLE_FOLDERS.values())
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
 KIND_ROLES = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant"),
               "episode": ("episode",)}
@@ -121,8 +123,10 @@ def format_time(moment: datetime) -> str:
 
 
 def file_stamp(moment: datetime) -> str:
-    """UTC YYYYMMDDTHHMMSSffffffZ, so file names sort by time."""
-    return moment.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    """UTC YYYYMMDDTHHMMSSffffffZ, so file names sort by time: the year has four digits, 0999 too
+    (strftime's %Y gives 999, which sorted after 2026 and read as no time at all)."""
+    utc = moment.astimezone(timezone.utc)
+    return f"{utc.year:04d}{utc:%m%dT%H%M%S%fZ}"
 
 
 def check_conversation_id(conversation_id: str) -> str:
@@ -168,6 +172,10 @@ class Memory:
     # although its file may be a tombstone now (deleted at `deleted_since`).
     as_of: datetime | None = field(default=None, compare=False)
     deleted_since: str | None = field(default=None, compare=False)
+    # ... edited after that moment (its `updated_at` now): the text is the one of then, found in the
+    # history, or (edited_text_of "now") today's, the one of then not found (reading/as_of.py).
+    edited_since: str | None = field(default=None, compare=False)
+    edited_text_of: str | None = field(default=None, compare=False)
 
     @property
     def tags(self) -> list[str]:
@@ -213,6 +221,7 @@ class Memory:
             "meta": json_safe(self.extra),
             "deleted": self.is_deleted,
             **({"as_of": format_time(self.as_of), "deleted_since": self.deleted_since} if self.as_of else {}),
+            **({"edited_since": self.edited_since, "text_of": self.edited_text_of} if self.edited_since else {}),
         }
 
     def date_paths(self) -> list[list[Any]]:
@@ -775,7 +784,8 @@ def held_at(memory: Memory, moment: datetime) -> bool:
     """Whether the vault held this memory at `moment` (issue 29, `--as-of`), from its front matter:
     created by then, and live now or deleted (replaced) after it. A tombstone without a readable
     `deleted_at` cannot say when it went, so it counts as gone (never shown as held when it may not
-    have been). An edit leaves no time in the file: the text is the one of now."""
+    have been). What an import brought in after the moment and an edit's text of then are
+    reading/as_of.py's to find (git knows them, the file does not)."""
     if memory.created_at > moment:
         return False
     if not memory.is_deleted:
@@ -801,8 +811,9 @@ def as_held(memory: Memory, moment: datetime) -> Memory:
                   as_of=moment, deleted_since=str(memory.extra.get("deleted_at")))
 
 
-def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
-    """Every candidate memory file under entries/, sorted, without following symlinks.
+def walk_entries(root: Path, include_deleted: bool = False, placed_only: bool = True) -> Iterator[Path]:
+    """Every candidate memory file under entries/, sorted, without following symlinks; placed_only:
+    in a kind folder only (in_kind_folder: what reindex has not moved into place is no memory yet).
 
     A symlinked folder is never entered; it is yielded itself, so that reading it reports it.
     """
@@ -818,11 +829,29 @@ def walk_entries(root: Path, include_deleted: bool = False) -> Iterator[Path]:
             continue
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         found.extend(here / d for d in dirs if os.path.islink(here / d))
-        for name in files:
-            candidate = here / name
-            if is_memory_file(candidate):
-                found.append(candidate)
+        if not placed_only or in_kind_folder(("entries",) + rel + ("x.md",)):
+            for name in files:
+                candidate = here / name
+                if is_memory_file(candidate):
+                    found.append(candidate)
     yield from sorted(found)
+
+
+def in_kind_folder(rel) -> bool:
+    """Whether a vault-relative path is where memvault keeps memories: entries/<conversation>/<kind
+    folder>/... (facts/, notes/, decisions/, turns/user/, turns/assistant/, summaries/, episodes/,
+    pending/), or the same under deleted/. A markdown file elsewhere under entries/ (entries/loose.md,
+    entries/global/hand.md) is none of them until `reindex` moves it into place (docs/design.md, "The
+    vault on disk")."""
+    parts = rel if isinstance(rel, tuple) else PurePosixPath(rel).parts if isinstance(rel, str) else rel.parts
+    if len(parts) < 4 or parts[0] != ENTRIES:
+        return False
+    folders = parts[2:-1]
+    if folders and folders[0] == DELETED:
+        folders = folders[1:]
+    if not folders or folders[0] not in KIND_FOLDERS:
+        return False
+    return folders[0] != "turns" or (len(folders) >= 2 and folders[1] in ("user", "assistant"))
 
 
 def is_deleted_path(rel) -> bool:
@@ -849,5 +878,6 @@ def walk_entries_under(conversation_dir: Path, include_deleted: bool = False) ->
         if here == conversation_dir and not include_deleted:
             dirs[:] = [d for d in dirs if d != DELETED]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found.extend(here / n for n in names if is_memory_file(here / n))
+        if in_kind_folder((ENTRIES, conversation_dir.name) + here.relative_to(conversation_dir).parts + ("x.md",)):
+            found.extend(here / n for n in names if is_memory_file(here / n))
     yield from sorted(found)

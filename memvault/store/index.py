@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from memvault.store import files
-from memvault.errors import MemoryFileError
+from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
 from memvault.store.files import Memory
 
 TABLE = "memories"
@@ -68,6 +68,8 @@ PATH_INDEX_COLUMN = "path"
 KEEP_VERSIONS_SECONDS = 600
 # The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
 FTS_COLUMN = "index_text"
+# What the BM25 index's files were when memvault wrote them (Index.record_fts), beside the table.
+FTS_SUMS = "fts-checksums.json"
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
@@ -139,6 +141,12 @@ class SyncReport:
     # secrets, committed) yet, that hold a secret: {path: what each secret is (labels, never values)}; until
     # `memvault reindex` withholds them (issue 44)
     unscrubbed: dict[str, list[str]] = field(default_factory=dict)
+    # reindex: the markdown files it moved into a kind folder (Sync.place), (from, to), relative
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    # reindex, reindex --check: what is wrong with the BM25 index's files (Index.fts_damage, fts_probe),
+    # and whether this sync made it anew (reindex does; --check writes nothing)
+    damaged: str | None = None
+    repaired: bool = False
 
     @property
     def drift(self) -> bool:
@@ -148,9 +156,9 @@ class SyncReport:
     def in_step(self) -> bool:
         """The one answer to "is the index in step with the files" (`reindex --check`'s exit code,
         `stats`, serve's /v1/stats, MCP's vault_stats): nothing to add, change or remove, no rebuild
-        due, no file left out (unreadable, or claiming an id another file has), and no secret in a file a
-        search read as it is and reindex has not taken in yet."""
-        return not (self.drift or self.skipped or self.unscrubbed)
+        due, no file left out (unreadable, or claiming an id another file has), no secret in a file a
+        search read as it is and reindex has not taken in yet, and no damaged full-text index."""
+        return not (self.drift or self.skipped or self.unscrubbed or (self.damaged and not self.repaired))
 
     def out_of_step(self) -> str:
         """What keeps the index out of step, in words ("1 changed, 2 skipped"), "" when in step."""
@@ -158,11 +166,14 @@ class SyncReport:
                                                                 ("removed", self.removed), ("skipped", self.skipped),
                                                                 ("holding a secret, not taken in", self.unscrubbed))
                  if paths]
-        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []))
+        damaged = [f"a damaged full-text index ({self.damaged})"] if self.damaged and not self.repaired else []
+        return ", ".join(parts + ([f"a rebuild ({self.rebuilt})"] if self.rebuilt else []) + damaged)
 
     def summary(self) -> str:
         line = (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped")
+        if self.repaired:
+            line += f"; rebuilt the damaged full-text index ({self.damaged})"
         if self.committed:
             count = len(self.committed)
             line += f"; committed {count} hand edit{'s' if count != 1 else ''}" + \
@@ -176,6 +187,8 @@ class SyncReport:
             "adopted": [str(m.path) for m in self.adopted], "rebuilt": self.rebuilt,
             "committed": self.committed, "commit": self.commit,
             "unscrubbed": [{"path": path, "secrets": labels} for path, labels in self.unscrubbed.items()],
+            "moved": [{"from": old, "to": new} for old, new in self.moved],
+            "damaged": self.damaged, "repaired": self.repaired,
         }
 
 
@@ -340,11 +353,14 @@ class Index:
                 full = os.path.join(self.root, rel)
                 if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
                     hits.add(rel)
-            return [self.root / rel for rel in sorted(hits)]
+            # A file outside the kind folders is no memory until reindex moves it in (files.in_kind_folder).
+            return [self.root / rel for rel in sorted(hits) if files.in_kind_folder(rel)]
         header = self._header()
         known = self.state.entries() if header is not None else {}
         found = []
         for rel, full in sorted(_scan_entries(self.root, tombstones=True).items()):
+            if not files.in_kind_folder(rel):
+                continue
             entry = known.get(rel)
             if entry is not None:
                 try:
@@ -427,15 +443,71 @@ class Index:
         self._db = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def ensure_fts(self, table) -> None:
-        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned)."""
+    def ensure_fts(self, table, again: bool = False) -> bool:
+        """A BM25 index on index_text; rows added later are still searched (unindexed rows are scanned).
+        again: made anew from the rows even when there is one (a damaged one). Whether it made one."""
         indices = {getattr(i, "name", "") for i in table.list_indices()}
-        if f"{FTS_COLUMN}_idx" not in indices and table.count_rows() > 0:
+        if (again or f"{FTS_COLUMN}_idx" not in indices) and table.count_rows() > 0:
             import warnings
 
             with warnings.catch_warnings():  # the sync API's replacement takes vector indexes only
                 warnings.simplefilter("ignore", DeprecationWarning)
                 table.create_fts_index(FTS_COLUMN, replace=True, **FTS_OPTIONS)
+            return True
+        return False
+
+    # -- the BM25 index's integrity (docs/design.md, "The index") --------------------------
+    def record_fts(self, table) -> None:
+        """The size, mtime and sha256 of every file of the BM25 index, as this process just wrote
+        them (FTS_SUMS, beside the table: a rebuilt index goes with its record). LanceDB's index files
+        carry no checksum of their own: bytes changed in them lowered scores and raised nothing."""
+        found: dict[str, list] = {}
+        for uuid in _fts_uuids(table):
+            folder = self.dir / f"{TABLE}.lance" / "_indices" / uuid
+            for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+                stat = path.stat()
+                found[f"{uuid}/{path.name}"] = [stat.st_size, stat.st_mtime_ns, _sha256_file(path)]
+        files.atomic_write(self.dir / FTS_SUMS, json.dumps({"files": found}, sort_keys=True) + "\n")
+
+    def fts_damage(self, thorough: bool = False) -> str | None:
+        """What is wrong with the BM25 index's files, in words; None when nothing is (or nothing is
+        known: no record yet, or an index another process made since, the recorded one pruned).
+        A search compares each file's size and mtime with the record (a few stats) and hashes only a
+        file whose stat moved; thorough (`reindex`, `reindex --check`) hashes every file."""
+        try:
+            recorded = json.loads((self.dir / FTS_SUMS).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        base = self.dir / f"{TABLE}.lance" / "_indices"
+        for rel, (size, mtime_ns, digest) in sorted(recorded.items()):
+            path = base / rel
+            if not path.parent.is_dir():
+                continue  # that index was replaced and pruned: the record is of an older one
+            try:
+                stat = path.stat()
+            except OSError:
+                return f"the full-text index file {path} is missing"
+            if not thorough and (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns):
+                continue
+            if stat.st_size != size or _sha256_file(path) != digest:
+                return f"the full-text index file {path} is not as memvault wrote it"
+        return None
+
+    def fts_probe(self, table) -> str | None:
+        """A query of the BM25 index for the words of a row it holds: what LanceDB says when it cannot
+        read the index (a panic, "corrupt file", a file not found); None when it answers."""
+        if not _fts_uuids(table):
+            return None
+        try:
+            sample = table.search().select([FTS_COLUMN]).limit(1).to_list()
+            words = " ".join((sample[0][FTS_COLUMN] if sample else "").split()[:8])
+            if words:
+                table.search(words, query_type="fts", fts_columns=FTS_COLUMN).limit(1).to_list()
+        except Exception as exc:
+            if self.table_gone(exc):
+                return None
+            return f"the full-text index in {self.dir} cannot be read ({_first_line(exc)})"
+        return None
 
     def ensure_filter_indexes(self, table) -> None:
         """Bitmap indexes on the columns every search filters by (role, conversation_id) and a B-tree
@@ -537,15 +609,17 @@ class Index:
         table = self.table()
         if table is None or k <= 0:
             return []
-        return (table.search([float(x) for x in vector], vector_column_name="vector").metric("cosine")
-                .where(where_clause(roles, conversation), prefilter=True).limit(k).to_list())
+        return top_rows(lambda limit: table.search([float(x) for x in vector], vector_column_name="vector")
+                        .metric("cosine").where(where_clause(roles, conversation), prefilter=True).limit(limit),
+                        k, by_distance)
 
-    def snapshot(self, moment, tombstones: list[Memory], folder: Path):
+    def snapshot(self, moment, tombstones: list[Memory], folder: Path, left_out: set[str] = frozenset()):
         """A table of what the vault held at `moment` (`search --as-of`), in `folder` (a temporary
         one the caller removes): the rows of memories created by then, with their stored vectors
         and turn context, and rows for `tombstones` (deleted after it; embedded now, text only,
         they have no row). Same schema and BM25 index as the table, so the read path runs on it
-        unchanged. Costs a pass over the table: a search of the past, not the everyday one."""
+        unchanged. Costs a pass over the table: a search of the past, not the everyday one.
+        left_out: the paths of rows not to hold (imported after the moment)."""
         import pyarrow.compute as pc
 
         lancedb = import_lancedb()
@@ -555,6 +629,10 @@ class Index:
         if table is not None:
             rows = table.to_arrow()
             held = rows.filter(pc.less_equal(rows["created_us"], int(moment.timestamp() * 1_000_000)))
+            if left_out:  # what an import brought in after the moment (reading/as_of.py)
+                import pyarrow as pa
+
+                held = held.filter(pc.invert(pc.is_in(held["path"], pa.array(sorted(left_out), pa.string()))))
             held = held.select(schema.names).cast(schema)
         snapshot = lancedb.connect(str(folder)).create_table(TABLE, schema=schema)
         if held is not None and held.num_rows:
@@ -734,12 +812,15 @@ class Index:
         its end, not after each of its batches."""
         table = self.table()
         if table is not None and self._touched:
-            self.ensure_fts(table)
+            made = self.ensure_fts(table)
             self.ensure_filter_indexes(table)
             if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 from datetime import timedelta
 
                 table.optimize(cleanup_older_than=timedelta(seconds=KEEP_VERSIONS_SECONDS))
+                made = True  # the new rows taken into a new BM25 index
+            if made or not (self.dir / FTS_SUMS).exists():  # the files just written (or, first, as they are)
+                self.record_fts(table)
         self._touched = False
 
     def _arrow_rows(self, batch, vectors, contexts=None):
@@ -800,6 +881,8 @@ class _Sync:
     def run(self) -> SyncReport:
         self.start()
         self.judge_table()
+        if self.how.verify and not self.report.rebuilt:
+            self.judge_fts()
         if self.report.rebuilt and not self.how.write:
             return self.report
         self.clear()
@@ -921,6 +1004,23 @@ class _Sync:
         except Exception as exc:  # a corrupt sidecar is rebuilt, never fatal
             report.rebuilt = f"index in {index.dir} is unreadable ({type(exc).__name__}); rebuilding it"
 
+    def judge_fts(self) -> None:
+        """reindex and reindex --check: the BM25 index's files as recorded (every byte) and a query of
+        it answered; damaged, reindex makes it anew from the rows (nothing embedded again) and says
+        so, --check reports it (out of step, exit 1)."""
+        index, report = self.index, self.report
+        table = index.table() if index.dir.is_dir() else None
+        if table is None:
+            return
+        report.damaged = index.fts_damage(thorough=True) or index.fts_probe(table)
+        if not self.how.write:
+            return
+        if report.damaged:  # said by the report (reindex's summary, --json)
+            index.ensure_fts(table, again=True)
+            report.repaired = True
+        if report.damaged or not (index.dir / FTS_SUMS).exists():
+            index.record_fts(table)  # an index from before the record: as it reads now
+
     def clear(self) -> None:
         """A rebuild drops record and table; stray rows are deleted (then every file is looked at)."""
         index, report = self.index, self.report
@@ -995,6 +1095,12 @@ class _Sync:
                 continue
             tombstone = _in_deleted(rel)
             adopt = self.how.adopt and self.how.write and not tombstone
+            if not tombstone and not files.in_kind_folder(rel):
+                placed = self.place(rel, path, entry, adopt)
+                if placed is None:
+                    continue
+                rel, path, entry = placed  # read below as the new file it is
+                stat = os.lstat(path)
             # A file read without front matter (by a search, which does not write) keeps the id it was
             # given: reindex reads it again, to give it the front matter the notice promised.
             unadopted = adopt and entry is not None and entry["id"] == files.adopted_id(rel)
@@ -1031,6 +1137,51 @@ class _Sync:
                 continue
             fresh_reads.append((rel, memory, digest, stat, oid, entry))
         return fresh_reads
+
+    def place(self, rel: str, path: str, entry: dict[str, Any] | None, adopt: bool):
+        """A markdown file outside the kind folders (entries/loose.md, entries/global/hand.md: see
+        files.in_kind_folder). reindex adopts it: the file moves to where memvault keeps a memory of
+        its kind and conversation (one without front matter: a note, given front matter), which every
+        command then sees; (its new path, relative and absolute, no record). Any other sync leaves it
+        out and says what reindex will do (None), as ls, stats, export and rm do not see it either."""
+        report = self.report
+        if entry is not None:  # indexed where it was (an earlier memvault): that row goes
+            if entry["live"]:
+                report.removed.append(rel)
+                report.ids[rel] = entry["id"]
+            self.drop.add(rel)
+        root = self.index.root
+        try:
+            memory, adopted = files.read_memory(Path(path), root)
+            target = files.relative_path_for(memory).as_posix()
+        except (MemoryFileError, UsageError, InvalidConversationId) as exc:
+            self.watch.add(rel)
+            report.skipped.append(exc if isinstance(exc, MemoryFileError) else MemoryFileError(Path(path), str(exc)))
+            return None
+        destination = root / target
+        if not adopt:
+            self.watch.add(rel)
+            report.skipped.append(MemoryFileError(Path(path), (
+                "not where memvault keeps memories (entries/<conversation>/facts/, notes/, ...): `memvault "
+                f"reindex` moves it into {target.rsplit('/', 1)[0]}/" + (" as a note" if adopted else ""))))
+            return None
+        if os.path.lexists(destination):
+            try:
+                there, _ = files.read_memory(destination, root)
+            except MemoryFileError:
+                there = None
+            if there is None or there.id != memory.id or there.text != memory.text:
+                self.watch.add(rel)
+                report.skipped.append(MemoryFileError(Path(path), f"its place {target} is taken by another file"))
+                return None
+            # the same memory there already: a move a kill cut short; the copy left behind goes
+        else:
+            files.write_memory(root, memory, destination)  # with front matter
+        os.unlink(path)
+        report.moved.append((rel, target))
+        self.scope.add(target)
+        self.on_disk[target] = str(destination)
+        return target, str(destination), None
 
     def claim_ids(self, fresh_reads) -> list[tuple[str, Memory, str, os.stat_result, str]]:
         """Two files claiming one id: the one the record already has keeps it; the other is
@@ -1156,6 +1307,31 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
                            default=files.json_value, ensure_ascii=False),
         "vector": None if vector is None else [float(x) for x in vector],
     }
+
+
+def _fts_uuids(table) -> list[str]:
+    """The folders (under the table's _indices/) of the BM25 index now."""
+    try:
+        return [str(i.index_uuid) for i in table.list_indices() if getattr(i, "name", "") == f"{FTS_COLUMN}_idx"]
+    except Exception:
+        return []
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, without the Rust source file LanceDB names after its message."""
+    import re
+
+    text = str(exc).strip().splitlines()
+    line = re.sub(r",\s*/\S*/\.cargo/\S*", "", text[0] if text else type(exc).__name__)
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 def _bm25_behind(table) -> bool:
@@ -1298,6 +1474,36 @@ def _sql_str(value: str) -> str:
 def _chunks(items: list, size: int):
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+# How a retriever's rows are ordered, best first (top_rows): dense by cosine distance, BM25 by its score,
+# rows of equal score by id.
+def by_distance(row: dict) -> tuple:
+    return (row["_distance"], row["id"])
+
+
+def by_score(row: dict) -> tuple:
+    return (-row["_score"], row["id"])
+
+
+# At most this many rows are fetched to settle a tie at a retriever's cut (top_rows).
+TIE_ROWS = 4096
+
+
+def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[dict], tuple]) -> list[dict]:
+    """A retriever's best `depth` rows, the same every time on the same files: LanceDB returns rows of
+    equal score in the order it meets them (its table's row order, which the history of writes sets,
+    and its threads), so both the order among equals and which of them make the cut would be chance
+    (issue 44: 12 runs of one search on one vault gave 3 lists). Asked for one row more than
+    `depth`; when that one ties the last kept, more are fetched (x4, up to TIE_ROWS) until the tie is
+    whole, then every row is ordered by score and id and cut."""
+    limit = depth + 1
+    while True:
+        rows = query_with_limit(limit).to_list()
+        rows.sort(key=key)
+        if len(rows) < limit or limit >= TIE_ROWS or depth <= 0 or key(rows[depth - 1])[0] != key(rows[-1])[0]:
+            return rows[:depth]
+        limit = min(limit * 4, TIE_ROWS)
 
 
 def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[str, ...] | None = None,

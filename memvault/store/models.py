@@ -12,6 +12,7 @@ module stays cheap for commands that never embed anything.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -34,6 +35,11 @@ _BUNDLED_DIM = 384
 
 # How long a missing model may wait on Hugging Face before we call the network absent.
 _HUB_PROBE_TIMEOUT_S = 1.5
+# A model fetched on first use (setting fetch_models) that could not be is not tried again for this
+# long: a cold search would otherwise ask the hub every time. The attempt is kept in FETCH_LOG, in the
+# fastembed cache: {name: {"at": epoch seconds, "why": the reason}}.
+FETCH_RETRY_S = 3600
+FETCH_LOG = "memvault-fetch.json"
 
 _lock = threading.Lock()
 _embedders: dict[str, Embedder] = {}
@@ -125,24 +131,29 @@ def get_embedder(model_name: str | None = None, allow_download: bool = False) ->
 
 
 def get_reranker(
-    model: str | None, warn: Callable[[str], None] | None = None, allow_download: bool = False
+    model: str | None, warn: Callable[[str], None] | None = None, allow_download: bool = False,
+    fetch: bool = False, say: Callable[[str], None] | None = None,
 ) -> Reranker | None:
     """The reranker for ``model`` (a fastembed name or a local folder), loaded once per process.
 
     Returns None when it cannot be loaded, after calling ``warn`` with one line saying why. The
     outcome is cached, the failure too (the lookup is not repeated; a download is retried); the
-    reason is given to every caller, and the library says it once per vault.
+    reason is given to every caller, and the library says it once per vault. fetch: a name not in
+    the cache is fetched now (setting fetch_models: a search's first use), with fastembed's progress
+    bars and a line before and after on ``say``; a fetch that failed is not tried again for
+    FETCH_RETRY_S, and its reason (the same words until then) is what ``warn`` gets.
     """
     model = model or DEFAULT_RERANKER_MODEL
     folder = _as_folder(model)
     key = str(folder) if folder else model
     with _lock:
-        if key not in _rerankers or (_rerankers[key] is None and allow_download):
+        if key not in _rerankers or (_rerankers[key] is None and (allow_download or fetch and _fetch_due(model))):
             try:
                 if folder:
                     _rerankers[key] = _load_folder_reranker(folder)
                 else:
-                    _rerankers[key] = Reranker(model, _load_named("reranker", model, allow_download))
+                    _rerankers[key] = Reranker(model, _load_named("reranker", model, allow_download, fetch=fetch,
+                                                                  say=say or _say_stderr))
                 _reranker_failures.pop(key, None)
             except ModelError as e:
                 _rerankers[key] = None
@@ -224,9 +235,10 @@ def _load_named_embedder(name: str, allow_download: bool) -> Embedder:
     return Embedder(name, model.embedding_size, fingerprint, model)
 
 
-def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
+def _load_named(kind: str, name: str, allow_download: bool = False, fetch: bool = False,
+                say: Callable[[str], None] | None = None) -> Any:
     """Load a fastembed TextEmbedding or TextCrossEncoder by name: from the cache, or (only when
-    allow_download) from the network.
+    allow_download, or fetch: its first use) from the network.
 
     fastembed alone retries an unreachable hub three times with 3 s and 9 s sleeps in
     between; a short probe of the hub avoids that wait when the network is absent.
@@ -257,9 +269,12 @@ def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
         return cls(model_name=name, cache_dir=str(cache_dir), local_files_only=True, **onnx_session_options())
     except Exception as e:
         local_error = e
-    if not allow_download:
-        # The read and write paths never reach the network by themselves (docs/design.md, "Models and the LLM").
+    if not allow_download and not fetch:
+        # The read and write paths reach the network only to fetch a model on its first use, when the
+        # setting fetch_models allows (docs/design.md, "Models and the LLM").
         raise ModelError(f"{kind} {name} is not downloaded (fastembed cache {cache_dir}); {hint}")
+    if not allow_download:
+        return _fetch(kind, name, cls, description, cache_dir, local_error, say or _say_stderr)
 
     hf_repo = description["sources"].get("hf")
     unreachable = _hub_unreachable(hf_repo) if hf_repo else None
@@ -273,6 +288,84 @@ def _load_named(kind: str, name: str, allow_download: bool = False) -> Any:
         return cls(model_name=name, cache_dir=str(cache_dir), **onnx_session_options())
     except Exception as e:
         raise ModelError(f"{kind} {name} failed to load ({_one_line(e)}); {hint}") from None
+
+
+def _fetch(kind: str, name: str, cls, description: dict, cache_dir: Path, local_error: Exception,
+           say: Callable[[str], None]) -> Any:
+    """A model's first use fetches it (setting fetch_models): a line before, fastembed's progress bars,
+    a line after; a failure is kept in FETCH_LOG and not tried again for FETCH_RETRY_S, so the same
+    words come back until then (said once per vault, as every reranker note)."""
+    import time
+
+    log_path = cache_dir / FETCH_LOG
+    failed = _fetch_log(log_path).get(name)
+    if failed and time.time() - float(failed.get("at", 0)) < FETCH_RETRY_S:
+        raise ModelError(_fetch_failure(kind, name, failed))
+    from huggingface_hub import constants
+
+    hf_repo = description["sources"].get("hf")
+    size = description.get("size_in_GB")
+    about = f", about {float(size) * 1000:.0f} MB" if size else ""
+    why = _hub_unreachable(hf_repo) if hf_repo else None
+    model = None
+    if why is None:
+        say(f"memvault: fetching {kind} {name} from {constants.ENDPOINT} into {cache_dir} (its first use{about}; "
+            "setting fetch_models)")
+        try:
+            from huggingface_hub.utils import enable_progress_bars
+
+            enable_progress_bars()  # fastembed's cache lookup turned them off
+            model = cls(model_name=name, cache_dir=str(cache_dir), **onnx_session_options())
+        except Exception as e:
+            why = _one_line(e)
+    if model is None:
+        entry = {"at": time.time(), "why": why or _one_line(local_error)}
+        log = _fetch_log(log_path)
+        log[name] = entry
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            from memvault.store.files import atomic_write
+
+            atomic_write(log_path, json.dumps(log, sort_keys=True) + "\n")
+        except OSError:
+            pass  # a read-only cache: tried again next time
+        raise ModelError(_fetch_failure(kind, name, entry))
+    log = _fetch_log(log_path)
+    if log.pop(name, None) is not None:
+        try:
+            from memvault.store.files import atomic_write
+
+            atomic_write(log_path, json.dumps(log, sort_keys=True) + "\n")
+        except OSError:
+            pass
+    say(f"memvault: fetched {kind} {name}")
+    return model
+
+
+def _fetch_due(name: str) -> bool:
+    """Whether a fetch of ``name`` that failed may be tried again (a long-lived process kept the failure)."""
+    import time
+
+    failed = _fetch_log(_fastembed_cache_dir() / FETCH_LOG).get(name)
+    return bool(failed) and time.time() - float(failed.get("at", 0)) >= FETCH_RETRY_S
+
+
+def _fetch_log(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _fetch_failure(kind: str, name: str, entry: dict) -> str:
+    """The one line a fetch that failed is said with: the same words until it is tried again."""
+    from datetime import datetime, timezone
+
+    at = datetime.fromtimestamp(float(entry.get("at", 0)), timezone.utc)
+    again = datetime.fromtimestamp(float(entry.get("at", 0)) + FETCH_RETRY_S, timezone.utc)
+    return (f"{kind} {name} is not downloaded and could not be fetched at {at:%H:%M} UTC ({entry.get('why')}); "
+            f"a search tries again after {again:%H:%M} UTC, `memvault models --download` now")
 
 
 def _load_folder_reranker(folder: Path) -> Reranker:
@@ -380,6 +473,13 @@ def _normalise(rows: np.ndarray) -> np.ndarray:
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return (text[:300] + "…") if len(text) > 300 else text or type(e).__name__
+
+
+def _say_stderr(message: str) -> None:
+    import sys
+
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def _warn_stderr(message: str) -> None:

@@ -89,6 +89,10 @@ def _record_hand_edits(vault: Vault, change, report: SyncReport) -> None:
         ignored = set(gitrepo.ignored(vault.root, untracked)) if untracked else set()
         dirty = sorted(path for path in report.unlike_head if path not in ignored and path not in rejected)
         at_head = {path: bool(report.unlike_head[path]) for path in dirty}
+        for _, moved_to in report.moved:  # a file it moved into a kind folder (its old path: above, if git had it)
+            if moved_to not in at_head:
+                dirty.append(moved_to)
+                at_head[moved_to] = False
     else:
         status = gitrepo.git_output(vault.root, "status", "--porcelain", "-z", "--untracked-files=all",
                                     "--", files.ENTRIES)

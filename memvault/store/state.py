@@ -167,7 +167,10 @@ class State:
         """Every supersession the files declare (store/supersession.py), as dicts of its COLUMNS."""
         from memvault.store.supersession import COLUMNS
 
-        return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded")]
+        # In one order (the oldest declaration first), not the table's, which the history of syncs sets:
+        # the first row naming a memory is its successor (reading/current.py).
+        return [dict(zip(COLUMNS, row)) for row in self._query("SELECT " + ", ".join(COLUMNS) + " FROM superseded "
+                                                               "ORDER BY since, path, old_id, new_id")]
 
     def unscanned(self) -> dict[str, str]:
         """{path: sha256} of the files a search read as they are, not taken in yet (none in a record made

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from memvault.store import files
-from memvault.store.config import Settings, load_settings
+from memvault.store.config import SETTINGS_FILE, Settings, load_settings
 from memvault.errors import LockTimeout, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.store.files import Memory
 from memvault.store.lock import vault_lock
@@ -104,6 +104,7 @@ class Vault:
     # -- creation ------------------------------------------------------------
     def create(self) -> None:
         """Make the folder, git init it, write .gitignore, initial commit. Idempotent."""
+        self._refuse_foreign_repository()
         self._make_folders()
         with vault_lock(self.lock_path, timeout=self.settings.lock_timeout, holder="init", on_wait=self.notice):
             self._init_repository()
@@ -124,6 +125,26 @@ class Vault:
         except OSError as exc:
             raise MemvaultError(f"vault {self.root} is not writable: {exc.strerror or exc}") from None
 
+    def _refuse_foreign_repository(self) -> None:
+        """A first write into a git repository that tracks other files (`--vault` pointed at a project's
+        code) is refused before anything is written: every memory would be a commit of that project.
+        Setting share_repository allows it. A folder with entries/ is a vault already (one stat)."""
+        if self.settings.share_repository or not self.settings.enable_git_versioning or self.entries.is_dir():
+            return
+        from memvault.store import gitrepo
+        from memvault.errors import VaultStateError
+
+        if not gitrepo.is_repo(self.root) or gitrepo.head_sha(self.root) is None:
+            return
+        tracked = [p for p in gitrepo.git_output(self.root, "ls-files", "-z").split("\0") if p]
+        foreign = [p for p in tracked if p not in (".gitignore", SETTINGS_FILE) and not p.startswith(files.ENTRIES + "/")]
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise VaultStateError(f"{self.root} is a git repository that tracks other files ({shown}): memvault "
+                                  "would commit every memory into it; give --vault a folder of its own, or set "
+                                  "share_repository = true (memvault.toml, or MEMVAULT_SHARE_REPOSITORY=1) to keep "
+                                  "the vault there; nothing was written")
+
     def history_missing(self) -> str | None:
         """Why the vault cannot be written with git as it is, when it holds memory files but has no git
         repository (its .git deleted, or files put there by hand), with what to run; else None. A new
@@ -132,7 +153,7 @@ class Vault:
 
         if not self.settings.enable_git_versioning or gitrepo.is_repo(self.root) or not self.entries.is_dir():
             return None
-        if next(iter(files.walk_entries(self.root, include_deleted=True)), None) is None:
+        if next(iter(files.walk_entries(self.root, include_deleted=True, placed_only=False)), None) is None:
             return None
         return (f"the vault {self.root} has memory files but no git repository (.git is missing): to start a new "
                 f"history with the files as they are, run `git -C {self.root} init` then `memvault --vault "
@@ -172,6 +193,7 @@ class Vault:
             from memvault.store import gitrepo
 
             gitrepo.check_writable(self.root)  # before anything is written
+        self._refuse_foreign_repository()
         self._make_folders()
         timeout = self.settings.lock_timeout if lock_timeout is None else lock_timeout
         if not self._writers.acquire(timeout=timeout):
