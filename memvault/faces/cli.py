@@ -672,7 +672,8 @@ def search(
     asked: dict,
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
-                                               help="text, prompt (the block a chat injects: today's date, each "
+                                               help="text (a line a result: score, short id, day, [role], text), "
+                                                    "prompt (the block a chat injects: today's date, each "
                                                     "line dated, an earlier memory marked with what replaced it) "
                                                     "or json."),
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
@@ -712,7 +713,8 @@ def search(
     else:
         for r in outcome.results:
             earlier = f"  {r.earlier}" if r.superseded else ""
-            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}{earlier}")
+            day = r.created_at[:10]  # when it was said: "when did I tell you" is answered from the list
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  {day}  [{r.role}] {' '.join(r.text.split())}{earlier}")
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
