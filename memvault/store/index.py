@@ -1494,10 +1494,11 @@ def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[
     """A retriever's best `depth` rows, the same every time on the same files: LanceDB returns rows of
     equal score in the order it meets them (its table's row order, which the history of writes sets,
     and its threads), so both the order among equals and which of them make the cut would be chance
-    (issue 44: 12 runs of one search on one vault gave 3 lists). Asked for one row more than
-    `depth`; when that one ties the last kept, more are fetched (x4, up to TIE_ROWS) until the tie is
-    whole, then every row is ordered by score and id and cut."""
-    limit = depth + 1
+    (issue 44: 12 runs of one search on one vault gave 3 lists). Asked for 4 x `depth` + 1 rows
+    (a dense query scans its scope whatever the limit: a second scan for a tie of a few copies cost
+    more than the rows); when the last ties the `depth`-th, more are fetched (x4, up to TIE_ROWS) until
+    the tie is whole, then every row is ordered by score and id and cut."""
+    limit = 4 * depth + 1
     while True:
         rows = query_with_limit(limit).to_list()
         rows.sort(key=key)
