@@ -343,15 +343,24 @@ class Index:
     def id_candidates(self, needle: str, changed: set[str] | None | bool = True) -> list[Path]:
         """The files that may hold a memory whose id starts with `needle` (lower case), live or
         tombstone, sorted: those the record gives such an id and that have not changed since, plus
-        every file the record does not know as it is now. Reads no file; without git's word, every
-        file is looked at. changed: changed_paths() when the caller has it already."""
+        every file the record does not know as it is now (a file git names, uncommitted, that the
+        record read as it is, same size, mtime and ctime, is known). Reads no file; without git's
+        word, every file is looked at. changed: changed_paths() when the caller has it already."""
         if changed is True:
             changed = self.changed_paths()
         if changed is not None:
             hits = {rel for rel, _ in self.state.with_id_prefix(needle)} - changed
+            known = self.state.entries(changed) if changed else {}
             for rel in changed:
                 full = os.path.join(self.root, rel)
                 if (_entry_path(rel) or os.path.islink(full)) and _is_entry_file(full):
+                    entry = known.get(rel)
+                    if entry is not None and not str(entry["id"]).lower().startswith(needle):
+                        try:  # a hand edit a sync read as it is now: its id is known, and not this one
+                            if _same_stat(entry, os.lstat(full)):
+                                continue
+                        except OSError:
+                            continue  # gone meanwhile
                     hits.add(rel)
             # A file outside the kind folders is no memory until reindex moves it in (files.in_kind_folder).
             return [self.root / rel for rel in sorted(hits) if files.in_kind_folder(rel)]
