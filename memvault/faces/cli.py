@@ -740,8 +740,9 @@ def search(
     retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
-                                               help="text, prompt (the block a chat injects: today's date, each "
-                                                    "line dated, an earlier memory marked with what replaced it) "
+                                               help="text, prompt (the block a chat injects: today's date, the "
+                                                    "memories by day, oldest first, dates in words, relative times "
+                                                    "resolved, an earlier memory marked with what replaced it) "
                                                     "or json."),
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
                                           help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
@@ -783,7 +784,7 @@ def search(
     else:
         for r in outcome.results:
             earlier = f"  {r.earlier}" if r.superseded else ""
-            typer.echo(f"{r.score:.3f}  {r.id[:8]}  [{r.role}] {' '.join(r.text.split())}{earlier}")
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  {r.day}  [{r.role}] {r.shown_text}{earlier}")
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")

@@ -68,9 +68,13 @@ class MemoryItem(BaseModel):
 
 
 class SearchHit(MemoryItem):
+    date: str = Field(description="The day it was said or written, in words ('Tue 6 June 2023'; UTC).")
+    times: dict[str, str] | None = Field(None, description="The relative times in its text and the days they name, "
+                                         "counted from its date: {'yesterday': 'Mon 5 June 2023'}.")
     score: float = Field(description="0 to 1; higher is more relevant (relevance, then a little recency).")
     earlier: str | None = Field(None, description="Set when something newer took this memory's place: since when, "
-                                "and what ('earlier; since 2026-05-03: Lena lives in Lisbon'). Prefer the newer one.")
+                                "and what ('earlier; since Sun 3 May 2026: Lena lives in Lisbon'). Prefer the "
+                                "newer one.")
 
 
 class SearchResults(BaseModel):
@@ -307,8 +311,8 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
                         "out, those deleted or replaced since included as they were.")] = None,
     ) -> SearchResults:
         """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
-        first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at,
-        score and tags."""
+        first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at (and
+        date, in words; times: the days its relative times name), score and tags."""
         try:
             outcome = vault.search(query, top_k=top_k, conversation=conversation or files.DEFAULT_CONVERSATION,
                                    all_conversations=conversation is None, kinds=[kind] if kind else None,
@@ -317,8 +321,8 @@ def build_server(vault, warm_up: bool = False) -> MCPServer:
             raise _failure(exc) from None
         return SearchResults(results=[
             SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id,
-                      created_at=r.created_at, text=r.text, tags=_tags(r.meta), score=round(r.score, 4),
-                      earlier=(r.superseded or {}).get("note"))
+                      created_at=r.created_at, date=r.day, times=r.times() or None, text=r.text, tags=_tags(r.meta),
+                      score=round(r.score, 4), earlier=(r.superseded or {}).get("note"))
             for r in outcome.results])
 
     def add_memory(

@@ -21,6 +21,7 @@ before?" still finds Porto first. Nothing is removed: plain history stays findab
 from __future__ import annotations
 
 import re
+from datetime import timezone
 from typing import Any
 
 from memvault.reading import ranking
@@ -210,9 +211,11 @@ def _time(value):
 
 def note(superseded: dict[str, Any]) -> str:
     """What a superseded result is shown with (search output, the injection block, MCP, serve):
-    "earlier; since 2026-05-03: <what replaced it>"."""
+    "earlier; since Sun 3 May 2026: <what replaced it>" (the day in words, as the block writes days)."""
+    from memvault.store.relative_times import day_words
+
     since = _time(superseded.get("since"))
-    day = since.strftime("%Y-%m-%d") if since else "later"
+    day = day_words(since.astimezone(timezone.utc)) if since else "later"
     text = " ".join((superseded.get("text") or "").split())
     if len(text) > 160:
         text = text[:159] + "…"

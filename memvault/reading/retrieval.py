@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from memvault.store import files
+from memvault.store import files, relative_times
 from memvault.reading import ranking
 from memvault.store.files import DEFAULT_CONVERSATION
 
@@ -93,10 +93,28 @@ class Result:
     # Something newer took its place (reading/current.py): by (id), text, since, how; None: current.
     superseded: dict[str, Any] | None = None
     index_text: str = field(repr=False, default="")  # what BM25 read: a turn with the turns before it
+    # The relative times of its words, resolved against its date (store/relative_times.py): shown
+    # beside them ("yesterday (Mon 5 June 2023)"), never written into the text.
+    told: list = field(repr=False, default_factory=list)
 
     @property
     def score(self) -> float:
         return self.scores.get("score", 0.0)
+
+    @property
+    def day(self) -> str:
+        """The UTC day it was said or written, as a person writes it: "Tue 6 June 2023"."""
+        return day_words(self.created_at)
+
+    @property
+    def shown_text(self) -> str:
+        """Its text on one line, each relative time followed by the day it names: "I went to the lake
+        yesterday (Mon 5 June 2023)". The words are the user's; the days are shown, never stored in them."""
+        return relative_times.inline(self.text, self.told) if self.told else " ".join(self.text.split())
+
+    def times(self) -> dict[str, str]:
+        """Its relative times and what each names, in words: {"yesterday": "Mon 5 June 2023"}."""
+        return {t.phrase: t.words() for t in self.told}
 
     @property
     def earlier(self) -> str:
@@ -112,7 +130,9 @@ class Result:
                 "scores": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.scores.items()},
                 "meta": self.meta, "episode_id": self.episode["id"] if self.episode else None,
                 "episode_title": self.episode["title"] if self.episode else None,
-                "superseded": self.superseded}
+                "superseded": self.superseded,
+                "told": [{"phrase": t.phrase, "start": t.start.isoformat(), "end": t.end.isoformat(), "unit": t.unit,
+                          "about": t.about} for t in self.told]}
 
 
 @dataclass
@@ -246,14 +266,13 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     a row), which candidates() splits."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
-    from memvault.store.index import where_clause
+    from memvault.store.index import TOLD_COLUMNS, time_clause, where_clause
 
+    # Created in the range, or saying in its words a time in it ("yesterday", said the day after).
     start, end = asked.span()
-    since = max((t for t in (start, query.since) if t is not None), default=None)
-    until = min((t for t in (end - timedelta(microseconds=1) if end else None, query.until) if t is not None),
-                default=None)
-    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
-        + _skipped(query, scopes)
+    in_range = time_clause(start, end, told=TOLD_COLUMNS[1] in table.schema.names)
+    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, query.since,
+                         query.until) + " AND " + in_range + _skipped(query, scopes)
     return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
                      where).limit(depth).to_list()
 
@@ -298,7 +317,8 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
     if found is None:
         found = Result(id=row["id"], path=row["path"], role=row["role"], conversation_id=row["conversation_id"],
                        created_at=row["created_at"], text=row["text"], meta=json.loads(row["meta"] or "{}"),
-                       vector=row["vector"], index_text=row.get("index_text") or "")
+                       vector=row["vector"], index_text=row.get("index_text") or "",
+                       told=relative_times.loads(row.get("told")))
         pool[row["id"]] = found
     return found
 
@@ -552,53 +572,99 @@ INJECTION_HEADER = (
 
 
 def injection_block(results: list[Result], summary: str | None = None, *, today: datetime | None = None,
-                    summary_written: datetime | str | None = None) -> str:
-    """The block a chat sends before the user's message: today's date, the summary (with when it
-    was written), then `[date] [role] text` lines; results that belong to an episode are grouped
-    under it (title, one line of narrative), the episodes in the order of their best result, then
-    the remaining results (docs/design.md, "Episodes"). Every line is dated (UTC day, YYYY-MM-DD)
-    so the model can tell last year's plan from today's and answer "when" and "how long ago"."""
-    lines = ["<memory>", INJECTION_HEADER, f"Today is {_day_and_weekday(today or files.utcnow())}."]
+                    summary_written: datetime | str | None = None, order: str = "session") -> str:
+    """The block a chat sends before the user's message (docs/design.md, "What the model is shown"):
+    today's date, the summary (with when it was written), then the results. Dates are written as a
+    person writes them ("Tue 6 June 2023": a small model copies an ISO day into its answer as one
+    token a reader, and LoCoMo's scorer, does not match), and each relative time of a memory's words
+    is followed by the day it names ("yesterday (Mon 5 June 2023)"; store/relative_times.py).
+
+    order "session" (the product's): ranking decides which memories are shown, not their order; they
+    are grouped by the day they were said or written, each day headed once, the days oldest first and
+    the memories of a day in the order said, so the reader sees what was said together and in which
+    order. Results of an episode are grouped under it instead (title, day, one line of narrative;
+    docs/design.md, "Episodes"), in time order with the days. order "rank": most relevant first,
+    each line dated, episodes in the order of their best result (before issue 45; kept to measure)."""
+    lines = ["<memory>", INJECTION_HEADER, f"Today is {day_words(today or files.utcnow())}."]
     if summary and summary.strip():
-        written = f" (written {_day(summary_written)})" if summary_written else ""
+        written = f" (written {day_words(summary_written)})" if summary_written else ""
         lines += ["", f"Conversation summary{written}:", summary.strip()]
-    if results:
+    if results and order == "rank":
         lines += ["", "Relevant memories (most relevant first, each dated when said or written):"]
         groups: dict[str, list[Result]] = {}
         for r in results:
             if r.episode:
                 groups.setdefault(r.episode["id"], []).append(r)
         for members in groups.values():
-            episode = members[0].episode
-            lines.append(f"Episode: {_one_line(episode.get('title') or '', 100)} ({_day(episode.get('started_at'))})"
-                         f": {_one_line(episode.get('narrative') or '', 240)}")
-            lines += [f"  {_line(r)}" for r in members if r.role != "episode"]
+            lines.append(_episode_heading(members[0].episode))
+            lines += [f"  [{r.day}] {_line(r)}" for r in members if r.role != "episode"]
         rest = [r for r in results if not r.episode]
         if groups and rest:
             lines.append("Other memories:")
-        lines += [_line(r) for r in rest]
+        lines += [f"[{r.day}] {_line(r)}" for r in rest]
+    elif results:
+        lines += ["", "Relevant memories, by the day they were said or written (oldest first, in the order said):"]
+        for heading, members in _by_day(results):
+            lines.append(heading)
+            lines += [f"  {_line(r)}" for r in members if r.role != "episode"]
     lines.append("</memory>")
     return "\n".join(lines)
 
 
+def _by_day(results: list[Result]) -> list[tuple[str, list[Result]]]:
+    """The results as (heading, members) groups: an episode's results under the episode, the others
+    under the UTC day they were created; groups oldest first, members in the order said (a user's turn
+    before the reply of the same moment)."""
+    def said(r: Result):
+        return (_moment(r.created_at), 0 if r.role == "user" else 1, r.id)
+
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        key = ("episode", r.episode["id"]) if r.episode else ("day", _day_key(r.created_at))
+        groups.setdefault(key, []).append(r)
+    ordered = []
+    for key, members in groups.items():
+        members.sort(key=said)
+        if key[0] == "episode":
+            episode = members[0].episode
+            first = _moment(episode.get("started_at")) if episode.get("started_at") else said(members[0])[0]
+            ordered.append((first, _episode_heading(episode), members))
+        else:
+            ordered.append((said(members[0])[0], f"{day_words(members[0].created_at)}:", members))
+    ordered.sort(key=lambda group: group[0])
+    return [(heading, members) for _, heading, members in ordered]
+
+
+def _episode_heading(episode: dict) -> str:
+    return (f"Episode: {_one_line(episode.get('title') or '', 100)} ({day_words(episode.get('started_at'))})"
+            f": {_one_line(episode.get('narrative') or '', 240)}")
+
+
 def _line(result: Result) -> str:
     earlier = f" {result.earlier}" if result.superseded else ""
-    return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}{earlier}"
+    return f"[{result.role}] {result.shown_text}{earlier}"
 
 
-def _day(moment: datetime | str | None) -> str:
-    """The UTC day of a time (a datetime or ISO 8601 text), YYYY-MM-DD: short, and read one way only."""
+def _moment(value) -> datetime:
+    try:
+        return files.parse_time(value)
+    except (ValueError, TypeError):
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _day_key(value) -> str:
+    moment = _moment(value)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d") if moment.year < 9999 else str(value)
+
+
+def day_words(moment: datetime | str | None) -> str:
+    """The UTC day of a time (a datetime or ISO 8601 text) as a person writes it: "Tue 6 June 2023"."""
     if moment is None or moment == "":
         return "date unknown"
     try:
-        return files.parse_time(moment).astimezone(timezone.utc).strftime("%Y-%m-%d")
+        return relative_times.day_words(files.parse_time(moment).astimezone(timezone.utc))
     except (ValueError, TypeError):
         return str(moment)[:10]
-
-
-def _day_and_weekday(moment: datetime) -> str:
-    utc = moment.astimezone(timezone.utc)
-    return f"{utc:%Y-%m-%d} ({utc:%A})"
 
 
 def _one_line(text: str, width: int) -> str:
