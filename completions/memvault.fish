@@ -234,7 +234,7 @@ complete -c memvault -n '__memvault_using_command search' -l relevance-floor -x 
 complete -c memvault -n '__memvault_using_command search' -l session-weight -x -d 'How much the memories of a result\'s session lift it; 0 = off (session_weight)'
 complete -c memvault -n '__memvault_using_command search' -l retriever -x -a 'hybrid dense bm25' -d 'Candidates from hybrid, dense or bm25'
 complete -c memvault -n '__memvault_using_command search' -l explain -d 'Show every score of every result'
-complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text, prompt (the block a chat injects: today\'s date, each line dated, an earlier memory marked with what replaced it) or json'
+complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text, prompt (the block a chat injects: today\'s date, the memories by day, oldest first, dates in words, relative times resolved, an earlier memory marked with what replaced it) or json'
 complete -c memvault -n '__memvault_using_command search' -l queries -r -F -d 'Many searches: JSON lines {"qid", "query", "conversation_id"?, "now"?, "k"?}; prints {"qid", "results"} lines'
 complete -c memvault -n '__memvault_using_command search' -l json -d 'Results as JSON'
 
