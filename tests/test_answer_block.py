@@ -75,11 +75,11 @@ def test_a_yesterday_turn_is_shown_with_its_day_and_found_by_a_question_about_th
     # Shown with the day it names, to the model and to a person; the user's words stay as said.
     block = run_cli("search", "-c", "diary", "--format", "prompt", "--now", NOW, "Where did I go on 5 June 2023?").stdout
     assert "Tue 6 June 2023:\n  [user] I went to the lake yesterday (Mon 5 June 2023)." in block
-    listed = run_cli("search", "-c", "diary", "-k", "1", "--now", NOW, "Where did I go on 5 June 2023?").stdout
+    listed = run_cli("search", "-c", "diary", "-k", "3", "--now", NOW, "Where did I go on 5 June 2023?").stdout
     assert re.fullmatch(r"\d\.\d{3}  [0-9a-f]{8}  Tue 6 June 2023  \[user\] I went to the lake yesterday "
-                        r"\(Mon 5 June 2023\)\.\n", listed), listed
-    [found] = json.loads(run_cli("search", "-c", "diary", "-k", "1", "--json", "--now", NOW,
-                                 "Where did I go on 5 June 2023?").stdout)
+                        r"\(Mon 5 June 2023\)\.", listed.splitlines()[0]), listed
+    found = json.loads(run_cli("search", "-c", "diary", "-k", "3", "--json", "--now", NOW,
+                               "Where did I go on 5 June 2023?").stdout)[0]
     assert found["text"] == "I went to the lake yesterday."
     assert found["told"] == [{"phrase": "yesterday", "start": "2023-06-05", "end": "2023-06-06", "unit": "day",
                               "about": False}]

@@ -65,7 +65,8 @@ KEEP_VERSIONS_SECONDS = 600
 # The BM25 index on index_text: words lower-cased, accents folded, English stop words dropped, stemmed.
 FTS_COLUMN = "index_text"
 # The relative times of a memory's words, resolved against its date (store/relative_times.py, issue 45):
-# the expressions as JSON and the whole stretch they name, in UTC microseconds [from, to).
+# the expressions as JSON and the whole stretch they name, in UTC microseconds [from, to), which the
+# time-range candidates read (time_clause).
 TOLD_COLUMNS = ("told", "told_from_us", "told_to_us")
 
 
@@ -539,15 +540,15 @@ class Index:
 
     def add_told(self, table) -> int:
         """A table built before issue 45 gets the told columns, and the rows whose words have a relative
-        time get them filled (and the times in words in index_text), from the text and date the row
-        holds: no file read, nothing embedded again. Returns how many rows were filled."""
+        time get them filled, from the text and date the row holds: no file read, nothing embedded
+        again. Returns how many rows were filled."""
         import pyarrow as pa
 
         from memvault.store import relative_times
 
         table.add_columns({name: f"CAST(NULL AS {'STRING' if kind == pa.string() else 'BIGINT'})"
                            for name, kind in TOLD_FIELDS(pa)})
-        rows = table.search().where("role != 'summary'").select(["id", "text", "created_at", "index_text"]) \
+        rows = table.search().where("role != 'summary'").select(["id", "text", "created_at"]) \
             .limit(None).to_arrow().to_pylist()
         filled = []
         for row in rows:
@@ -557,15 +558,13 @@ class Index:
             if told:
                 start, end = relative_times.span_us(told)
                 filled.append({"id": row["id"], "told": relative_times.dumps(told), "told_from_us": start,
-                               "told_to_us": end, "index_text": row["index_text"] + "\n" + " ".join(
-                                   dict.fromkeys(t.index_words() for t in told))})
+                               "told_to_us": end})
         for chunk in _chunks(filled, ADD_ROWS):
-            update = pa.Table.from_pylist(chunk, schema=pa.schema([("id", pa.string()), *TOLD_FIELDS(pa),
-                                                                   ("index_text", pa.string())]))
+            update = pa.Table.from_pylist(chunk, schema=pa.schema([("id", pa.string()), *TOLD_FIELDS(pa)]))
             table.merge_insert("id").when_matched_update_all().execute(update)
         if filled:
             self._touched = True
-            self.maintain()  # the rewritten rows into the BM25 index
+            self.maintain()  # the rewritten rows back into the BM25 and filter indexes
         return len(filled)
 
     def rows(self, columns: list[str], roles: Iterable[str] | None = None,
@@ -1115,9 +1114,9 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
     created = memory.created_at
     index_text = memory.text if index_text is None else index_text
     # A summary's words are not shown as a memory's: only what a search returns is resolved.
+    # Not in index_text: the words made a memory's text longer to BM25, which then ranked it below
+    # the same words without them (tests/test_when.py); a question naming the day finds it by the span.
     told = relative_times.resolve(memory.text, created) if memory.role != "summary" else []
-    if told:  # BM25 reads the times in words too: "what did I do in June 2023" finds "yesterday"
-        index_text += "\n" + " ".join(dict.fromkeys(t.index_words() for t in told))
     told_from, told_to = relative_times.span_us(told)
     return {
         "id": memory.id,

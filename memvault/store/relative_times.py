@@ -5,8 +5,10 @@ A turn said on Tue 6 June 2023, "I went to the lake yesterday", is about Mon 5 J
 "[2023-06-06] I went to the lake yesterday" answers "Yesterday". So when a memory is indexed, the relative
 expressions of its text ("yesterday", "last Friday", "two weeks ago", "next summer", "this month") are
 resolved against its created_at and kept in its index row (column `told`), never in its text: the block a
-model reads shows them beside the words ("yesterday (Mon 5 June 2023)"), BM25 reads them in words ("5 June
-2023") and a question about a time finds them (the row's `told_from_us`/`told_to_us` span; reading/when.py).
+model reads shows them beside the words ("yesterday (Mon 5 June 2023)"), and a question about a time finds
+them (the row's `told_from_us`/`told_to_us` span: the time-range candidates and lift of reading/when.py).
+Not in BM25's text: the added words made a memory's text longer, and BM25 then ranked it below the same
+words without them.
 
 What counts is found by one regular expression (RELATIVE): a memory without such an expression costs
 nothing more and never imports dateparser (~100 ms; 85% of LoCoMo's turns have none). The arithmetic is
@@ -79,13 +81,6 @@ class Told:
         else:
             said = str(self.start.year)
         return f"around {said}" if self.about else said
-
-    def index_words(self) -> str:
-        """What BM25 reads for it: the day, month, season or year in the words a question uses."""
-        if self.unit in (DAY, WEEK, WEEKEND):
-            day = self.start + timedelta(days=3) if self.unit == WEEK and self.about else self.start
-            return f"{day.day} {MONTH_NAMES[day.month - 1]} {day.year}"
-        return self.words().removeprefix("around ")
 
 
 def day_words(moment: date | datetime) -> str:
