@@ -122,7 +122,7 @@ REFOLD_TOKENS = CHUNK_TOKENS
 def knowledge(vault, conversation: str, exclude: set = frozenset()) -> list[str] | None:
     """The texts of the conversation's live facts, notes and decisions, oldest first (none of the
     ids in `exclude`); None when they are over REFOLD_TOKENS."""
-    texts = [" ".join(m.text.split()) for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if m.id not in exclude]
+    texts = [said(m) for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if m.id not in exclude]
     return texts if estimate_tokens("\n".join(texts)) <= REFOLD_TOKENS else None
 
 
