@@ -376,11 +376,13 @@ class LeftOut:
 
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0, asked=None,
-         supersede: Callable[[list[Result]], None] | None = None) -> tuple[list[Result], bool, LeftOut]:
+         supersede: Callable[[list[Result], list[Result]], list[Result] | None] | None = None
+         ) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session and by the
     time the query names (asked: when.read), floor and threshold, recency, the current truth first
-    (supersede: current.supersede over the scored pool), MMR. rows: the table's row count (BM25's
-    scale). Returns (picked, reranked, what was left out)."""
+    (supersede: current.supersede over the scored pool and the candidates below the floor, returning
+    those it brings back), MMR. rows: the table's row count (BM25's scale). Returns (picked,
+    reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -416,8 +418,13 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             left.best_below_threshold = max((rel for rel, above in zip(relevance, floor)
                                              if above and rel < query.threshold), default=None)
         keep = [i for i, r in enumerate(pool) if floor[i] and (query.threshold is None or relevance[i] >= query.threshold)]
+        # Below the floor only: a change statement of a kept candidate may come back (current.supersede).
+        spare = [i for i, r in enumerate(pool) if not floor[i]]
+        spare_pool, spare_relevance = [pool[i] for i in spare], [relevance[i] for i in spare]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
-    for result, rel in zip(pool, relevance):
+    else:
+        spare_pool, spare_relevance = [], []
+    for result, rel in zip(pool + spare_pool, relevance + spare_relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
@@ -426,11 +433,19 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, left
     if supersede is not None:
-        supersede(pool)
+        back = supersede(pool, spare_pool) or []
+        pool += back
+        left.count -= len(back)
+        left.below_floor -= len(back)
     pool.sort(key=lambda r: (-r.scores["score"], r.superseded is not None, r.id))  # a tie (at 0): the current one first
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
-    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
-                        query.mmr_lambda)
+    similarity = diversity_similarity(pool, session_of)
+    at = {r.id: i for i, r in enumerate(pool)}
+    for i, result in enumerate(pool):  # a change and what it replaces say different things: no paraphrase
+        j = at.get((result.superseded or {}).get("by"))
+        if j is not None:
+            similarity[i][j] = similarity[j][i] = 0.0
+    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
@@ -465,7 +480,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     from memvault.reading import current
 
     picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
-                                  supersede=lambda scored: current.supersede(scored, index, query))
+                                  supersede=lambda scored, spare: current.supersede(scored, index, query, spare))
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
