@@ -796,8 +796,9 @@ def _print_explain(outcome) -> None:
 
     table = Table(title=None, show_lines=False)
     asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
+    parts = getattr(outcome, "parts", ())  # the part column only when the question was searched in parts
     columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
-               "relevance", "recency", "score", "text"]
+               *(["part"] if parts else []), "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -808,7 +809,8 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
+                      number(s.get("session")), *([number(s.get("time"))] if asked else []),
+                      *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
@@ -822,6 +824,9 @@ def _print_explain(outcome) -> None:
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
             f"memories of {named} (and, as candidates, that range's best matches)" if named else "",
             "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])))
+    if parts:
+        console.print("part = the part of the question that ranked it (its n-th best takes the question's n-th "
+                      "relevance): " + "; ".join(f"{i} {text!r}" for i, text in enumerate(parts, 1)))
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
                   "(something newer took its place) ranks below what replaced it")
 

@@ -53,6 +53,9 @@ class Query:
     # session): not searched, so they take no candidate's place.
     skip_turns_since: datetime | None = None
     skip_ids: tuple[str, ...] = ()  # chat: the message's own turn, stored by its first request (a tool round)
+    # The question's parts, each searched too (parts.py): None, the rules decide; () none (an LLM's
+    # decomposition, or a caller's, is passed here).
+    parts: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
@@ -93,6 +96,8 @@ class Result:
     # Something newer took its place (reading/current.py): by (id), text, since, how; None: current.
     superseded: dict[str, Any] | None = None
     index_text: str = field(repr=False, default="")  # what BM25 read: a turn with the turns before it
+    # Per part of the question (parts.py), in its order: {"dense": cosine, "bm25": score} (0: not a BM25 hit).
+    parts: list[dict[str, float]] = field(repr=False, default_factory=list)
 
     @property
     def score(self) -> float:
@@ -130,6 +135,7 @@ class SearchOutcome:
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
     now: datetime | None = None  # the query's clock: the "today" the injection block states
     time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
+    parts: tuple[str, ...] = ()  # the parts the question was also searched as (parts.py), for --explain
 
     @property
     def reordered(self) -> bool:
@@ -191,51 +197,67 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = ()) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
-    asked: the time the query names (when.read); its range's best dense matches are a third list."""
+    asked: the time the query names (when.read); its range's best dense matches are a third list.
+    parts: (text, vector) of the question's parts (parts.py), each searched the same way; their
+    candidates join the pool, each part's cosine and BM25 kept in Result.parts."""
     from memvault.store.index import FTS_COLUMN
 
     depth = candidate_depth(query)
-    bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
     pool: dict[str, Result] = {}
+    kept: set[str] = set()
     scopes = _scopes(query)
     in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes))
+    part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for scope in scopes:
         where = _where(query, scope)
-        dense_rows = []
-        if query.use_dense:
-            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                   .metric("cosine"), where).limit(depth).to_list()
-        bm25_rows = []
-        if query.use_bm25 and query.text.strip():
-            try:
-                bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                      where).limit(depth).to_list()
-            except Exception:  # no FTS index yet (empty table) or a query of stop words only
-                bm25_rows = []
-        rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
-        if in_range:
-            rankings.append([r["id"] for r in in_range])
-            for row in in_range:
-                _result(pool, row)
-        fused = ranking.rrf(rankings)
-        for rank, row in enumerate(dense_rows, 1):
-            _result(pool, row).scores.update(dense_rank=rank)
-        for rank, row in enumerate(bm25_rows, 1):
-            _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
-            pool[key].scores["rrf"] = fused[key]
-        for key in [k for k in pool if "rrf" not in pool[k].scores]:
-            del pool[key]  # seen by one retriever but past the fused depth
+        for row in in_range:
+            _result(pool, row)
+        for variant, (text, vector) in enumerate([(query.text, query_vector), *parts]):
+            dense_rows = []
+            if query.use_dense:
+                dense_rows = _filtered(table.search(vector.tolist(), vector_column_name="vector")
+                                       .metric("cosine"), where).limit(depth).to_list()
+            bm25_rows = []
+            if query.use_bm25 and text.strip():
+                bm25_text = " ".join([text, *ranking.category_words(text)])
+                try:
+                    bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
+                                          where).limit(depth).to_list()
+                except Exception:  # no FTS index yet (empty table) or a query of stop words only
+                    bm25_rows = []
+            rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
+            if in_range:
+                rankings.append([r["id"] for r in in_range])
+            fused = ranking.rrf(rankings)
+            for rank, row in enumerate(dense_rows, 1):
+                found = _result(pool, row)
+                if not variant:
+                    found.scores.update(dense_rank=rank)
+            for rank, row in enumerate(bm25_rows, 1):
+                found = _result(pool, row)
+                if variant:
+                    part_bm25[variant - 1][row["id"]] = float(row["_score"])
+                else:
+                    found.scores.update(bm25=float(row["_score"]), bm25_rank=rank)
+            for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
+                kept.add(key)
+                if not variant:
+                    pool[key].scores["rrf"] = fused[key]
+    for key in [k for k in pool if k not in kept]:
+        del pool[key]  # seen by one retriever but past the fused depth
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.
     import numpy as np
 
     for result in pool.values():
-        result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
+        vector = np.asarray(result.vector, dtype=np.float32)
+        result.scores["dense"] = float(np.dot(vector, query_vector))
+        result.parts = [{"dense": float(np.dot(vector, part_vector)), "bm25": part_bm25[i].get(result.id, 0.0)}
+                        for i, (_, part_vector) in enumerate(parts)]
     return pool
 
 
@@ -262,6 +284,15 @@ def _filtered(search, where: str):
     """The search with its filter; none for "true" (every conversation, no other filter): a
     prefilter that keeps every row still costs a pass over the table (10,000 rows: ~5 ms of CPU)."""
     return search if where == "true" else search.where(where, prefilter=True)
+
+
+def query_parts(query: Query) -> tuple[str, ...]:
+    """The parts a query is searched as besides itself: the caller's, else the rules' (parts.py)."""
+    if query.parts is not None:
+        return tuple(p for p in query.parts if p.strip() and p.strip() != query.text.strip())
+    from memvault.reading import parts
+
+    return tuple(parts.split(query.text))
 
 
 def candidate_depth(query: Query) -> int:
@@ -317,14 +348,47 @@ def match_scores(pool: list[Result], query: Query, rows: int) -> None:
         result.scores["match"] = match
 
 
-def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
+def fused_relevance(pool: list[Result], query: Query, rows: int, parts: tuple[str, ...] = ()) -> list[float]:
     """Relevance without a reranker: the fused score within the search (what finds the evidence:
     bench/README.md), times the absolute match, so that the best of a search that matches nothing
-    well scores low. Sets scores "fused" and "match"."""
+    well scores low. Sets scores "fused" and "match". With parts (parts.py), each candidate is
+    also ranked as if each part had been the query: a part's n-th best gets at least the question's
+    n-th best relevance (at most its own match for the part; scores "part": which part lifted it)."""
     fuse_scores(pool, query.use_dense, query.use_bm25)
     match_scores(pool, query, rows)
     within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
-    return [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    if not parts:
+        return relevance
+    import dataclasses
+
+    whole = {r.id: (r.scores["dense"], r.scores.get("bm25"), r.scores["fused"], r.scores["match"]) for r in pool}
+    ladder = sorted(relevance, reverse=True)  # the question's own relevances, best first
+    for i, text in enumerate(parts):
+        for r in pool:  # the part's numbers in the places the arithmetic reads, put back below
+            r.scores["dense"] = r.parts[i]["dense"]
+            r.scores["bm25"] = r.parts[i]["bm25"]
+        fuse_scores(pool, query.use_dense, query.use_bm25)
+        match_scores(pool, dataclasses.replace(query, text=text), rows)
+        within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
+        own = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+        # The part's n-th best takes the question's n-th relevance (no more than its own match): each
+        # part's best answers stand beside the question's, whichever part has more matches.
+        order = sorted(range(len(pool)), key=lambda j: (-own[j], pool[j].id))
+        for place, j in enumerate(order):
+            lifted = min(ladder[place], pool[j].scores["match"]) if own[j] > 0 else 0.0
+            if lifted > relevance[j]:
+                relevance[j] = lifted
+                pool[j].scores["part"] = i + 1
+                whole[pool[j].id] = (*whole[pool[j].id][:2], pool[j].scores["fused"], pool[j].scores["match"])
+    for r in pool:
+        dense, bm25, r.scores["fused"], r.scores["match"] = whole[r.id]
+        r.scores["dense"] = dense
+        if bm25 is None:
+            r.scores.pop("bm25", None)
+        else:
+            r.scores["bm25"] = bm25
+    return relevance
 
 
 def sessions(pool: list[Result]) -> list[list[int]]:
@@ -376,13 +440,14 @@ class LeftOut:
 
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0, asked=None,
-         supersede: Callable[[list[Result], list[Result]], list[Result] | None] | None = None
-         ) -> tuple[list[Result], bool, LeftOut]:
+         supersede: Callable[[list[Result], list[Result]], list[Result] | None] | None = None,
+         parts: tuple[str, ...] = ()) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session and by the
     time the query names (asked: when.read), floor and threshold, recency, the current truth first
     (supersede: current.supersede over the scored pool and the candidates below the floor, returning
-    those it brings back), MMR. rows: the table's row count (BM25's scale). Returns (picked,
-    reranked, what was left out)."""
+    those it brings back), MMR. rows: the table's row count (BM25's scale). parts: the question's
+    parts (parts.py): a candidate's relevance is the best of the question's and each part's.
+    Returns (picked, reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -390,6 +455,11 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     before = len(pool)
     if reranker is not None and query.rerank:
         logits = reranker.score(query.text, [r.text for r in pool])
+        for i, text in enumerate(parts):  # a part's logit where it is higher
+            for j, logit in enumerate(reranker.score(text, [r.text for r in pool])):
+                if logit > logits[j]:
+                    logits[j] = logit
+                    pool[j].scores["part"] = i + 1
         for result, logit in zip(pool, logits):
             result.scores["logit"] = float(logit)
             result.scores["probability"] = ranking.sigmoid(float(logit))
@@ -400,7 +470,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        relevance = fused_relevance(pool, query, rows)
+        relevance = fused_relevance(pool, query, rows, parts)
     if query.session_weight > 0:
         lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
         for result, before_lift, after in zip(pool, relevance, lifted):
@@ -473,32 +543,44 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
 
     now = query.now or files.utcnow()
     asked = when.read(query.text, now)  # dateparser is imported only for a query with a time word
+    pieces = query_parts(query)
     vector = index.embedder.embed_query(query.text)
+    part_vectors = [index.embedder.embed_query(text) for text in pieces]
     lap("embed")
-    pool = list(candidates(table, query, vector, asked).values())
+    pool = list(candidates(table, query, vector, asked, list(zip(pieces, part_vectors))).values())
     lap("candidates")
     from memvault.reading import current
 
     picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
-                                  supersede=lambda scored, spare: current.supersede(scored, index, query, spare))
+                                  supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
+                                  parts=pieces)
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
-                         time_read=asked)
+                         time_read=asked, parts=pieces)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
-         sync_seconds: float = 0.0) -> SearchOutcome:
-    """The read path after the index is in step (Memvault.search): the reranker where one is
-    available, else the LLM's order (setting llm_rerank) over a wider set of which top_k are kept,
-    else none; each result's episode; timings. A missing reranker is said once per vault (and again
-    when the reason changes); the outcome keeps the note for those who ask (`search --explain`, `-v`)."""
+         sync_seconds: float = 0.0, llm_parts: Callable[[str], tuple[str, ...] | None] | None = None
+         ) -> SearchOutcome:
+    """The read path after the index is in step (Memvault.search): the question's parts by the LLM
+    (setting llm_query_parts; llm_parts.py) where asked for, else by the rules; the reranker where
+    one is available, else the LLM's order (setting llm_rerank) over a wider set of which top_k
+    are kept, else none; each result's episode; timings. A missing reranker is said once per vault
+    (and again when the reason changes); the outcome keeps the note for those who ask (`search
+    --explain`, `-v`)."""
     import dataclasses
     import time
 
     started = time.perf_counter()
+    split_seconds = None
+    if getattr(settings, "llm_query_parts", False) and llm_parts is not None and query.parts is None:
+        found = llm_parts(query.text)
+        query = query if found is None else dataclasses.replace(query, parts=found)
+        split_seconds = time.perf_counter() - started
+        started = time.perf_counter()
     notes: list[str] = []
     reranker = load_reranker(settings, warn=notes.append) if query.rerank else None
     loaded = time.perf_counter()
@@ -515,7 +597,8 @@ def read(index, query: Query, settings, say: Callable[[str], None], llm_order: C
         outcome = search(index, query, reranker, notes[0] if notes else None)
     if outcome.results:
         annotate_episodes(index, outcome.results)  # for --json and the grouped prompt block
-    outcome.timings = {"sync": sync_seconds, "reranker": loaded - started, **outcome.timings}
+    outcome.timings = {"sync": sync_seconds, **({"llm_parts": split_seconds} if split_seconds is not None else {}),
+                       "reranker": loaded - started, **outcome.timings}
     if notes and index.remember_notice("reranker", notes[0]):
         say(f"memvault: {notes[0]}")
         outcome.note_shown = True
