@@ -5,7 +5,7 @@ question has a word that can name a time (when.TIME_WORD) and whether the questi
 
 Each question of synth.questions(--questions) is searched --rounds times through one warm
 `Memvault.search` (model and table loaded; the first round not counted); per search the wall and
-this thread's CPU time. Run it once per checkout on the same vault (PYTHONPATH picks the code):
+the process's CPU time (LanceDB's own threads included). Run it once per checkout on the same vault (PYTHONPATH picks the code):
 
     PYTHONPATH=/work/main python3 bench/warm_search.py --vault /tmp/v10k --build   # once: builds the vault
     PYTHONPATH=/work/main python3 bench/warm_search.py --vault /tmp/v10k --label main
@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     groups: dict[str, dict[str, list[float]]] = {}
     for round_no in range(args.rounds + 1):
         for conversation, question in asked:
-            wall, cpu = time.perf_counter(), time.thread_time()
+            wall, cpu = time.perf_counter(), time.process_time()
             vault.search(question, conversation=conversation)
-            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if round_no == 0:
                 continue  # the first pass warms caches (dateparser's data, the table's pages)
             kinds = ["all", "time word" if when.TIME_WORD.search(question) else "no time word"]

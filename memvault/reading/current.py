@@ -1,4 +1,4 @@
-"""The current truth first (issue 29; docs/design.md, "The read path", step 4b).
+"""The current truth first (issues 29 and 45; docs/design.md, "The read path", step 4).
 
 A search result is *superseded* when something newer took its place:
 
@@ -8,14 +8,18 @@ A search result is *superseded* when something newer took its place:
   in its own words or the turns before it: "[assistant] Porto" after "where does Lena live?");
 - `proposal`: it is a fact of the user's that a learned fact proposes to retire (`would_replace`,
   issue 26): it stays live until review, but the newer statement ranks first;
-- `said`: nothing was learned, but a later statement in the candidates says it changed (a word of
-  CHANGE_CUES: "moved", "no longer", "switched", "instead"...) and shares a word with it.
+- `said`: nothing was learned, but a later statement by the same speaker says it changed
+  (same_thing: a change word beside a word of it, "Lena moved to Lisbon" after "My sister Lena
+  lives in Porto"; a move of the one who lived somewhere; "now"/"new"/"lately" in a short line
+  close in meaning).
 
 What files declare is kept in the index's record (store/supersession.py); the rest is read off the
 candidates. A superseded result is marked (`Result.superseded`: the successor's id, text and since
-when) and ranked right below its successor (or its score halved when the successor is not among
-the candidates), unless the question asks about the past (PAST_CUES): "where did Lena live
-before?" still finds Porto first. Nothing is removed: plain history stays findable.
+when). A declared one is ranked right below its successor (or its score halved when the successor
+is not among the candidates); for a change said, a guess from words, the statement is lifted just
+above what it replaces instead, which keeps its score. Neither when the question asks about the
+past (PAST_CUES): "where did Lena live before?" still finds Porto first. Nothing is removed: plain
+history stays findable.
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ CANDIDATE_FACTOR = 3
 # The weight of the dense part in the fused score and in the absolute match (BM25 gets the rest):
 # 0.3 and 0.7 both lost to equal weights on LoCoMo.
 DENSE_WEIGHT = 0.5
+# A question in parts (parts.py): how many of each part's best answers are lifted beside the question's.
+# All of them reshuffled LoCoMo's lists below the top (the 38 questions split: R@10 .588 -> .562);
+# max(question, part) instead let the part with more matches fill every place.
+PART_BEST = 3
 
 
 @dataclass
@@ -197,7 +201,8 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = ()) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
+               range_cache: dict | None = None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
@@ -210,7 +215,7 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     pool: dict[str, Result] = {}
     kept: set[str] = set()
     scopes = _scopes(query)
-    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes))
+    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes), range_cache)
     part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for scope in scopes:
         where = _where(query, scope)
@@ -261,11 +266,15 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     return pool
 
 
-def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
+def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int,
+                   cache: dict | None = None) -> list[dict]:
     """The best dense matches among the memories created in the range the query names (when.py),
     within the query's own since/until: what "what did I do last week" is about, even when its
-    words match nothing. One query for all the scopes (a LanceDB query costs ~5 ms before it reads
-    a row), which candidates() splits."""
+    words match nothing. One query for all the scopes, which candidates() splits. With a cache (a
+    long-lived Index's range_cache), the range's rows are read once per table version by a scalar
+    query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
+    the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
+    reads a row; bench/README.md, "Questions in parts, the current truth, time's cost")."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
     from memvault.store.index import where_clause
@@ -276,8 +285,59 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
                 default=None)
     where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
         + _skipped(query, scopes)
+    if cache is not None:
+        found = _cached_range(table, where, cache)
+        if found is not None:
+            return _best_of(found, query_vector, depth)
     return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
                      where).limit(depth).to_list()
+
+
+RANGE_CACHE_ROWS = 2000  # a range with more rows is searched by LanceDB each time (a year of a big vault)
+RANGE_CACHE_ENTRIES = 16
+_ROW_COLUMNS = ["id", "path", "role", "conversation_id", "created_at", "text", "meta", "vector", "index_text"]
+
+
+def _cached_range(table, where: str, cache: dict):
+    """(rows as an Arrow table, their unit vectors, each one's place in id order) of a filter for this table version,
+    from the cache or read now; None when there are more than RANGE_CACHE_ROWS."""
+    import numpy as np
+
+    key = (table.version, where)
+    found = cache.get(key, False)
+    if found is False:
+        rows = table.search().where(where).select(_ROW_COLUMNS).limit(RANGE_CACHE_ROWS + 1).to_arrow()
+        found = None
+        if rows.num_rows <= RANGE_CACHE_ROWS:
+            vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+            vectors = vectors.reshape(rows.num_rows, -1) if rows.num_rows else np.zeros((0, 1), dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            ids = rows.column("id").to_pylist()
+            by_id = np.empty(len(ids), dtype=np.int64)
+            by_id[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+            found = (rows, vectors / np.where(norms == 0, 1.0, norms), by_id)
+        try:
+            while len(cache) >= RANGE_CACHE_ENTRIES:
+                cache.pop(next(iter(cache)), None)  # the oldest first (dicts keep their order)
+        except (RuntimeError, StopIteration):  # another thread's search changed it meanwhile
+            pass
+        cache[key] = found
+    return found
+
+
+def _best_of(found, query_vector, depth: int) -> list[dict]:
+    """The `depth` rows nearest the query (cosine; ties by id), as LanceDB gives rows."""
+    import numpy as np
+
+    rows, vectors, by_id = found
+    if not len(by_id):
+        return []
+    cosine = vectors @ np.asarray(query_vector, dtype=np.float32)
+    order = np.lexsort((by_id, -cosine))[:depth].tolist()
+    picked = rows.take(order).to_pylist()
+    for row, i in zip(picked, order):
+        row["_distance"] = 1.0 - float(cosine[i])
+    return picked
 
 
 def _filtered(search, where: str):
@@ -352,8 +412,9 @@ def fused_relevance(pool: list[Result], query: Query, rows: int, parts: tuple[st
     """Relevance without a reranker: the fused score within the search (what finds the evidence:
     bench/README.md), times the absolute match, so that the best of a search that matches nothing
     well scores low. Sets scores "fused" and "match". With parts (parts.py), each candidate is
-    also ranked as if each part had been the query: a part's n-th best gets at least the question's
-    n-th best relevance (at most its own match for the part; scores "part": which part lifted it)."""
+    also ranked as if each part had been the query: a part's n-th best (n <= PART_BEST) gets at least
+    the question's n-th best relevance (at most its own match for the part; scores "part": which
+    part lifted it)."""
     fuse_scores(pool, query.use_dense, query.use_bm25)
     match_scores(pool, query, rows)
     within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
@@ -372,9 +433,10 @@ def fused_relevance(pool: list[Result], query: Query, rows: int, parts: tuple[st
         match_scores(pool, dataclasses.replace(query, text=text), rows)
         within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
         own = [rel * r.scores["match"] for rel, r in zip(within, pool)]
-        # The part's n-th best takes the question's n-th relevance (no more than its own match): each
-        # part's best answers stand beside the question's, whichever part has more matches.
-        order = sorted(range(len(pool)), key=lambda j: (-own[j], pool[j].id))
+        # The part's n-th best (of its first PART_BEST) takes the question's n-th relevance (no more than
+        # its own match): each part's best answers stand beside the question's, whichever part has more
+        # matches; the rest keep the question's relevance.
+        order = sorted(range(len(pool)), key=lambda j: (-own[j], pool[j].id))[:PART_BEST]
         for place, j in enumerate(order):
             lifted = min(ladder[place], pool[j].scores["match"]) if own[j] > 0 else 0.0
             if lifted > relevance[j]:
@@ -547,7 +609,8 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     vector = index.embedder.embed_query(query.text)
     part_vectors = [index.embedder.embed_query(text) for text in pieces]
     lap("embed")
-    pool = list(candidates(table, query, vector, asked, list(zip(pieces, part_vectors))).values())
+    pool = list(candidates(table, query, vector, asked, list(zip(pieces, part_vectors)),
+                           getattr(index, "range_cache", None)).values())
     lap("candidates")
     from memvault.reading import current
 
