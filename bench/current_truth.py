@@ -1,7 +1,7 @@
 """The current-truth set (issue 29, measure 1): does search put the current value first, and does
 a question about the past still find the old one?
 
-bench/current_truth.jsonl holds 68 short multi-session histories (moves, jobs, partners, pets,
+bench/current_truth.jsonl holds 80 short multi-session histories (moves, jobs, partners, pets,
 preferences, plans made then cancelled, numbers that change), written before any ranking change
 was measured on them. Each is chat turns with dates in a conversation of its own (`ct-<id>`), and:
 
@@ -12,13 +12,15 @@ was measured on them. Each is chat turns with dates in a conversation of its own
 - mode `proposal` (8): the old value is a fact the user added (`global`, no origin); the change,
   said in the conversation, was learned as a proposal (`would_replace` naming the user's fact,
   which stays live: issue 26's policy);
-- mode `turns` (19 + 13): nothing learned, the change is only said in turns;
-- mode `plain` (10): nothing learned, two plain memories the user added (`global`, role memory), the
+- mode `turns` (19 + 13 + 6): nothing learned, the change is only said in turns;
+- mode `plain` (10 + 6): nothing learned, two plain memories the user added (`global`, role memory), the
   later one saying the change ("My sister Lena lives in Porto", months later "My sister Lena moved
   to Lisbon"), in a vault of their own (so that the other histories see no global facts of theirs).
 
 The 23 histories marked `"added": "issue 45"` (13 `turns`, 10 `plain`) were written for issue 45
-before its rules were, and are counted apart too (`by_set`).
+before its rules were (the rules were then chosen looking at them and at issue 29's 45); the 12 marked
+`"issue 45, held out"` (6 `turns`, 6 `plain`) were written after the rules were fixed and run once.
+Each set is counted apart too (`by_set`).
 
 Per history a question about the current value and one about the earlier value, each searched in
 its conversation (plus `global`) with the query clock 10 days after the last turn, k = 5 (the

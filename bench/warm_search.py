@@ -12,6 +12,12 @@ the process's CPU time (LanceDB's own threads included). Run it once per checkou
     PYTHONPATH=$PWD       python3 bench/warm_search.py --vault /tmp/v10k --label branch
 
 Prints JSON: p50 / p90 of wall and CPU ms per group, the load average before and after.
+
+--cold N --baseline DIR: instead, N rounds of cold `python -m memvault search` processes, this
+checkout's and DIR's alternating (which goes first alternates too), each a plain question and one
+naming a month; CPU (user + system, wait4) and wall medians with min-max:
+
+    python3 bench/warm_search.py --vault /tmp/v10k --cold 8 --baseline /work/main
 """
 
 from __future__ import annotations
@@ -44,12 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=190)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--label", default="")
+    ap.add_argument("--cold", type=int, default=0, help="rounds of cold search processes (with --baseline)")
+    ap.add_argument("--baseline", type=Path, help="the other checkout for --cold")
     args = ap.parse_args(argv)
     for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
         del os.environ[key]
     if args.build:
         build(args.vault, args.memories)
         return 0
+    if args.cold:
+        return cold(args)
     import synth
 
     import memvault
@@ -68,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_no in range(args.rounds + 1):
         for conversation, question in asked:
             wall, cpu = time.perf_counter(), time.process_time()
-            vault.search(question, conversation=conversation)
+            vault.search(question, **({"conversation": conversation} if conversation else {}))
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if round_no == 0:
                 continue  # the first pass warms caches (dateparser's data, the table's pages)
@@ -90,6 +100,37 @@ def main(argv: list[str] | None = None) -> int:
                                 "wall_p90": pct(g["wall"], 0.9), "cpu_p50": round(statistics.median(g["cpu"]), 1),
                                 "cpu_p90": pct(g["cpu"], 0.9)} for kind, g in groups.items()}}
     print(json.dumps(report, indent=1))
+    return 0
+
+
+def cold(args) -> int:
+    from perf import child_env, run
+
+    from checkout import REPO
+
+    trees = {"this": REPO, "baseline": args.baseline.resolve()}
+    questions = {"plain": "where did Dana go hiking with Sam", "month": "the trip to Lisbon in March"}
+    samples = {(tree, kind): {"cpu": [], "wall": []} for tree in trees for kind in questions}
+    loads = []
+    for round_no in range(args.cold + 1):
+        order = list(trees) if round_no % 2 == 0 else list(trees)[::-1]
+        loads.append(os.getloadavg()[0])
+        for tree in order:
+            env = {**child_env(False), "PYTHONPATH": str(trees[tree])}
+            for kind, question in questions.items():
+                child = run([sys.executable, "-m", "memvault", "-q", "--vault", str(args.vault), "search",
+                             f"{question} ({round_no})"], env)
+                if round_no:  # the first round warms the page cache and the .pyc files
+                    samples[(tree, kind)]["cpu"].append(child.cpu)
+                    samples[(tree, kind)]["wall"].append(child.wall)
+
+    def spread(values):
+        return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
+
+    print(json.dumps({"rounds": args.cold, "load": [min(loads), max(loads)],
+                      "trees": {k: str(v) for k, v in trees.items()},
+                      "results": {f"{tree} {kind}": {"cpu_s": spread(v["cpu"]), "wall_s": spread(v["wall"])}
+                                  for (tree, kind), v in samples.items()}}, indent=1))
     return 0
 
 
