@@ -506,7 +506,7 @@ class Memvault:
                            f"(deleted_at {memory.extra.get('deleted_at') or 'not recorded'})")
         return files.as_held(memory, moment)
 
-    def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
+    def recent(self, conversation: str | None = None, *, limit: int = 20, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
                deleted: bool = False, as_of: datetime | str | None = None, cursor: str | None = None):
         """The newest live memories, newest first: of one conversation (None: every conversation),

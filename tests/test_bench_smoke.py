@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo"
 
-# Each runs a benchmark end to end (15-20 s of CPU each): `python3 -m pytest -q -m slow` (.ci/run's second step).
+# Each runs a benchmark end to end (15-20 s of CPU each): `python3 -m pytest -q -m slow -n 2` (.ci/run's second step).
 pytestmark = pytest.mark.slow
 
 

@@ -156,7 +156,7 @@ def test_readme_keeps_the_set_up_commands_and_the_rest():
     # CI runs exactly the test commands the README gives: the default run, then the slow tests.
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert test_command in ci
-    assert "python3 -m pytest -q -m slow" in setup.splitlines() and ci[-1] == "python3 -m pytest -q -m slow"
+    assert "python3 -m pytest -q -m slow -n 2" in setup.splitlines() and ci[-1] == "python3 -m pytest -q -m slow -n 2"
     oneliners = section(README, "One-liners")
     for piece in ("| memvault add", "memvault search -k 3 --json", "| jq", "* * *", "$EDITOR", "memvault reindex",
                   'git -C "$MEMVAULT_DIR" log -p'):
