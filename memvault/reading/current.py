@@ -39,13 +39,14 @@ PAST_CUES = re.compile(r"\b(before|used to|previously|earlier|formerly|originall
 # Words that say so and little else (issue 29); with issue 45's rules a statement with one is
 # lifted above what it replaces, never the old one sent down (bench/README.md, "The current truth
 # first": demoting with looser cues took LoCoMo's R@10 from .766 to .428).
-CHANGE_CUES = re.compile(r"\b(moved|relocated|anymore|any more|no longer|switched|swapped|instead|"
+CHANGE_CUES = re.compile(r"\b(moved|relocated|anymore|any more|no longer|switched|swapped|instead(?! of \w+ing\b)|"
                          r"changed(?! since)|change of plans?|quit|gave up|given up|stopped|dropped(?! off)|"
                          r"left(?= (?:my|our|the|his|her|their|(?-i:[A-Z])))|"
                          r"retired|traded in|split up|broke up|divorced|sold|cancell?ed|replaced|died|passed away|"
                          r"(?:raised|lowered)(?= (?:my|our|the|his|her|their)\b))\b", re.IGNORECASE)
 # "left" with what was left ("left my job", "left Kestrel"), not "we left early"; "raised my rent",
-# not "raised money". A cue said in the negative changes nothing: "not much has changed", "I haven't moved".
+# not "raised money"; "instead", not "instead of getting stuck". A cue said in the negative changes nothing: "not much has changed", "I haven't moved".
+_NEGATIVE_CUE = re.compile(r"anymore|any more|no longer", re.IGNORECASE)  # "isn't my favourite anymore": a change
 _NEGATED = re.compile(r"(?:\b(?:not|never|nothing|no)\b|n't)\W+(?:\w+\W+){0,2}$", re.IGNORECASE)
 # Words that say a value is current, which many lines hold with no change at all ("now", "new",
 # "lately"): a statement with one only counts when it is close to the older one in meaning too
@@ -66,12 +67,14 @@ NOW_WORDS = 14
 _LIVES = re.compile(r"\b([^\W\d_]+)\s+(?:live|lives|lived|living)\b", re.IGNORECASE)
 _MOVED = re.compile(r"\b([^\W\d_]+)\s+(?:moved|relocated)\b", re.IGNORECASE)
 _HOUSEHOLD = {"i": "i", "we": "i"}
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|vs))(?<!\bMrs)[.!?;](?=\s|$)|\n")
 # Without its successor among the candidates, a superseded result's score is scaled by this.
 ALONE_FACTOR = 0.5
 # What a change statement is lifted by above the best of what it replaces: r + LIFT * (1 - r).
 LIFT = 1e-3
 # Words too common in memories to tie two of them to one topic.
-_GENERIC = frozenset("user users like really also get got go going one would could much many".split())
+_GENERIC = frozenset("user users like really also get got go going one would could much many time times around way "
+                     "thing things lot bit kind kinda sort today yesterday".split())
 
 
 def asks_about_the_past(text: str) -> bool:
@@ -287,7 +290,7 @@ def same_thing(older: str, newer: str, older_words: set[str], cosine: float, com
     changed = _near_cue(CHANGE_CUES, newer, older_words)
     if changed:
         return True
-    if any(not _NEGATED.search(newer[:m.start()]) for m in CHANGE_CUES.finditer(newer)):
+    if any(not _NEGATED.search(newer[:m.start()]) or _NEGATIVE_CUE.match(m.group()) for m in CHANGE_CUES.finditer(newer)):
         lived = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _LIVES.finditer(older)}
         moved = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _MOVED.finditer(newer)}
         if lived & moved:
@@ -297,16 +300,19 @@ def same_thing(older: str, newer: str, older_words: set[str], cosine: float, com
 
 def _near_cue(cues: re.Pattern, text: str, wanted: set[str]) -> bool:
     """Whether one of `wanted` (content words, as words() gives them) is among the NEAR content words
-    before or after a match of `cues` in `text`."""
+    before or after a match of `cues` in `text`, within its sentence."""
     if not wanted:
         return False
     tokens = [(m.start(), _stem(m.group().lower())) for m in re.finditer(r"[^\W_]+", text)
               if m.group().lower() not in ranking._STOP_WORDS and len(m.group()) >= 2]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     for match in cues.finditer(text):
-        if _NEGATED.search(text[:match.start()]):
+        if _NEGATED.search(text[:match.start()]) and not _NEGATIVE_CUE.match(match.group()):
             continue
-        before = [word for at, word in tokens if at < match.start()][-NEAR:]
-        after = [word for at, word in tokens if at >= match.end()][:NEAR]
+        start = max((e for e in ends if e <= match.start()), default=0)  # the cue's own sentence only:
+        end = min((e for e in ends if e > match.end()), default=len(text))  # "...ice cream! The sprinkles changed"
+        before = [word for at, word in tokens if start <= at < match.start()][-NEAR:]
+        after = [word for at, word in tokens if match.end() <= at < end][:NEAR]
         if wanted & set(before + after):
             return True
     return False
