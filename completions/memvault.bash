@@ -98,10 +98,10 @@ _memvault() {
             ;;
         add)
             case $prev in
-                -f|--file|--jsonl) _memvault_files; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision' -- "$cur"; return ;;
                 -t|--tag|--source|--rationale|--alternative) :; return ;;
+                -f|--file|--jsonl) _memvault_files; return ;;
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--allow-duplicate --alternative --conversation --each-line --extract --file --help --json --jsonl --kind --rationale --source --tag -c -f -h -t' -- "$cur"
@@ -118,7 +118,7 @@ _memvault() {
         chat)
             case $prev in
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
-                --model|--now) :; return ;;
+                --now|--model) :; return ;;
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--clear --context --conversation --help --json --model --no-learn --no-memory --no-stream --now -c -h' -- "$cur"
@@ -191,8 +191,8 @@ _memvault() {
         ls)
             case $prev in
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                -n|--max-count|-t|--tag|--since|--until|--as-of|--cursor) :; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
-                -t|--tag|--since|--until|-n|--max-count|--as-of|--cursor) :; return ;;
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--all-conversations --as-of --conversation --cursor --deleted --help --json --kind --max-count --since --tag --until -a -c -h -n -t' -- "$cur"
@@ -230,8 +230,8 @@ _memvault() {
             ;;
         review)
             case $prev in
-                --text|--reason|-n|--max-count) :; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
+                -n|--max-count|--text|--reason) :; return ;;
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--conversation --help --json --keep --max-count --reason --reject --text -c -h -n' -- "$cur"
@@ -240,8 +240,11 @@ _memvault() {
             fi
             ;;
         rm)
+            case $prev in
+                --reason) :; return ;;
+            esac
             if [[ $cur == -* ]]; then
-                _memvault_compgen -W '--help --json -h' -- "$cur"
+                _memvault_compgen -W '--help --json --reason -h' -- "$cur"
             else
                 _memvault_compgen -W "$(_memvault_ids live)" -- "$cur"
             fi
@@ -253,7 +256,7 @@ _memvault() {
             ;;
         search)
             case $prev in
-                -k|--top-k|-t|--tag|--since|--until|--now|--as-of|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight) :; return ;;
+                -k|--top-k|-t|--tag|--since|--until|--now|--recency-weight|--mmr-lambda|--threshold|--relevance-floor|--session-weight|--as-of) :; return ;;
                 -c|--conversation) _memvault_compgen -W "$(_memvault_conversations)" -- "$cur"; return ;;
                 --kind) _memvault_compgen -W 'fact note decision turn episode' -- "$cur"; return ;;
                 --retriever) _memvault_compgen -W 'hybrid dense bm25' -- "$cur"; return ;;

@@ -39,7 +39,7 @@ from memvault.store.files import DEFAULT_CONVERSATION, Memory
 #   changing   manage (edit, rm, restore), undo, review
 #   learning   learn (Learner: add --extract, add --jsonl --extract, learn), chat, episodes, sessions,
 #              summaries, consolidate (reconcile), extraction, prompts
-#   reading    retrieval (search), llm_rerank, listing (recent), history (log), browse (conversations, stats)
+#   reading    retrieval (search), parts, llm_parts, llm_rerank, listing (recent), history (log), browse (conversations, stats)
 #   store      vault (Vault, Change), ingest (add, duplicates), reindex (reindex, check, watch), index,
 #              lock, gitrepo, config, models, llm, native_memory
 
@@ -192,6 +192,7 @@ class Memvault:
             self._watcher = FolderWatch(vault)
         self._read_lock = threading.Lock()  # one index sync at a time in this process
         self._llm_orderer = None  # made on first use: llm_rerank imports pydantic
+        self._llm_splitter = None  # the same for llm_query_parts
 
     # -- the vault -------------------------------------------------------------------------
     @property
@@ -505,7 +506,7 @@ class Memvault:
                            f"(deleted_at {memory.extra.get('deleted_at') or 'not recorded'})")
         return files.as_held(memory, moment)
 
-    def recent(self, conversation: str | None = None, *, limit: int = 10, kinds: Iterable[str] | None = None,
+    def recent(self, conversation: str | None = None, *, limit: int = 20, kinds: Iterable[str] | None = None,
                tags: Iterable[str] = (), since: datetime | str | None = None, until: datetime | str | None = None,
                deleted: bool = False, as_of: datetime | str | None = None, cursor: str | None = None):
         """The newest live memories, newest first: of one conversation (None: every conversation),
@@ -1006,16 +1007,16 @@ class Memvault:
 
             with index_at(self._vault, index, query.as_of) as held:
                 return read(held, query, self.settings, self._say, self._llm_order,
-                            sync_seconds=time.perf_counter() - started)
+                            sync_seconds=time.perf_counter() - started, llm_parts=self._llm_parts)
         try:
             return read(index, query, self.settings, self._say, self._llm_order,
-                        sync_seconds=time.perf_counter() - started)
+                        sync_seconds=time.perf_counter() - started, llm_parts=self._llm_parts)
         except RuntimeError as exc:
             if not index.table_gone(exc):
                 raise
             index.refresh()  # another process's upkeep pruned the version this handle held
             return read(index, query, self.settings, self._say, self._llm_order,
-                        sync_seconds=time.perf_counter() - started)
+                        sync_seconds=time.perf_counter() - started, llm_parts=self._llm_parts)
 
     def _llm_order(self, question: str, results: list) -> list:
         """The LLM's order (setting llm_rerank); one per vault object, so a failure is said once."""
@@ -1024,6 +1025,15 @@ class Memvault:
 
             self._llm_orderer = LLMOrder(self.settings, self._say)
         return self._llm_orderer(question, results)
+
+    def _llm_parts(self, question: str):
+        """The LLM's parts of a question (setting llm_query_parts); one asker per vault object, so a
+        failure is said once."""
+        if self._llm_splitter is None:
+            from memvault.reading.llm_parts import LLMParts
+
+            self._llm_splitter = LLMParts(self.settings, self._say)
+        return self._llm_splitter(question)
 
     def _fresh_index(self):
         """The index, in step with the files before a read (store/reindex.py, fresh_index)."""

@@ -1,4 +1,7 @@
-"""Errors the user sees: each carries one line that says what is wrong and where."""
+"""Errors the user sees: each carries one line that says what is wrong and where; and the one table of
+what each face answers to each (ERROR_TABLE, answer_for)."""
+
+from __future__ import annotations
 
 
 class MemvaultError(Exception):
@@ -155,3 +158,92 @@ def as_memvault_error(exc: BaseException) -> MemvaultError | None:
         said = " ".join(str(getattr(exc, "stderr", "") or "").split()).removeprefix("stderr:").strip(" '")
         return GitFailed(f"`{command}` failed: {said[:300] or 'no message'}")
     return None
+
+
+# -- what each face makes of a failure ---------------------------------------------------------------
+#
+# One table, read by every face (docs/design.md, "Layers"): the CLI's exit code, serve's HTTP status and
+# OpenAI error `type` and `code`, whether a client's retry can help; MCP's error result is the message
+# itself. A face that speaks another protocol adds its column here (a field of Answer and a value in
+# each row), and reads it through `answer_for`.
+
+class Answer:
+    """What the faces answer to one class of failure (a plain class: `import memvault` loads this
+    module, and dataclasses would cost it ~10 ms)."""
+
+    __slots__ = ("exit_code", "status", "openai_type", "code", "retry")
+
+    def __init__(self, exit_code: int = 1, status: int = 500, openai_type: str = "server_error",
+                 code: str | None = None, retry: bool | None = None):
+        self.exit_code = exit_code  # the CLI's
+        self.status = status  # HTTP
+        self.openai_type = openai_type  # OpenAI's error `type`
+        self.code = code  # OpenAI's error `code` (also a stable name for the failure)
+        self.retry = retry  # False: no retry can mend it (serve's x-should-retry: false)
+
+    def __repr__(self) -> str:
+        return f"Answer({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+class Row:
+    """One line of the table: failures of `error` (for which `when` holds, if given) get `answer`."""
+
+    __slots__ = ("error", "answer", "when")
+
+    def __init__(self, error: type, answer: Answer, when=None):
+        self.error, self.answer, self.when = error, answer, when
+
+
+_REFUSED = "invalid_request_error"
+
+ERROR_TABLE: tuple[Row, ...] = (
+    #   the failure                               exit  HTTP  OpenAI type           code                    retry
+    Row(IndexUnreadable,          Answer(1,    503,  "server_error",       "index_unreadable")),
+    Row(AlreadyDeleted,           Answer(1,    409,  _REFUSED,             "memory_deleted")),
+    Row(NotFound,                 Answer(1,    404,  "not_found_error",    "memory_not_found")),
+    Row(LLMTimeout,               Answer(1,    504,  "upstream_error",     "upstream_timeout",     False)),
+    Row(LLMError,                 Answer(1,    400,  _REFUSED,             "upstream_refused"),
+        when=lambda e: getattr(e, "status", None) in (400, 422)),  # the upstream refused the client's options
+    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable"),
+        when=lambda e: (getattr(e, "status", None) or 0) >= 500),  # a failed upstream may mend
+    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable", False)),
+    Row(UsageError,               Answer(2,    400,  _REFUSED)),
+    Row(NothingGiven,             Answer(1,    400,  _REFUSED)),
+    Row(LockTimeout,              Answer(1,    503,  "server_error",       "vault_busy")),
+    Row(VaultStateError,          Answer(1,    409,  "server_error",       "vault_state")),
+    Row(MemvaultError,            Answer(1,    500,  "server_error")),
+    Row(OSError,                  Answer(1,    500,  "server_error")),  # the system said no: disk, permissions
+)
+UNEXPECTED = Answer(1, 500, "server_error")  # a bug: the CLI shows its traceback, serve logs it
+
+
+class Failure:
+    """A failure as every face says it: `message`, its one line; `params`, the parameters it names
+    (`param`: the last, serve's error `param`); `answer`, the table's; `expected`, False for a bug."""
+
+    __slots__ = ("message", "answer", "params", "expected")
+
+    def __init__(self, message: str, answer: Answer, params: tuple[str, ...] = (), expected: bool = True):
+        self.message, self.answer, self.params, self.expected = message, answer, params, expected
+
+    @property
+    def param(self) -> str | None:
+        return self.params[-1] if self.params else None
+
+
+def answer_for(exc: BaseException) -> Failure:
+    """The one mapping of a failure (any exception) to what the faces say: LanceDB's and git's in
+    memvault's words (as_memvault_error), an OSError naming its file, anything else an internal error."""
+    failure = as_memvault_error(exc) or exc
+    for row in ERROR_TABLE:
+        if isinstance(failure, row.error) and (row.when is None or row.when(failure)):
+            break
+    else:
+        return Failure(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", UNEXPECTED,
+                       expected=False)
+    if isinstance(failure, OSError) and not isinstance(failure, MemvaultError):
+        where = f"{failure.filename}: " if getattr(failure, "filename", None) else ""
+        message = f"{where}{failure.strerror or failure}"
+    else:
+        message = str(failure)
+    return Failure(message, row.answer, tuple(getattr(failure, "params", ()) or ()))

@@ -199,3 +199,54 @@ def test_an_agent_sees_the_older_fact_marked_through_mcp(vault_dir):
     assert [r["text"] for r in found][:2] == ["The user lives in Madrid now", "I live in Lisbon"], found
     assert found[0]["earlier"] is None
     assert found[1]["earlier"] == f"earlier; since Mon 1 June 2026, waiting for review: {madrid.text}"
+
+
+def test_a_move_said_only_in_turns_puts_lisbon_first_and_porto_stays_findable(vault_dir):
+    """Issue 45's turns: the move is said once, in other words ("moved", not "lives"), and ranked
+    below the old turn by the words alone (0.211 against 0.414); nothing was learned."""
+    vault = memvault.open_vault(vault_dir)
+    lines = [{"text": "My sister Lena lives in Porto, she loves it there.", "role": "user",
+              "created_at": "2023-03-01T18:00:00Z"},
+             {"text": "Porto is a beautiful city.", "role": "assistant", "created_at": "2023-03-01T18:01:00Z"},
+             {"text": "Big news: Lena moved to Lisbon last month.", "role": "user", "created_at": "2024-06-01T18:00:00Z"}]
+    vault.add_jsonl("\n".join(json.dumps({**line, "conversation_id": "family"}) for line in lines))
+    now = "2024-07-01T10:00:00Z"
+    results = vault.search("Where does Lena live now?", conversation="family", now=now).results
+    assert results[0].text == "Big news: Lena moved to Lisbon last month."
+    porto = next(r for r in results if r.text.startswith("My sister Lena lives in Porto"))
+    assert porto.superseded["how"] == "said"
+    assert porto.superseded["note"] == "earlier; since Sat 1 June 2024: Big news: Lena moved to Lisbon last month."
+    assert results[0].superseded is None
+    before = vault.search("Where did Lena live before?", conversation="family", now=now).results
+    assert before[0].text.startswith("My sister Lena lives in Porto")  # the past asked: its order kept
+    assert before[0].superseded["by"] == results[0].id  # still marked as earlier
+
+
+def test_two_plain_memories_the_later_move_comes_first(vault_dir):
+    """Issue 45's plain memories: "My sister Lena moved to Lisbon" added after "... lives in Porto"
+    scored 0.000 (in a search of two, the fused score's min-max put the weaker at 0) and came
+    second; MMR also counted the pair (cosine 0.80) as paraphrases of one fact."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add("My sister Lena lives in Porto", created_at="2024-03-01T10:00:00Z")
+    vault.close()
+    assert run_cli("add", "My sister Lena moved to Lisbon").exit_code == 0
+    found = json.loads(run_cli("search", "--json", "Where does Lena live now?").stdout)
+    assert [r["text"] for r in found] == ["My sister Lena moved to Lisbon", "My sister Lena lives in Porto"]
+    assert found[0]["score"] > found[1]["score"] > 0.3 and found[0]["superseded"] is None
+    assert found[1]["superseded"]["text"] == "My sister Lena moved to Lisbon"
+    before = json.loads(run_cli("search", "--json", "Where did Lena live before?").stdout)
+    assert before[0]["text"] == "My sister Lena lives in Porto" and before[0]["superseded"]["how"] == "said"
+
+
+def test_a_later_line_that_only_shares_a_word_supersedes_nothing(vault_dir):
+    """The guard: a change word must sit beside a word of the older statement ("I traded in the
+    Panda"), not anywhere in the line; "not much has changed" says no change; and someone else's
+    move is not the user's ("My sister Lena lives in Porto" / "I moved to Rotterdam")."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add("My sister Lena lives in Porto", created_at="2024-03-01T10:00:00Z")
+    vault.add("I moved to Rotterdam in May", created_at="2024-06-01T10:00:00Z")
+    vault.add("I love the beach in Porto and we left early because of the rain", created_at="2024-06-02T10:00:00Z")
+    vault.add("Not much has changed with Lena, she still loves her job", created_at="2024-06-03T10:00:00Z")
+    results = vault.search("Where does Lena live?", now="2024-07-01T10:00:00Z").results
+    assert results[0].text == "My sister Lena lives in Porto"
+    assert all(r.superseded is None for r in results)

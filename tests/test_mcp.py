@@ -101,7 +101,9 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
             assert prop.get("description"), (tool.name, name)
     search = tools["search_memory"].input_schema
     assert search["required"] == ["query"]
-    assert search["properties"]["top_k"].items() >= {"type": "integer", "default": 5, "minimum": 1}.items()
+    # No default of its own: none given, the library's default_top_k setting applies (test below).
+    assert search["properties"]["top_k"]["default"] is None
+    assert {"type": "integer", "minimum": 1, "maximum": 50} in search["properties"]["top_k"]["anyOf"]
     assert {"enum": ["fact", "note", "decision", "turn", "episode"], "type": "string"} in search["properties"]["kind"]["anyOf"]
     add = tools["add_memory"].input_schema
     assert add["required"] == ["text"] and add["properties"]["kind"]["enum"] == ["fact", "note", "decision"]
@@ -115,6 +117,20 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
     assert tools["add_memory"].annotations.open_world_hint is True  # extract talks to the configured LLM
     assert set(tools["search_memory"].output_schema["$defs"]["SearchHit"]["properties"]) >= {
         "id", "text", "kind", "conversation", "created_at", "score"}
+
+
+def test_search_without_top_k_returns_default_top_k_results(vault_dir):
+    """The tool hard-coded top_k=5, so the user's default_top_k never reached an agent."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add([f"The user owns bicycle number {n}" for n in range(8)])
+    vault.close()
+
+    async def body(client):
+        return [await call(client, "search_memory", query="bicycle"),
+                await call(client, "search_memory", query="bicycle", top_k=3)]
+
+    default, three = with_client(vault_dir, body, default_top_k=7)
+    assert len(default["results"]) == 7 and len(three["results"]) == 3
 
 
 def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):

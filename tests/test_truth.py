@@ -511,7 +511,7 @@ def test_an_unreadable_index_reads_the_same_in_every_face(vault_dir):
     500) and an MCP tool give the same words and the same hint."""
     from memvault.errors import IndexUnreadable, as_memvault_error
     from memvault.faces.mcp_server import _failure
-    from memvault.faces.serve import as_api_error
+    from memvault.faces.http import as_api_error
 
     seed("The user keeps bees")
     for data in (vault_dir / ".memvault" / "index").rglob("data/*.lance"):

@@ -26,7 +26,9 @@ from typer.core import TyperGroup
 from memvault import __version__
 from memvault.faces import term
 from memvault.faces.completion import complete_conversation, complete_live_memory_id, complete_memory_id
-from memvault.errors import MemvaultError, UsageError, as_memvault_error
+from memvault.errors import MemvaultError, UsageError, answer_for
+from memvault.faces.cli_options import takes
+from memvault.request_options import ADD, CHAT, DELETE, GET, LOG, RECENT, REVIEW, SEARCH, STATS
 
 
 # Options of the whole program that are also taken after the command (`memvault search -q ...`),
@@ -96,46 +98,34 @@ class MemvaultGroup(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except MemvaultError as exc:
-            _error(self._in_flags(ctx, exc))
-            raise typer.Exit(exc.exit_code) from None
         except BrokenPipeError:
             # `memvault log | head`: the reader left; that is not an error.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise typer.Exit(0) from None
-        except OSError as exc:
-            # The system said no (disk full, read-only, permissions): one line naming the file.
-            where = f"{exc.filename}: " if exc.filename else ""
-            _error(f"{where}{exc.strerror or exc}")
-            raise typer.Exit(1) from None
         except Exception as exc:
-            failure = as_memvault_error(exc)  # LanceDB's and git's failures, in the words every face gives
-            if failure is None:
+            failure = answer_for(exc)  # the one table every face reads (errors.py)
+            if not failure.expected:  # typer's own exits, and bugs (their traceback)
                 raise
-            _error(str(failure))
-            raise typer.Exit(failure.exit_code) from None
+            _error(self._in_flags(ctx, failure))
+            raise typer.Exit(failure.answer.exit_code) from None
 
-
-    def _in_flags(self, ctx, exc: MemvaultError) -> str:
+    def _in_flags(self, ctx, failure) -> str:
         """The library's message with each parameter it names (`since`) as the command's flag
         (`--since`): the library speaks of its arguments, the CLI of its options."""
-        message = str(exc)
+        message = failure.message
         command = self.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
-        if not getattr(exc, "params", ()) or command is None:
+        if not failure.params or command is None:
             return message
         options = [p for p in command.params if getattr(p, "param_type_name", "") == "option"]
         for sub in getattr(command, "commands", {}).values():  # `memvault import chatgpt ...`
             options += [p for p in sub.params if getattr(p, "param_type_name", "") == "option"]
-        for name in exc.params:
+        for name in failure.params:
             flag = next((max(p.opts, key=len) for p in options if p.name in (name, name.rstrip("s"))), None)
             if flag:
                 message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", flag, message, count=1)
         return message
 
-
-AS_OF_HELP = ("What the vault held at this ISO date or time: memories created later left out, those deleted or "
-              "replaced since shown as they were.")
 
 app = typer.Typer(
     cls=MemvaultGroup,
@@ -271,30 +261,21 @@ def _read_path(path: Path) -> str:
 
 
 @app.command()
+@takes(ADD)
 def add(
     ctx: typer.Context,
+    asked: dict,
     text: Optional[list[str]] = typer.Argument(None, help="Memory text; none or '-' reads stdin."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read the text from a file."),
-    each_line: bool = typer.Option(False, "--each-line", help="One memory per non-empty line (list markers stripped)."),
     jsonl: Optional[str] = typer.Option(
         None, "--jsonl", metavar="FILE|-",
         help="One JSON object per line: text, and optional conversation_id, created_at, kind, role "
              "(user or assistant: a chat turn), tags, source, rationale, alternatives, meta.",
     ),
-    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
-                                     autocompletion=complete_conversation),
-    kind: Kind = typer.Option(Kind.fact, "--kind", help="fact (role memory), note or decision."),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Tag (repeatable)."),
-    source: Optional[str] = typer.Option(None, "--source", help="Where the memory comes from (URL, file, book)."),
-    rationale: Optional[str] = typer.Option(None, "--rationale", help="Why (for decisions)."),
-    alternative: Optional[list[str]] = typer.Option(None, "--alternative", help="An alternative considered (repeatable)."),
     extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never "
                                                            "from a question or request) and reconcile them instead of "
                                                            "storing the text verbatim (with --jsonl: learn from the "
                                                            "turns, cut them into episodes)."),
-    allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
-                                         help="Store a text even when a live memory of the conversation already "
-                                              "says exactly that."),
     json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl.
@@ -307,19 +288,20 @@ def add(
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
+    conversation = asked.pop("conversation", "global")
+    each_line = asked.pop("each_line", False)
     if extract and jsonl is None:
         from memvault.api import Memvault
 
-        Memvault.check_extract(kind.value, tags=tag or (), source=source, rationale=rationale,
-                               alternatives=alternative or (), allow_duplicate=allow_duplicate)
+        Memvault.check_extract(**asked)
     vault = state.open()
     started = time.perf_counter()
     with term.progress_bar(not state.quiet, label="adding") as bar:
         if jsonl is not None:
             raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
+            allow_duplicate = asked.pop("allow_duplicate", False)
             added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=allow_duplicate,
-                                    extract=extract, progress=bar, conversation_id=conversation, kind=kind.value,
-                                    tags=tag, source=source, rationale=rationale, alternatives=alternative)
+                                    extract=extract, progress=bar, conversation_id=conversation, **asked)
         else:
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
@@ -327,9 +309,7 @@ def add(
                 learned = vault.add_extracted(raw, conversation=conversation, each_line=each_line)
                 _print_learned(ctx, learned, as_json, stream=sys.stdout)
                 return
-            added = vault.add(raw, conversation=conversation, kind=kind.value, tags=tag or (), source=source,
-                              rationale=rationale, alternatives=alternative or (), each_line=each_line,
-                              allow_duplicate=allow_duplicate, progress=bar)
+            added = vault.add(raw, conversation=conversation, each_line=each_line, progress=bar, **asked)
     for new, held in added.duplicates:
         info(ctx, f"memvault: already stored as {held.id}: {new.first_line(60)} (--allow-duplicate stores it again)")
     if state.verbose:
@@ -377,13 +357,10 @@ LOG_CHANGES_SHOWN = 20
 
 
 @app.command()
+@takes(LOG)
 def log(
     ctx: typer.Context,
-    memory_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Follow one memory (id or unique prefix).",
-                                              autocompletion=complete_memory_id),
-    max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="Show at most N commits."),
-    since: Optional[str] = typer.Option(None, "--since", help="Only commits after this date (git syntax)."),
-    until: Optional[str] = typer.Option(None, "--until", help="Only commits before this date (git syntax)."),
+    asked: dict,
     json_output: bool = json_option("Print the history as JSON."),
 ) -> None:
     """History of memory changes, from git.
@@ -391,8 +368,7 @@ def log(
     Each change shows its kind; an edit shows before -> after; a replacement, deletion or eviction names its cause in brackets (the chat message a learned fact came from, else the command)."""
     state = _state(ctx)
     every = json_output or state.json or state.verbose
-    entries = state.open().log(memory_id, limit=max_count, since=since, until=until,
-                               max_changes=None if every else LOG_CHANGES_SHOWN)
+    entries = state.open().log(**asked, max_changes=None if every else LOG_CHANGES_SHOWN)
     if json_output or state.json:
         emit_json([e.to_json() for e in entries])
         return
@@ -410,13 +386,11 @@ def log(
 
 
 @app.command()
+@takes(GET)
 def show(
     ctx: typer.Context,
-    memory_id: str = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (at least 4 characters).",
-                                    autocompletion=complete_memory_id),
+    asked: dict,
     raw: bool = typer.Option(False, "--raw", help="Print the file's bytes as they are."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO",
-                                        help="The memory as the vault held it then (an error if it did not)."),
     json_output: bool = json_option("Print the memory as JSON."),
 ) -> None:
     """Show one memory: its front matter as a key list, then its text. Deleted ones too."""
@@ -424,10 +398,10 @@ def show(
     as_json = json_output or state.json
     if raw and as_json:
         raise UsageError("--raw and --json do not go together")
-    if raw and as_of:
+    if raw and asked.get("as_of"):
         raise UsageError("--raw prints the file as it is now; --as-of shows the memory as it was: not together")
     vault = state.open()
-    memory = vault.get(memory_id, as_of=as_of)
+    memory = vault.get(**asked)
     if raw:
         sys.stdout.flush()
         sys.stdout.buffer.write(memory.path.read_bytes())
@@ -524,16 +498,16 @@ def _ask_edit_again(reason: str) -> bool:
 
 
 @app.command()
+@takes(DELETE)
 def rm(
     ctx: typer.Context,
-    memory_ids: list[str] = typer.Argument(..., metavar="ID", help="Memory id or unique prefix (one or more).",
-                                           autocompletion=complete_live_memory_id),
+    asked: dict,
     json_output: bool = json_option("Print the removed memories as JSON."),
 ) -> None:
     """Remove memories: a soft delete (moved under deleted/, reason user), committed."""
     state = _state(ctx)
     vault = state.open()
-    removed = vault.remove(memory_ids)
+    removed = vault.remove(**asked)
     if json_output or state.json:
         emit_json([m.to_json(vault.root) for m in removed])
     else:
@@ -543,21 +517,12 @@ def rm(
 
 
 @app.command(name="ls")
+@takes(RECENT)
 def list_memories(
     ctx: typer.Context,
-    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", help="Only this conversation.",
-                                               autocompletion=complete_conversation),
+    asked: dict,
     all_conversations: bool = typer.Option(False, "--all-conversations", "-a",
                                            help="Every conversation (the default without -c)."),
-    kind: Optional[list[SearchKind]] = typer.Option(None, "--kind", help="Only these kinds (repeatable)."),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
-    until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
-    max_count: int = typer.Option(20, "-n", "--max-count", min=1, help="Show at most N memories."),
-    deleted: bool = typer.Option(False, "--deleted", help="The deleted memories (tombstones) instead."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
-    cursor: Optional[str] = typer.Option(None, "--cursor", metavar="CURSOR",
-                                         help="The next page: the cursor the page before gave (same options)."),
     json_output: bool = json_option("Print the memories as JSON."),
 ) -> None:
     """List memories without a query, newest first: id, date, kind, conversation, text. When there
@@ -566,8 +531,8 @@ def list_memories(
     _exclusive(ctx, "deleted", "as_of")
     state = _state(ctx)
     vault = state.open()
-    memories = vault.recent(conversation, limit=max_count, kinds=[k.value for k in kind or []], tags=tag or (),
-                            since=since, until=until, deleted=deleted, as_of=as_of, cursor=cursor)
+    deleted = asked.get("deleted", False)
+    memories = vault.recent(**asked)
     if memories.next_cursor is not None:
         state.notice(f"memvault: more: --cursor {memories.next_cursor}")
     if json_output or state.json:
@@ -601,13 +566,15 @@ def conversations(
 
 
 @app.command()
+@takes(STATS)
 def stats(
     ctx: typer.Context,
+    asked: dict,
     json_output: bool = json_option("Print the numbers as JSON."),
 ) -> None:
     """The vault in numbers: memories by kind and conversation, index, models, last commit, disk use."""
     state = _state(ctx)
-    data = state.open().stats()
+    data = state.open().stats(**asked)
     if json_output or state.json:
         emit_json(data)
         return
@@ -687,20 +654,6 @@ def restore(
         typer.echo(change_lines([event.to_json()])[0])
 
 
-class SearchKind(str, Enum):
-    fact = "fact"
-    note = "note"
-    decision = "decision"
-    turn = "turn"
-    episode = "episode"
-
-
-class Retriever(str, Enum):
-    hybrid = "hybrid"
-    dense = "dense"
-    bm25 = "bm25"
-
-
 class OutputFormat(str, Enum):
     text = "text"
     prompt = "prompt"
@@ -708,36 +661,10 @@ class OutputFormat(str, Enum):
 
 
 @app.command()
+@takes(SEARCH)
 def search(
     ctx: typer.Context,
-    query: Optional[str] = typer.Argument(None, help="What to look for."),
-    top_k: Optional[int] = typer.Option(None, "-k", "--top-k", min=1, help="How many results (default_top_k)."),
-    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation to search, plus global.",
-                                     autocompletion=complete_conversation),
-    all_conversations: bool = typer.Option(False, "--all-conversations", "-a", help="Search every conversation."),
-    kind: Optional[list[SearchKind]] = typer.Option(None, "--kind", help="Only these kinds (repeatable)."),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only memories with this tag (repeatable)."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="ISO", help="Only memories created at or after."),
-    until: Optional[str] = typer.Option(None, "--until", metavar="ISO", help="Only memories created at or before."),
-    now: Optional[str] = typer.Option(None, "--now", metavar="ISO",
-                                      help="The clock for recency and for the times the query names "
-                                           "(\"last week\"), for scripts and tests."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO", help=AS_OF_HELP),
-    no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the cross-encoder."),
-    recency_weight: Optional[float] = typer.Option(None, "--recency-weight", min=0.0, max=1.0,
-                                                   help="Weight of recency in the score (recency_weight)."),
-    mmr_lambda: Optional[float] = typer.Option(None, "--mmr-lambda", min=0.0, max=1.0,
-                                               help="MMR trade-off; 1.0 = no diversity (mmr_lambda)."),
-    threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
-                                              help="Drop results whose relevance is below this (with a reranker: "
-                                                   "its probability)."),
-    relevance_floor: Optional[float] = typer.Option(None, "--relevance-floor", min=0.0, max=1.0,
-                                                    help="Without a reranker: leave out memories whose match is "
-                                                         "below this; 0 keeps all (relevance_floor)."),
-    session_weight: Optional[float] = typer.Option(None, "--session-weight", min=0.0, max=1.0,
-                                                   help="How much the memories of a result's session lift it; "
-                                                        "0 = off (session_weight)."),
-    retriever: Retriever = typer.Option(Retriever.hybrid, "--retriever", help="Candidates from hybrid, dense or bm25."),
+    asked: dict,
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
                                                help="text, prompt (the block a chat injects: today's date, the "
@@ -756,20 +683,18 @@ def search(
     when ("yesterday", "last Friday"). --explain shows what each gained (time)."""
     _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
+    query = asked.pop("query", None)
     if query is None and queries is None:
         raise UsageError("give a QUERY or --queries FILE")
     vault = state.open()
-    options = dict(top_k=top_k, conversation=conversation, all_conversations=all_conversations,
-                   kinds=[k.value for k in kind or []], tags=tag or (), since=since, until=until, now=now, as_of=as_of,
-                   rerank=not no_rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda, threshold=threshold,
-                   retriever=retriever.value, relevance_floor=relevance_floor, session_weight=session_weight)
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
         origin = "stdin" if queries == "-" else queries
-        for qid, outcome in vault.search_many(raw.splitlines(), origin=origin, **options):
+        for qid, outcome in vault.search_many(raw.splitlines(), origin=origin, **asked):
             sys.stdout.write(json.dumps({"qid": qid, "results": outcome.to_json()}, ensure_ascii=False) + "\n")
         return
-    outcome = vault.search(query, **options)
+    conversation = asked.get("conversation", SEARCH.option("conversation").default)
+    outcome = vault.search(query, **asked)
     if outcome.rerank_note and not outcome.note_shown and (explain or state.verbose) and not outcome.reranked:
         info(ctx, f"memvault: {outcome.rerank_note}")
     if state.verbose:
@@ -797,8 +722,9 @@ def _print_explain(outcome) -> None:
 
     table = Table(title=None, show_lines=False)
     asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
+    parts = getattr(outcome, "parts", ())  # the part column only when the question was searched in parts
     columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
-               "relevance", "recency", "score", "text"]
+               *(["part"] if parts else []), "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -809,7 +735,8 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
+                      number(s.get("session")), *([number(s.get("time"))] if asked else []),
+                      *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
@@ -823,6 +750,9 @@ def _print_explain(outcome) -> None:
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
             f"memories of {named} (and, as candidates, that range's best matches)" if named else "",
             "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])))
+    if parts:
+        console.print("part = the part of the question that ranked it (its n-th best takes the question's n-th "
+                      "relevance): " + "; ".join(f"{i} {text!r}" for i, text in enumerate(parts, 1)))
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
                   "(something newer took its place) ranks below what replaced it")
 
@@ -1081,19 +1011,14 @@ class Style(str, Enum):
 
 
 @app.command()
+@takes(CHAT)
 def chat(
     ctx: typer.Context,
+    asked: dict,
     message: Optional[list[str]] = typer.Argument(None, help="The message; none reads stdin (or starts an "
                                                             "interactive chat on a terminal)."),
-    conversation: str = typer.Option("global", "-c", "--conversation", help="Conversation id.",
-                                      autocompletion=complete_conversation),
-    model: Optional[str] = typer.Option(None, "--model", help="litellm model string (llm_model)."),
-    no_learn: bool = typer.Option(False, "--no-learn", help="Do not extract facts from this message."),
-    no_memory: bool = typer.Option(False, "--no-memory", help="Do not retrieve memories."),
-    no_stream: bool = typer.Option(False, "--no-stream", help="Print the reply in one piece."),
     context: bool = typer.Option(False, "--context", help="Show the session: turns, tokens, idle time, summary."),
     clear: bool = typer.Option(False, "--clear", help="Start a fresh session."),
-    now: Optional[str] = typer.Option(None, "--now", metavar="ISO", help="Clock override (scripts, tests)."),
     json_output: bool = json_option("One-shot: reply, memories used, facts learned as JSON."),
 ) -> None:
     """Chat with an LLM that remembers: retrieve, answer, learn.
@@ -1103,6 +1028,8 @@ def chat(
     state = _state(ctx)
     as_json = json_output or state.json
     vault = state.open()
+    stream = asked.pop("stream", True)
+    conversation, now = asked.setdefault("conversation", "global"), asked.get("now")
     if context:
         _show_context(ctx, vault.session(conversation, now), as_json)
         return
@@ -1111,16 +1038,16 @@ def chat(
         info(ctx, f"memvault: new session for {conversation}")
         if not message:
             return
-    options = dict(conversation=conversation, learn=not no_learn, use_memory=not no_memory, now=now, model=model)
+    options = asked
     text = " ".join(message) if message else None
     if text is None and sys.stdin is not None and sys.stdin.isatty():
         if as_json:
             raise UsageError("--json needs a MESSAGE (or stdin)")
-        _interactive(ctx, vault, options, stream=not no_stream)
+        _interactive(ctx, vault, options, stream=stream)
         return
     if text is None:
         text = _read_stdin(ctx)
-    _one_turn(ctx, vault, text, options, stream=not no_stream and not as_json, as_json=as_json)
+    _one_turn(ctx, vault, text, options, stream=stream and not as_json, as_json=as_json)
 
 
 def _one_turn(ctx, vault, text: str, options: dict, stream: bool, as_json: bool) -> None:
@@ -1255,8 +1182,10 @@ def reconcile(
 
 
 @app.command()
+@takes(REVIEW)
 def review(
     ctx: typer.Context,
+    asked: dict,
     memory_ids: Optional[list[str]] = typer.Argument(None, metavar="ID", help="With --keep or --reject: the "
                                                      "learned facts (id or unique prefix).",
                                                      autocompletion=complete_live_memory_id),
@@ -1266,9 +1195,6 @@ def review(
                                                        "what they retired comes back."),
     text: Optional[str] = typer.Option(None, "--text", help="With --keep and one ID: keep it with these words."),
     reason: Optional[str] = typer.Option(None, "--reason", help="With --reject: why, kept with the rejected fact."),
-    conversation: Optional[str] = typer.Option(None, "-c", "--conversation", autocompletion=complete_conversation,
-                                               help="Only this conversation (default: every one)."),
-    max_count: Optional[int] = typer.Option(None, "-n", "--max-count", min=1, help="List at most N."),
     json_output: bool = json_option("Print the list, or what was done, as JSON."),
 ) -> None:
     """Look over what memvault learned: learned facts and proposals not yet reviewed, newest first.
@@ -1294,7 +1220,7 @@ def review(
             for line in change_lines([e.to_json() for e in outcome.events]):
                 typer.echo(line)
         return
-    items = vault.review(conversation, limit=max_count)
+    items = vault.review(**asked)
     if as_json:
         emit_json([item.to_json(vault.root) for item in items])
         return
@@ -1619,18 +1545,19 @@ def mcp(ctx: typer.Context) -> None:
     SIGHUP, Ctrl-C); notices go to stderr. Register it with an agent, e.g.
     `claude mcp add memvault -- memvault mcp`.
     """
+    from memvault.faces.lifecycle import LongLived
     from memvault.store import signals
 
     signals.stop_on_signals()  # first: a signal while it starts is not lost (run_stdio takes over later)
     state = _state(ctx)
     try:
-        vault = state.open(watch=True)
+        life = LongLived.open(state.open, "mcp", state.notice)  # stop signals first, then the vault
         try:
             from memvault.faces.mcp_server import run_stdio  # the SDK loads here: `memvault --help` stays fast
 
-            run_stdio(vault)
+            run_stdio(life)
         finally:
-            vault.close()
+            life.vault.close()
     except signals.Stopped:
         pass  # before it served: nothing under way
     # The client has left and every call has finished (the server waits for them). A client kills a
@@ -1658,21 +1585,21 @@ def serve(
     are learned after the response. Also /v1/models, /health and /v1/memories (list, add, search,
     get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
+    from memvault.faces.lifecycle import LongLived
     from memvault.store import signals
     from memvault.store.files import check_conversation_id
 
     signals.stop_on_signals()  # first: a signal while it starts is not lost (run() takes over later)
+    state = _state(ctx)
     try:
         from memvault.faces.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
 
-        state = _state(ctx)
         check_conversation_id(conversation)
         api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
         check_bind(host, api_key)
-        vault = state.open(watch=True)
-        run(vault, ServeOptions(host=host, port=port, conversation=conversation,
-                                max_body=int(max_body_mb * 1024 * 1024), api_key=api_key,
-                                access_log=state.verbose), state.notice)
+        life = LongLived.open(state.open, "serve", state.notice)  # stop signals first, then the vault
+        run(life, ServeOptions(host=host, port=port, conversation=conversation,
+                               max_body=int(max_body_mb * 1024 * 1024), api_key=api_key, access_log=state.verbose))
     except signals.Stopped:
         state.notice("memvault serve: stopped before it served anything")
         sys.stderr.flush()

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
-import signal
 import sys
-import threading
-from typing import Annotated, Any, Callable, Literal
+from typing import Any, Callable, Literal
 
 import anyio
 from pydantic import BaseModel, Field, ValidationError
@@ -33,11 +30,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from memvault import __version__
-from memvault.store import files, signals
-from memvault.errors import MemvaultError, as_memvault_error, validation_problem
+from memvault.errors import answer_for, validation_problem
+from memvault.faces import shapes
+from memvault.faces.lifecycle import LongLived
+from memvault.request_options import DELETE, GET, LOG, RECENT, REVIEW, SEARCH, STATS, SUMMARY, ADD, Request
+from memvault.store import files
 
-Kind = Literal["fact", "note", "decision"]
-SearchKind = Literal["fact", "note", "decision", "turn", "episode"]
 # What recent_memories lists when no kind is asked for: what a user or an agent stored, not chat turns.
 RECENT_KINDS = ("fact", "note", "decision")
 # memory_history lists at most this many changes of one commit: an import commits thousands at once.
@@ -51,10 +49,6 @@ INSTRUCTIONS = (
     "longer text and retire the memories they contradict. Memories are never erased: delete_memory and "
     "replacements move them aside, and memory_history shows what changed."
 )
-
-ConversationArg = Annotated[str | None, Field(
-    description="A conversation (project, topic) id, such as 'work'. Memories without one live in 'global'.")]
-
 
 # -- results -------------------------------------------------------------------------------------
 
@@ -191,41 +185,43 @@ class ConversationSummary(BaseModel):
 # -- the server ----------------------------------------------------------------------------------
 
 class _Server(MCPServer):
-    """MCPServer that says in one sentence what is wrong with a call's arguments, and refuses
-    arguments a tool does not take (the SDK drops them, so a misspelt `k` would go unnoticed)."""
+    """MCPServer that says in one sentence what is wrong with a call's arguments, refuses arguments a
+    tool does not take (the SDK drops them, so a misspelt `k` would go unnoticed), and holds calls
+    until the warm-up (`LongLived`) is done."""
 
-    def __init__(self, *args: Any, warm_up: Callable[[], None] | None = None,
-                 after_warm_up: Callable[[], None] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, life: LongLived | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.parameters: dict[str, list[str]] = {}
-        self._warm_up = warm_up
-        self._after_warm_up = after_warm_up  # in the warm-up thread, once calls are let through
-        self._ready = threading.Event()  # set once the warm-up is over (or failed)
-        self._started = threading.Lock()
-        if warm_up is None:
-            self._ready.set()
+        self.life = life
 
-    def tool_of(self, fn, **options: Any) -> None:
+    def tool_for(self, request: Request, run: Callable[[dict, dict], Any], render: Callable[[Any, dict], Any],
+                 output: type[BaseModel], *, name: str | None = None, own: dict[str, tuple[Any, Any]] | None = None,
+                 doc: str, **options: Any) -> None:
+        """One tool of a request definition (request_options.py): its parameters are the definition's
+        (faces/shapes.py), plus `own`; a call's arguments become the library's (`asked`), `run(asked,
+        given)` makes the one library call and `render(result, given)` the tool's answer. Every failure
+        reaches the model as the one line every face gives (errors.answer_for), and the server goes on."""
+        name = name or request.where["mcp"]
+        parameters = shapes.parameters(request, "mcp", own)
+
+        def tool(**given: Any) -> Any:
+            try:
+                return render(run(request.library_args("mcp", given), given), given)
+            except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line)
+                raise ToolError(answer_for(exc).message) from None
+
+        tool.__name__ = tool.__qualname__ = name
+        tool.__signature__ = inspect.Signature(parameters, return_annotation=output)  # type: ignore[attr-defined]
+        tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": output}
         # The docstring without its source indentation (the SDK would send it as it is).
-        options.setdefault("description", inspect.cleandoc(fn.__doc__ or "") or None)
-        self.add_tool(fn, **options)
-        self.parameters[fn.__name__] = list(inspect.signature(fn).parameters)
+        self.add_tool(tool, name=name, description=inspect.cleandoc(doc), **options)
+        self.parameters[name] = [p.name for p in parameters]
 
     def start_warm_up(self) -> None:
         """Load the models in a thread, once. Not before the client has its answer to `initialize`:
         both are mostly imports, which take turns on one interpreter lock."""
-        if self._warm_up is None or not self._started.acquire(blocking=False):
-            return
-
-        def run() -> None:
-            try:
-                self._warm_up()
-            finally:
-                self._ready.set()
-            if self._after_warm_up is not None:
-                self._after_warm_up()
-
-        threading.Thread(target=run, name="memvault-warm-up", daemon=True).start()
+        if self.life is not None:
+            self.life.warm_up_in_thread(then=self.life.catch_up)
 
     async def list_tools(self):
         self.start_warm_up()  # a client lists the tools right after the handshake
@@ -237,12 +233,12 @@ class _Server(MCPServer):
         if unknown:
             raise ToolError(f"Error executing tool {name}: unknown argument {', '.join(map(repr, unknown))} "
                             f"({name} takes {', '.join(known)})")
-        if not self._ready.is_set():
+        if self.life is not None and not self.life.ready.is_set():
             # Two threads importing numpy, lancedb and onnxruntime at once can leave a module half
             # initialised for good (seen here: numpy's "partially initialized module"): a call waits
             # for the warm-up thread to have imported them.
             self.start_warm_up()
-            await anyio.to_thread.run_sync(self._ready.wait)
+            await anyio.to_thread.run_sync(self.life.ready.wait)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -253,12 +249,8 @@ class _Server(MCPServer):
 
 
 def _failure(exc: BaseException) -> ToolError:
-    """A library failure as the one line the model reads (LanceDB's and git's in the CLI's words)."""
-    failure = as_memvault_error(exc)
-    if failure is not None:
-        return ToolError(str(failure))
-    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""  # an OSError: the system said no
-    return ToolError(f"{where}{getattr(exc, 'strerror', None) or exc}")
+    """A library failure as the one line the model reads (errors.answer_for: the words every face gives)."""
+    return ToolError(answer_for(exc).message)
 
 
 def _item(memory) -> dict[str, Any]:
@@ -286,252 +278,143 @@ def _tags(meta: dict[str, Any]) -> list[str]:
     return [str(t) for t in tags] if isinstance(tags, list) else [str(tags)]
 
 
-def build_server(vault, warm_up: bool = False) -> MCPServer:
+def build_server(vault, warm_up: bool = False, life: LongLived | None = None) -> MCPServer:
     """The MCP server of one open vault (a `Memvault`, ideally opened with watch=True). warm_up: load
     the models in a thread once the client has listed the tools (or made a first call, which waits
-    for them), so that the first search does not pay for them."""
-    started = files.utcnow()
+    for them), so that the first search does not pay for them, then catch up on learning (`life`, a
+    LongLived: made here when not given)."""
+    if warm_up and life is None:
+        life = LongLived(vault, "mcp", lambda line: sys.stderr.write(line + "\n"))
     server = _Server("memvault", title="memvault", version=__version__, instructions=INSTRUCTIONS,
-                     log_level="WARNING", warm_up=(lambda: _warm(vault)) if warm_up else None,
-                     after_warm_up=(lambda: _catch_up(vault, started)) if warm_up else None)
+                     log_level="WARNING", life=life if warm_up else None)
     read_only = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    def search_memory(
-        query: Annotated[str, Field(description="What to look for, in words: a question or a few keywords.")],
-        top_k: Annotated[int, Field(ge=1, le=50, description="How many memories to return.")] = 5,
-        conversation: Annotated[str | None, Field(
-            description="Search this conversation plus 'global'; leave out to search every conversation.")] = None,
-        kind: Annotated[SearchKind | None, Field(description="Only memories of this kind.")] = None,
-        since: Annotated[str | None, Field(
-            description="Only memories created at or after this ISO 8601 date or time, e.g. 2026-01-31.")] = None,
-        until: Annotated[str | None, Field(
-            description="Only memories created at or before this ISO 8601 date or time.")] = None,
-        as_of: Annotated[str | None, Field(
-            description="Search what the memory held at this ISO 8601 date or time: memories created later left "
-                        "out, those deleted or replaced since included as they were.")] = None,
-    ) -> SearchResults:
+    def tool(request: Request, run, render, output, title: str, hints: dict | None = None, **more):
+        # The description is run's docstring: what the model reads about the tool.
+        server.tool_for(request, run, render, output, title=title, doc=run.__doc__,
+                        annotations=ToolAnnotations(title=title, **(hints or read_only)), **more)
+
+    def search(asked: dict, given: dict):
         """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
         first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at (and
         date, in words; times: the days its relative times name), score and tags."""
-        try:
-            outcome = vault.search(query, top_k=top_k, conversation=conversation or files.DEFAULT_CONVERSATION,
-                                   all_conversations=conversation is None, kinds=[kind] if kind else None,
-                                   since=since, until=until, as_of=as_of)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        return SearchResults(results=[
-            SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id,
-                      created_at=r.created_at, date=r.day, times=r.times() or None, text=r.text, tags=_tags(r.meta),
-                      score=round(r.score, 4), earlier=(r.superseded or {}).get("note"))
-            for r in outcome.results])
+        asked.setdefault("all_conversations", "conversation" not in asked)  # none named: every conversation
+        return vault.search(**asked)
 
-    def add_memory(
-        text: Annotated[str, Field(description="The memory, in plain sentences (one idea per memory is best).")],
-        conversation: ConversationArg = None,
-        kind: Annotated[Kind, Field(description="fact (about the user or the world), note (something to keep, "
-                                                "with its source) or decision (what was decided).")] = "fact",
-        tags: Annotated[list[str], Field(description="Labels to filter by later.")] = [],  # noqa: B006 (pydantic copies it)
-        extract: Annotated[bool, Field(
-            description="Let memvault's LLM pick out the facts of the text and retire the memories they "
-                        "contradict, instead of storing the text as it is (kind fact, no tags).")] = False,
-    ) -> AddResult:
+    tool(SEARCH, search, lambda outcome, _: SearchResults(results=[
+        SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id, created_at=r.created_at,
+                  date=r.day, times=r.times() or None, text=r.text, tags=_tags(r.meta), score=round(r.score, 4),
+                  earlier=(r.superseded or {}).get("note"))
+        for r in outcome.results]), SearchResults, "Search memory")
+
+    def add(asked: dict, given: dict):
         """Store a memory in the user's long-term memory: a markdown file, committed to git. Returns what was
         stored and, with extract, what was updated or replaced (older memories are set aside, never erased)."""
-        try:
-            if extract:
-                vault.check_extract(kind, tags=tags)
-                learned = vault.add_extracted(text, conversation=conversation or files.DEFAULT_CONVERSATION)
-                changes = [_change(row) for row in learned.to_json()]
-                return AddResult(changes=changes, note=None if changes else "no facts found in the text")
-            memories = vault.add(text, conversation=conversation or files.DEFAULT_CONVERSATION, kind=kind,
-                                 tags=tags)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
+        if given.get("extract"):
+            conversation = asked.pop("conversation", files.DEFAULT_CONVERSATION)
+            vault.check_extract(**{k: v for k, v in asked.items() if k != "text"})
+            return vault.add_extracted(asked["text"], conversation=conversation)
+        return vault.add(**asked)
+
+    def added(result, given: dict) -> AddResult:
+        if given.get("extract"):
+            changes = [_change(row) for row in result.to_json()]
+            return AddResult(changes=changes, note=None if changes else "no facts found in the text")
         note = None
-        if not memories and memories.duplicates:
-            held = memories.duplicates[0][1]
+        if not result and result.duplicates:
+            held = result.duplicates[0][1]
             note = (f"nothing stored: memory {held.id} ({held.kind}, conversation {held.conversation_id}) "
                     "already says exactly this")
-        return AddResult(changes=[Change(event="ADD", **_item(m)) for m in memories], note=note)
+        return AddResult(changes=[Change(event="ADD", **_item(m)) for m in result], note=note)
 
-    def get_memory(
-        id: Annotated[str, Field(description="The memory's id, or a unique prefix of at least 4 characters.")],
-        as_of: Annotated[str | None, Field(
-            description="The memory as it was at this ISO 8601 date or time (an error if it did not exist then).")
-        ] = None,
-    ) -> MemoryDetail:
+    tool(ADD, add, added, AddResult, "Add a memory",
+         hints=dict(read_only_hint=False, destructive_hint=True,  # extract may replace memories
+                    idempotent_hint=False, open_world_hint=True),  # extract sends the text to the configured LLM
+         own={"extract": (bool, Field(False, description="Let memvault's LLM pick out the facts of the text and "
+                                      "retire the memories they contradict, instead of storing the text as it is "
+                                      "(kind fact, no tags)."))})
+
+    def get(asked: dict, given: dict):
         """One memory with its whole front matter; deleted and replaced ones too (then `deleted` is true and
         `replaced_by` names the memory that replaced it)."""
-        try:
-            return _detail(vault, vault.get(id, as_of=as_of))
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
+        return vault.get(**asked)
 
-    def delete_memory(
-        id: Annotated[str, Field(description="The memory's id, or a unique prefix of at least 4 characters.")],
-        reason: Annotated[str | None, Field(description="Why, in a few words; kept with the deleted memory.")] = None,
-    ) -> MemoryDetail:
+    tool(GET, get, lambda memory, _: _detail(vault, memory), MemoryDetail, "Get a memory")
+
+    def delete(asked: dict, given: dict):
         """Delete a memory: it leaves search and is moved aside (under deleted/, with the reason), in one git
         commit, so it can still be read with get_memory and restored. Returns the deleted memory."""
-        try:
-            removed = vault.remove([id], reason=reason)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        return _detail(vault, removed[0])
+        return vault.remove(**asked)
 
-    def recent_memories(
-        conversation: Annotated[str | None, Field(
-            description="Only this conversation; leave out for every conversation.")] = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="How many memories to return.")] = 10,
-        kind: Annotated[SearchKind | None, Field(
-            description="Only this kind; leave out for facts, notes and decisions.")] = None,
-        as_of: Annotated[str | None, Field(
-            description="The newest the memory held at this ISO 8601 date or time (deleted since: as they were).")
-        ] = None,
-        cursor: Annotated[str | None, Field(
-            description="The next_cursor of the call before (with the same other arguments): the memories after "
-                        "those it returned.")] = None,
-    ) -> RecentMemories:
+    tool(DELETE, delete, lambda removed, _: _detail(vault, removed[0]), MemoryDetail, "Delete a memory",
+         hints=dict(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False))
+
+    def recent(asked: dict, given: dict):
         """The newest memories, newest first (deleted ones left out; with as_of, those held then)."""
-        try:
-            page = vault.recent(conversation, limit=limit, kinds=[kind] if kind else RECENT_KINDS, as_of=as_of,
-                                cursor=cursor)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        return RecentMemories(memories=[MemoryItem(**_item(m)) for m in page], next_cursor=page.next_cursor)
+        asked.setdefault("kinds", list(RECENT_KINDS))  # what a user or an agent stored, not chat turns
+        return vault.recent(**asked)
 
-    def memory_history(
-        id: Annotated[str | None, Field(
-            description="Only the story of this memory (id or unique prefix), through its replacements; "
-                        "leave out for every change.")] = None,
-        limit: Annotated[int, Field(ge=1, le=500, description="How many commits to return.")] = 20,
-    ) -> History:
+    tool(RECENT, recent, lambda page, _: RecentMemories(memories=[MemoryItem(**_item(m)) for m in page],
+                                                        next_cursor=page.next_cursor), RecentMemories,
+         "Recent memories")
+
+    def history(asked: dict, given: dict):
         """What changed in the memory and when, newest first, read from git (what `memvault log` shows):
         each commit with the memories it added, edited, replaced or deleted."""
-        try:
-            # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
-            entries = vault.log_for_model(id, limit=limit, max_changes=MAX_HISTORY_CHANGES)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        return History(entries=[HistoryEntry(**entry) for entry in entries])
+        # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
+        return vault.log_for_model(**asked, max_changes=MAX_HISTORY_CHANGES)
 
-    def vault_stats() -> VaultStats:
+    tool(LOG, history, lambda entries, _: History(entries=[HistoryEntry(**entry) for entry in entries]), History,
+         "Memory history")
+
+    def stats(asked: dict, given: dict):
         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
         deleted ones, files left out, the last commit, and whether the search index is in step with
         the files."""
-        try:
-            data = vault.stats()
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        index = data["index"]
-        return VaultStats(memories=data["memories"], by_kind=data["by_kind"], deleted=data["deleted"],
-                          skipped=data["skipped"], conversations=data["conversations"],
-                          index=IndexState(rows=index["rows"], in_step=index["in_step"],
-                                           out_of_step=index["out_of_step"]),
-                          last_commit=data["last_commit"])
-    def review_memories(
-        conversation: Annotated[str | None, Field(
-            description="Only this conversation; leave out for every conversation.")] = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="How many to return.")] = 20,
-    ) -> ReviewList:
+        return vault.stats(**asked)
+
+    tool(STATS, stats, lambda data, _: _stats(data), VaultStats, "Vault stats")
+
+    def summary(asked: dict, given: dict):
+        """The rolling summary memvault keeps of a conversation, if it has one yet."""
+        return vault.summary(**asked)
+
+    tool(SUMMARY, summary, _summary, ConversationSummary, "Conversation summary")
+
+    def review(asked: dict, given: dict):
         """What memvault learned that the user has not reviewed yet, newest first: each fact with the words
         it came from, and the user's facts it would replace. Keeping or rejecting them is the user's call
         (`memvault review`)."""
-        try:
-            items = vault.review(conversation, limit=limit)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        return ReviewList(facts=[ReviewEntry(
-            id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
-            created_at=files.format_time(i.memory.created_at), text=i.memory.text, said=i.said,
-            would_replace=[ReviewFact(id=m.id, text=m.text) for m in i.would_replace],
-            replaced=[ReviewFact(id=m.id, text=m.text) for m in i.replaced]) for i in items])
+        return vault.review(**asked)
 
-    def conversation_summary(
-        conversation: Annotated[str, Field(description="The conversation id, such as 'global' or 'work'.")],
-    ) -> ConversationSummary:
-        """The rolling summary memvault keeps of a conversation, if it has one yet."""
-        try:
-            summary = vault.summary(conversation)
-        except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line: _failure)
-            raise _failure(exc) from None
-        if summary is None:
-            return ConversationSummary(conversation=conversation, summary=None)
-        updated = summary.extra.get("updated_at") or files.format_time(summary.created_at)
-        return ConversationSummary(conversation=conversation, summary=summary.text, updated_at=str(updated))
-
-    server.tool_of(search_memory, title="Search memory", annotations=ToolAnnotations(title="Search memory", **read_only))
-    server.tool_of(add_memory, title="Add a memory", annotations=ToolAnnotations(
-        title="Add a memory", read_only_hint=False, destructive_hint=True,  # extract may replace memories
-        idempotent_hint=False, open_world_hint=True))  # extract sends the text to the configured LLM
-    server.tool_of(get_memory, title="Get a memory", annotations=ToolAnnotations(title="Get a memory", **read_only))
-    server.tool_of(delete_memory, title="Delete a memory", annotations=ToolAnnotations(
-        title="Delete a memory", read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-        open_world_hint=False))
-    server.tool_of(recent_memories, title="Recent memories",
-                   annotations=ToolAnnotations(title="Recent memories", **read_only))
-    server.tool_of(memory_history, title="Memory history",
-                   annotations=ToolAnnotations(title="Memory history", **read_only))
-    server.tool_of(vault_stats, title="Vault stats", annotations=ToolAnnotations(title="Vault stats", **read_only))
-    server.tool_of(conversation_summary, title="Conversation summary",
-                   annotations=ToolAnnotations(title="Conversation summary", **read_only))
-    server.tool_of(review_memories, title="Learned facts to review",
-                   annotations=ToolAnnotations(title="Learned facts to review", **read_only))
+    tool(REVIEW, review, lambda items, _: ReviewList(facts=[ReviewEntry(
+        id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
+        created_at=files.format_time(i.memory.created_at), text=i.memory.text, said=i.said,
+        would_replace=[ReviewFact(id=m.id, text=m.text) for m in i.would_replace],
+        replaced=[ReviewFact(id=m.id, text=m.text) for m in i.replaced]) for i in items]), ReviewList,
+        "Learned facts to review")
     return server
 
 
-def run_stdio(vault) -> None:
-    """Serve the vault over stdin/stdout until the client closes stdin or a stop signal comes; the
-    models load in a thread once the client has listed the tools."""
-    signals.stop_on_signals(lambda signum, _frame: _leave(vault, signum))
-    if signals.requested.is_set():  # a signal while it started
-        _leave(vault, signal.SIGTERM)
-    build_server(vault, warm_up=True).run("stdio")
+def _stats(data: dict) -> VaultStats:
+    index = data["index"]
+    return VaultStats(memories=data["memories"], by_kind=data["by_kind"], deleted=data["deleted"],
+                      skipped=data["skipped"], conversations=data["conversations"],
+                      index=IndexState(rows=index["rows"], in_step=index["in_step"], out_of_step=index["out_of_step"]),
+                      last_commit=data["last_commit"])
 
 
-# At most this long for a change of this process under way when a stop signal comes (they take a moment).
-STOP_GRACE = 30.0
-_leaving = False
+def _summary(summary, given: dict) -> ConversationSummary:
+    conversation = given["conversation"]
+    if summary is None:
+        return ConversationSummary(conversation=conversation, summary=None)
+    updated = summary.extra.get("updated_at") or files.format_time(summary.created_at)
+    return ConversationSummary(conversation=conversation, summary=summary.text, updated_at=str(updated))
 
 
-def _leave(vault, signum: int) -> None:
-    """A stop signal while serving (docs/design.md, "Stopping a long-running command"): the process
-    leaves with exit code 0 once no call of its is half way through a change: it takes the vault lock
-    (a call's change holds it) and keeps it until the process is gone. The event loop cannot be
-    stopped instead: the SDK reads stdin on a thread that waits until the client writes or leaves.
-    A second signal: at once."""
-    global _leaving
-    if _leaving:
-        signals.end_now(signum)
-    _leaving = True
-    try:
-        held = vault.hold_lock(STOP_GRACE, "mcp (stopping)")
-        held.__enter__()  # `held` keeps it until os._exit: collected, it would release it
-    except (MemvaultError, OSError):
-        pass  # another process has held it all this time: no call of ours is in a change
-    sys.stderr.flush()
-    os._exit(0)
-def _catch_up(vault, before) -> None:
-    """The learning owed to turns from before this server started (`Memvault.learn`), each change said
-    on stderr; a failure is a warning (the turns wait for the next start or `memvault learn`)."""
-    from memvault.faces.term import change_lines
-
-    try:
-        outcome = vault.learn(before=before)
-    except Exception as exc:
-        sys.stderr.write(f"memvault: warning: catching up on learning failed: {' '.join(str(exc).split())[:300]}\n")
-        return
-    for line in change_lines(outcome.learned.to_json()):
-        sys.stderr.write(f"memvault: {line}\n")
-    if outcome.turns:
-        sys.stderr.write(f"memvault mcp: caught up learning from {outcome.done} of {len(outcome.turns)} turn(s) "
-                         "never learned from\n")
-    if outcome.error:
-        sys.stderr.write(f"memvault: warning: {outcome.error}\n")
-
-
-def _warm(vault) -> None:
-    try:
-        vault.warm()
-    except Exception as exc:  # the first call that needs it says what is wrong, as its error result
-        sys.stderr.write(f"memvault: warm-up failed: {' '.join(str(exc).split())[:300]}\n")
+def run_stdio(life: LongLived) -> None:
+    """Serve the vault over stdin/stdout until the client closes stdin or a stop signal comes (then
+    `life.leave_on_signal`: docs/design.md, "Stopping a long-running command"); the models load in a
+    thread once the client has listed the tools, then the learning owed is caught up."""
+    life.leave_on_signals()
+    build_server(life.vault, warm_up=True, life=life).run("stdio")

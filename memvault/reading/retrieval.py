@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from memvault.store import files, relative_times
@@ -23,6 +23,10 @@ CANDIDATE_FACTOR = 3
 # The weight of the dense part in the fused score and in the absolute match (BM25 gets the rest):
 # 0.3 and 0.7 both lost to equal weights on LoCoMo.
 DENSE_WEIGHT = 0.5
+# A question in parts (parts.py): how many of each part's best answers are lifted beside the question's.
+# All of them reshuffled LoCoMo's lists below the top (the 38 questions split: R@10 .588 -> .562);
+# max(question, part) instead let the part with more matches fill every place.
+PART_BEST = 3
 
 
 @dataclass
@@ -53,6 +57,9 @@ class Query:
     # session): not searched, so they take no candidate's place.
     skip_turns_since: datetime | None = None
     skip_ids: tuple[str, ...] = ()  # chat: the message's own turn, stored by its first request (a tool round)
+    # The question's parts, each searched too (parts.py): None, the rules decide; () none (an LLM's
+    # decomposition, or a caller's, is passed here).
+    parts: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
@@ -96,6 +103,8 @@ class Result:
     # The relative times of its words, resolved against its date (store/relative_times.py): shown
     # beside them ("yesterday (Mon 5 June 2023)"), never written into the text.
     told: list = field(repr=False, default_factory=list)
+    # Per part of the question (parts.py), in its order: {"dense": cosine, "bm25": score} (0: not a BM25 hit).
+    parts: list[dict[str, float]] = field(repr=False, default_factory=list)
 
     @property
     def score(self) -> float:
@@ -119,7 +128,7 @@ class Result:
     @property
     def earlier(self) -> str:
         """What a shown line carries after its text when something newer took its place:
-        "(earlier; since 2026-05-03: ...)"; "" for a current memory."""
+        "(earlier; since Sun 3 May 2026: ...)"; "" for a current memory."""
         from memvault.reading.current import marker
 
         return marker(self.superseded)
@@ -150,6 +159,7 @@ class SearchOutcome:
     best_below_threshold: float | None = None  # the best relevance (probability) the threshold dropped
     now: datetime | None = None  # the query's clock: the "today" the injection block states
     time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
+    parts: tuple[str, ...] = ()  # the parts the question was also searched as (parts.py), for --explain
 
     @property
     def reordered(self) -> bool:
@@ -211,59 +221,80 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
+               range_cache: dict | None = None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
-    asked: the time the query names (when.read); its range's best dense matches are a third list."""
+    asked: the time the query names (when.read); its range's best dense matches are a third list.
+    parts: (text, vector) of the question's parts (parts.py), each searched the same way; their
+    candidates join the pool, each part's cosine and BM25 kept in Result.parts."""
     from memvault.store.index import FTS_COLUMN
 
     depth = candidate_depth(query)
-    bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
     pool: dict[str, Result] = {}
+    kept: set[str] = set()
     scopes = _scopes(query)
-    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes))
+    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes), range_cache)
+    part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for scope in scopes:
         where = _where(query, scope)
-        dense_rows = []
-        if query.use_dense:
-            dense_rows = _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                   .metric("cosine"), where).limit(depth).to_list()
-        bm25_rows = []
-        if query.use_bm25 and query.text.strip():
-            try:
-                bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                      where).limit(depth).to_list()
-            except Exception:  # no FTS index yet (empty table) or a query of stop words only
-                bm25_rows = []
-        rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
-        if in_range:
-            rankings.append([r["id"] for r in in_range])
-            for row in in_range:
-                _result(pool, row)
-        fused = ranking.rrf(rankings)
-        for rank, row in enumerate(dense_rows, 1):
-            _result(pool, row).scores.update(dense_rank=rank)
-        for rank, row in enumerate(bm25_rows, 1):
-            _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
-            pool[key].scores["rrf"] = fused[key]
-        for key in [k for k in pool if "rrf" not in pool[k].scores]:
-            del pool[key]  # seen by one retriever but past the fused depth
+        for row in in_range:
+            _result(pool, row)
+        for variant, (text, vector) in enumerate([(query.text, query_vector), *parts]):
+            dense_rows = []
+            if query.use_dense:
+                dense_rows = _filtered(table.search(vector.tolist(), vector_column_name="vector")
+                                       .metric("cosine"), where).limit(depth).to_list()
+            bm25_rows = []
+            if query.use_bm25 and text.strip():
+                bm25_text = " ".join([text, *ranking.category_words(text)])
+                try:
+                    bm25_rows = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
+                                          where).limit(depth).to_list()
+                except Exception:  # no FTS index yet (empty table) or a query of stop words only
+                    bm25_rows = []
+            rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
+            if in_range:
+                rankings.append([r["id"] for r in in_range])
+            fused = ranking.rrf(rankings)
+            for rank, row in enumerate(dense_rows, 1):
+                found = _result(pool, row)
+                if not variant:
+                    found.scores.update(dense_rank=rank)
+            for rank, row in enumerate(bm25_rows, 1):
+                found = _result(pool, row)
+                if variant:
+                    part_bm25[variant - 1][row["id"]] = float(row["_score"])
+                else:
+                    found.scores.update(bm25=float(row["_score"]), bm25_rank=rank)
+            for key in sorted(fused, key=fused.get, reverse=True)[:depth]:
+                kept.add(key)
+                if not variant:
+                    pool[key].scores["rrf"] = fused[key]
+    for key in [k for k in pool if k not in kept]:
+        del pool[key]  # seen by one retriever but past the fused depth
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.
     import numpy as np
 
     for result in pool.values():
-        result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
+        vector = np.asarray(result.vector, dtype=np.float32)
+        result.scores["dense"] = float(np.dot(vector, query_vector))
+        result.parts = [{"dense": float(np.dot(vector, part_vector)), "bm25": part_bm25[i].get(result.id, 0.0)}
+                        for i, (_, part_vector) in enumerate(parts)]
     return pool
 
 
-def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
+def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int,
+                   cache: dict | None = None) -> list[dict]:
     """The best dense matches among the memories created in the range the query names (when.py),
     within the query's own since/until: what "what did I do last week" is about, even when its
-    words match nothing. One query for all the scopes (a LanceDB query costs ~5 ms before it reads
-    a row), which candidates() splits."""
+    words match nothing. One query for all the scopes, which candidates() splits. With a cache (a
+    long-lived Index's range_cache), the range's rows are read once per table version by a scalar
+    query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
+    the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
+    reads a row; bench/README.md, "Questions in parts, the current truth, time's cost")."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
     from memvault.store.index import TOLD_COLUMNS, time_clause, where_clause
@@ -273,14 +304,75 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     in_range = time_clause(start, end, told=TOLD_COLUMNS[1] in table.schema.names)
     where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, query.since,
                          query.until) + " AND " + in_range + _skipped(query, scopes)
+    if cache is not None:
+        found = _cached_range(table, where, cache)
+        if found is not None:
+            return _best_of(found, query_vector, depth)
     return _filtered(table.search(query_vector.tolist(), vector_column_name="vector").metric("cosine"),
                      where).limit(depth).to_list()
+
+
+RANGE_CACHE_ROWS = 2000  # a range with more rows is searched by LanceDB each time (a year of a big vault)
+RANGE_CACHE_ENTRIES = 16
+_ROW_COLUMNS = ["id", "path", "role", "conversation_id", "created_at", "text", "meta", "vector", "index_text"]
+
+
+def _cached_range(table, where: str, cache: dict):
+    """(rows as an Arrow table, their unit vectors, each one's place in id order) of a filter for this table version,
+    from the cache or read now; None when there are more than RANGE_CACHE_ROWS."""
+    import numpy as np
+
+    key = (table.version, where)
+    found = cache.get(key, False)
+    if found is False:
+        columns = _ROW_COLUMNS + ["told"] * ("told" in table.schema.names)  # a table from before issue 45 has none
+        rows = table.search().where(where).select(columns).limit(RANGE_CACHE_ROWS + 1).to_arrow()
+        found = None
+        if rows.num_rows <= RANGE_CACHE_ROWS:
+            vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+            vectors = vectors.reshape(rows.num_rows, -1) if rows.num_rows else np.zeros((0, 1), dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            ids = rows.column("id").to_pylist()
+            by_id = np.empty(len(ids), dtype=np.int64)
+            by_id[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+            found = (rows, vectors / np.where(norms == 0, 1.0, norms), by_id)
+        try:
+            while len(cache) >= RANGE_CACHE_ENTRIES:
+                cache.pop(next(iter(cache)), None)  # the oldest first (dicts keep their order)
+        except (RuntimeError, StopIteration):  # another thread's search changed it meanwhile
+            pass
+        cache[key] = found
+    return found
+
+
+def _best_of(found, query_vector, depth: int) -> list[dict]:
+    """The `depth` rows nearest the query (cosine; ties by id), as LanceDB gives rows."""
+    import numpy as np
+
+    rows, vectors, by_id = found
+    if not len(by_id):
+        return []
+    cosine = vectors @ np.asarray(query_vector, dtype=np.float32)
+    order = np.lexsort((by_id, -cosine))[:depth].tolist()
+    picked = rows.take(order).to_pylist()
+    for row, i in zip(picked, order):
+        row["_distance"] = 1.0 - float(cosine[i])
+    return picked
 
 
 def _filtered(search, where: str):
     """The search with its filter; none for "true" (every conversation, no other filter): a
     prefilter that keeps every row still costs a pass over the table (10,000 rows: ~5 ms of CPU)."""
     return search if where == "true" else search.where(where, prefilter=True)
+
+
+def query_parts(query: Query) -> tuple[str, ...]:
+    """The parts a query is searched as besides itself: the caller's, else the rules' (parts.py)."""
+    if query.parts is not None:
+        return tuple(p for p in query.parts if p.strip() and p.strip() != query.text.strip())
+    from memvault.reading import parts
+
+    return tuple(parts.split(query.text))
 
 
 def candidate_depth(query: Query) -> int:
@@ -337,14 +429,49 @@ def match_scores(pool: list[Result], query: Query, rows: int) -> None:
         result.scores["match"] = match
 
 
-def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
+def fused_relevance(pool: list[Result], query: Query, rows: int, parts: tuple[str, ...] = ()) -> list[float]:
     """Relevance without a reranker: the fused score within the search (what finds the evidence:
     bench/README.md), times the absolute match, so that the best of a search that matches nothing
-    well scores low. Sets scores "fused" and "match"."""
+    well scores low. Sets scores "fused" and "match". With parts (parts.py), each candidate is
+    also ranked as if each part had been the query: a part's n-th best (n <= PART_BEST) gets at least
+    the question's n-th best relevance (at most its own match for the part; scores "part": which
+    part lifted it)."""
     fuse_scores(pool, query.use_dense, query.use_bm25)
     match_scores(pool, query, rows)
     within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
-    return [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    if not parts:
+        return relevance
+    import dataclasses
+
+    whole = {r.id: (r.scores["dense"], r.scores.get("bm25"), r.scores["fused"], r.scores["match"]) for r in pool}
+    ladder = sorted(relevance, reverse=True)  # the question's own relevances, best first
+    for i, text in enumerate(parts):
+        for r in pool:  # the part's numbers in the places the arithmetic reads, put back below
+            r.scores["dense"] = r.parts[i]["dense"]
+            r.scores["bm25"] = r.parts[i]["bm25"]
+        fuse_scores(pool, query.use_dense, query.use_bm25)
+        match_scores(pool, dataclasses.replace(query, text=text), rows)
+        within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
+        own = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+        # The part's n-th best (of its first PART_BEST) takes the question's n-th relevance (no more than
+        # its own match): each part's best answers stand beside the question's, whichever part has more
+        # matches; the rest keep the question's relevance.
+        order = sorted(range(len(pool)), key=lambda j: (-own[j], pool[j].id))[:PART_BEST]
+        for place, j in enumerate(order):
+            lifted = min(ladder[place], pool[j].scores["match"]) if own[j] > 0 else 0.0
+            if lifted > relevance[j]:
+                relevance[j] = lifted
+                pool[j].scores["part"] = i + 1
+                whole[pool[j].id] = (*whole[pool[j].id][:2], pool[j].scores["fused"], pool[j].scores["match"])
+    for r in pool:
+        dense, bm25, r.scores["fused"], r.scores["match"] = whole[r.id]
+        r.scores["dense"] = dense
+        if bm25 is None:
+            r.scores.pop("bm25", None)
+        else:
+            r.scores["bm25"] = bm25
+    return relevance
 
 
 def sessions(pool: list[Result]) -> list[list[int]]:
@@ -396,11 +523,14 @@ class LeftOut:
 
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0, asked=None,
-         supersede: Callable[[list[Result]], None] | None = None) -> tuple[list[Result], bool, LeftOut]:
+         supersede: Callable[[list[Result], list[Result]], list[Result] | None] | None = None,
+         parts: tuple[str, ...] = ()) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session and by the
     time the query names (asked: when.read), floor and threshold, recency, the current truth first
-    (supersede: current.supersede over the scored pool), MMR. rows: the table's row count (BM25's
-    scale). Returns (picked, reranked, what was left out)."""
+    (supersede: current.supersede over the scored pool and the candidates below the floor, returning
+    those it brings back), MMR. rows: the table's row count (BM25's scale). parts: the question's
+    parts (parts.py): a candidate's relevance is the best of the question's and each part's.
+    Returns (picked, reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -408,6 +538,11 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     before = len(pool)
     if reranker is not None and query.rerank:
         logits = reranker.score(query.text, [r.text for r in pool])
+        for i, text in enumerate(parts):  # a part's logit where it is higher
+            for j, logit in enumerate(reranker.score(text, [r.text for r in pool])):
+                if logit > logits[j]:
+                    logits[j] = logit
+                    pool[j].scores["part"] = i + 1
         for result, logit in zip(pool, logits):
             result.scores["logit"] = float(logit)
             result.scores["probability"] = ranking.sigmoid(float(logit))
@@ -418,7 +553,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        relevance = fused_relevance(pool, query, rows)
+        relevance = fused_relevance(pool, query, rows, parts)
     if query.session_weight > 0:
         lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
         for result, before_lift, after in zip(pool, relevance, lifted):
@@ -436,8 +571,13 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             left.best_below_threshold = max((rel for rel, above in zip(relevance, floor)
                                              if above and rel < query.threshold), default=None)
         keep = [i for i, r in enumerate(pool) if floor[i] and (query.threshold is None or relevance[i] >= query.threshold)]
+        # Below the floor only: a change statement of a kept candidate may come back (current.supersede).
+        spare = [i for i, r in enumerate(pool) if not floor[i]]
+        spare_pool, spare_relevance = [pool[i] for i in spare], [relevance[i] for i in spare]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
-    for result, rel in zip(pool, relevance):
+    else:
+        spare_pool, spare_relevance = [], []
+    for result, rel in zip(pool + spare_pool, relevance + spare_relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
@@ -446,11 +586,19 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, left
     if supersede is not None:
-        supersede(pool)
+        back = supersede(pool, spare_pool) or []
+        pool += back
+        left.count -= len(back)
+        left.below_floor -= len(back)
     pool.sort(key=lambda r: (-r.scores["score"], r.superseded is not None, r.id))  # a tie (at 0): the current one first
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
-    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
-                        query.mmr_lambda)
+    similarity = diversity_similarity(pool, session_of)
+    at = {r.id: i for i, r in enumerate(pool)}
+    for i, result in enumerate(pool):  # a change and what it replaces say different things: no paraphrase
+        j = at.get((result.superseded or {}).get("by"))
+        if j is not None:
+            similarity[i][j] = similarity[j][i] = 0.0
+    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
@@ -478,32 +626,45 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
 
     now = query.now or files.utcnow()
     asked = when.read(query.text, now)  # dateparser is imported only for a query with a time word
+    pieces = query_parts(query)
     vector = index.embedder.embed_query(query.text)
+    part_vectors = [index.embedder.embed_query(text) for text in pieces]
     lap("embed")
-    pool = list(candidates(table, query, vector, asked).values())
+    pool = list(candidates(table, query, vector, asked, list(zip(pieces, part_vectors)),
+                           getattr(index, "range_cache", None)).values())
     lap("candidates")
     from memvault.reading import current
 
     picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
-                                  supersede=lambda scored: current.supersede(scored, index, query))
+                                  supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
+                                  parts=pieces)
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
-                         time_read=asked)
+                         time_read=asked, parts=pieces)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
-         sync_seconds: float = 0.0) -> SearchOutcome:
-    """The read path after the index is in step (Memvault.search): the reranker where one is
-    available, else the LLM's order (setting llm_rerank) over a wider set of which top_k are kept,
-    else none; each result's episode; timings. A missing reranker is said once per vault (and again
-    when the reason changes); the outcome keeps the note for those who ask (`search --explain`, `-v`)."""
+         sync_seconds: float = 0.0, llm_parts: Callable[[str], tuple[str, ...] | None] | None = None
+         ) -> SearchOutcome:
+    """The read path after the index is in step (Memvault.search): the question's parts by the LLM
+    (setting llm_query_parts; llm_parts.py) where asked for, else by the rules; the reranker where
+    one is available, else the LLM's order (setting llm_rerank) over a wider set of which top_k
+    are kept, else none; each result's episode; timings. A missing reranker is said once per vault
+    (and again when the reason changes); the outcome keeps the note for those who ask (`search
+    --explain`, `-v`)."""
     import dataclasses
     import time
 
     started = time.perf_counter()
+    split_seconds = None
+    if getattr(settings, "llm_query_parts", False) and llm_parts is not None and query.parts is None:
+        found = llm_parts(query.text)
+        query = query if found is None else dataclasses.replace(query, parts=found)
+        split_seconds = time.perf_counter() - started
+        started = time.perf_counter()
     notes: list[str] = []
     reranker = load_reranker(settings, warn=notes.append) if query.rerank else None
     loaded = time.perf_counter()
@@ -520,7 +681,8 @@ def read(index, query: Query, settings, say: Callable[[str], None], llm_order: C
         outcome = search(index, query, reranker, notes[0] if notes else None)
     if outcome.results:
         annotate_episodes(index, outcome.results)  # for --json and the grouped prompt block
-    outcome.timings = {"sync": sync_seconds, "reranker": loaded - started, **outcome.timings}
+    outcome.timings = {"sync": sync_seconds, **({"llm_parts": split_seconds} if split_seconds is not None else {}),
+                       "reranker": loaded - started, **outcome.timings}
     if notes and index.remember_notice("reranker", notes[0]):
         say(f"memvault: {notes[0]}")
         outcome.note_shown = True

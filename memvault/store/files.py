@@ -22,6 +22,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from memvault import request_options
 from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
 
 ENTRIES = "entries"
@@ -42,10 +43,12 @@ ROLE_FOLDERS = {
 }
 PENDING_ROLE = "pending"
 KIND_TO_ROLE = {"fact": "memory", "note": "note", "decision": "decision"}
+KIND_ROLES = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant"),
+              "episode": ("episode",)}
 ROLE_TO_KIND = {role: kind for kind, role in KIND_TO_ROLE.items()}
 # What `search --kind` and `ls --kind` accept: the kinds above, plus turns (both roles).
-SEARCH_KINDS = {**{kind: (role,) for kind, role in KIND_TO_ROLE.items()}, "turn": ("user", "assistant"),
-                "episode": ("episode",)}
+# The kind names are request_options.SEARCH_KINDS (the one list every face offers); here, their roles.
+SEARCH_KINDS = {kind: KIND_ROLES[kind] for kind in request_options.SEARCH_KINDS}
 
 
 def kind_of_role(role: str) -> str:

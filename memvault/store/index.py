@@ -193,6 +193,9 @@ class Index:
         self._db = None
         self._table = None
         self._embedder = None
+        # The read path's rows of a time range, per table version (retrieval._in_range_rows): a
+        # long-lived process asked about "March" again reads them once.
+        self.range_cache: dict = {}
 
     # -- model -----------------------------------------------------------------
     @property

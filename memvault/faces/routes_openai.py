@@ -1,0 +1,260 @@
+"""OpenAI's protocol on serve (docs/design.md, "The library API and its faces"): `POST /v1/chat/completions`
+(`Memvault.chat` with the client's history, through serving.Exchanges), `GET /v1/models` and
+`GET /v1/models/{id}` (`Memvault.llm_models`). A request is checked and turned into a ChatCall
+(`parse_chat`); the turn's answer goes back in OpenAI's shapes, as one response (`complete`) or as
+server-sent events (`stream`). Another chat protocol is one more module like this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from typing import Any, Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from memvault.errors import UsageError
+from memvault.faces.http import (ApiError, ExchangesDep, OptionsDep, VaultDep, as_api_error, blocking, error_body,
+                                 json_object, json_response)
+from memvault.faces.serving import ChatCall, Exchanges
+from memvault.store import files
+
+CONVERSATION_HEADER = "x-memvault-conversation"
+RETRY_HEADER = "x-stainless-retry-count"  # openai-python numbers its retries of a request
+# Request fields whose type is checked here (a wrong one is the client's mistake, said with its
+# name); these and every other field the client sends go to the upstream as they are (llm.py,
+# OPENAI_FIELDS), but for those that name the conversation (`user`, `metadata`) and those that are
+# ours to honour (`messages`, `model`, `stream`, `n`).
+SAMPLING = {"temperature": (int, float), "top_p": (int, float), "presence_penalty": (int, float),
+            "frequency_penalty": (int, float), "max_tokens": int, "max_completion_tokens": int, "seed": int,
+            "stop": (str, list), "response_format": dict, "tools": list, "tool_choice": (str, dict),
+            "logprobs": bool, "top_logprobs": int, "logit_bias": dict, "reasoning_effort": str,
+            "stream_options": dict, "parallel_tool_calls": bool}
+NOT_PASSED = {"messages", "model", "stream", "n", "user", "metadata"}
+ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+# Seconds a complete reply waits, before it is stored, for its response to be sent: the store's
+# Python work would hold the GIL the event loop needs to send it (a response that is never sent,
+# its client gone, waits this long).
+SEND_WAIT = 1.0
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def models(vault: VaultDep):
+    listed = await blocking(vault.llm_models)
+    return json_response({"object": "list", "data": listed})
+
+
+@router.get("/v1/models/{model_id:path}")
+async def model(model_id: str, vault: VaultDep, exchanges: ExchangesDep):
+    # What client.models.retrieve() asks: the configured model, or one the upstream serves.
+    listed = {m["id"]: m for m in await blocking(vault.llm_models)}
+    if model_id in listed or model_id == exchanges.configured_model:
+        return json_response({"object": "model", "created": 0, "owned_by": "memvault",
+                              **listed.get(model_id, {}), "id": model_id})
+    raise ApiError(404, f"no model {model_id!r}: the upstream serves {', '.join(sorted(listed)) or 'none'} and "
+                        f"llm_model is {exchanges.configured_model!r}", "model", kind="not_found_error",
+                   code="model_not_found")
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request, options: OptionsDep, exchanges: ExchangesDep):
+    call = parse_chat(await json_object(request), request.headers, options.conversation)
+    model, name = await exchanges.model_for(call.model)
+    if call.stream:
+        return await stream(exchanges, call, model, name)
+    return await complete(exchanges, call, model, name)
+
+
+def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
+    for number, message in enumerate(messages):
+        where = f"messages[{number}]"
+        if not isinstance(message, dict):
+            raise ApiError(400, f"{where} must be an object with role and content", where)
+        if message.get("role") not in ROLES:
+            raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
+                                f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
+    # The user's message is the last one, or the last before a tool round (the assistant's tool
+    # calls and their results, which the client sends back for the model's answer).
+    at = max((n for n, m in enumerate(messages) if m["role"] == "user"), default=None)
+    last = messages[-1]
+    if at is None or (at != len(messages) - 1 and last["role"] not in ("tool", "function")) or \
+            any(m["role"] not in ("assistant", "tool", "function") for m in messages[at + 1:]):
+        raise ApiError(400, f"the last message must be the user's, or a tool's result after it (got role "
+                            f"{last['role']!r}): memvault serve answers a user message with memories",
+                       f"messages[{len(messages) - 1}].role")
+    text = _text(messages[at].get("content"), f"messages[{at}].content")
+    if body.get("n", 1) != 1:
+        raise ApiError(400, "n must be 1: memvault serve stores one reply per message", "n")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, "stream must be true or false", "stream")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(400, "model must be a string", "model")
+    options = {}
+    for name, value in body.items():
+        if name in NOT_PASSED or value is None:
+            continue
+        kind = SAMPLING.get(name)
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
+            raise ApiError(400, f"{name} has the wrong type (got {json.dumps(value)[:40]})", name)
+        options[name] = value
+    if not stream:
+        options.pop("stream_options", None)  # only for a stream (upstreams refuse it otherwise)
+    return ChatCall(text, messages[at], messages[:at], messages[at + 1:],
+                    conversation_of(body, headers, default_conversation), stream, model, options,
+                    resent=(headers.get(RETRY_HEADER) or "0").strip() not in ("", "0"))
+
+
+def _text(content: Any, where: str) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "\n".join(part["text"] for part in content
+                         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str))
+    else:
+        raise ApiError(400, f"{where} must be a string or a list of content parts", where)
+    if not text.strip():
+        raise ApiError(400, f"{where} has no text", where)
+    return text
+
+
+def conversation_of(body: dict, headers, default: str) -> str:
+    """The conversation a request names: the X-Memvault-Conversation header, else
+    metadata.conversation_id, else the `user` field, else the server's default."""
+    metadata = body.get("metadata")
+    candidates = [(headers.get(CONVERSATION_HEADER), "header X-Memvault-Conversation"),
+                  (metadata.get("conversation_id") if isinstance(metadata, dict) else None,
+                   "metadata.conversation_id"),
+                  (body.get("user"), "user")]
+    for value, where in candidates:
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ApiError(400, f"{where} must be a string naming the conversation", where)
+        try:
+            files.check_conversation_id(value)
+        except UsageError as exc:
+            raise ApiError(400, f"{where}: {exc}", where) from None
+        return value
+    return default
+
+
+async def complete(ex: Exchanges, call: ChatCall, model: str | None, name: str) -> Response:
+    sent = threading.Event()
+
+    def run(answer: Callable[[Any], None]):
+        turn = ex.start(call, model, stream=False)
+
+        response = []  # the upstream's one answer (iterating the turn gives it)
+
+        def on_reply(reply: str) -> None:  # respond now; the turns are stored once it is out
+            answer((turn, response[0]))
+            sent.wait(SEND_WAIT)
+
+        turn.on_reply = on_reply
+        ex.finish(turn, lambda: response.extend(turn))  # read to the end
+        return turn, response[0]
+
+    turn, response = await ex.wait(ex.in_thread(run))
+    # The upstream's answer as it is (tool calls, usage, log-probabilities), under our id and the model's name.
+    body = {**response, "id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion",
+            "created": int(time.time()), "model": name}
+    # Starlette runs a response's background task once its body is sent.
+    return json_response(body, headers=ex.headers(call, turn), background=BackgroundTask(sent.set))
+
+
+async def stream(ex: Exchanges, call: ChatCall, model: str | None, name: str) -> Response:
+    loop = asyncio.get_running_loop()
+    pieces_in: asyncio.Queue = asyncio.Queue()
+    cancel = threading.Event()
+    sent = threading.Event()  # the last event is out (or the response ended otherwise)
+
+    def put(kind: str, value: Any = None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
+            loop.call_soon_threadsafe(pieces_in.put_nowait, (kind, value))
+
+    def read() -> None:
+        # One thread reads the reply from the model and hands on each piece as it comes.
+        try:
+            turn = ex.start(call, model, stream=True)
+        except BaseException as exc:
+            put("error", exc)
+            return
+        put("turn", turn)
+
+        def on_reply(reply: str) -> None:  # the response ends now; the turns are stored once it is out
+            put("end")
+            sent.wait(SEND_WAIT)
+
+        turn.on_reply = on_reply
+
+        def pieces() -> None:
+            for piece in turn:
+                put("piece", piece)
+                if cancel.is_set():  # the client hung up: keep what arrived, marked partial
+                    turn.close()
+                    break
+
+        try:
+            ex.finish(turn, pieces)
+        except BaseException as exc:  # an LLMError: the user's turn is stored, unanswered
+            put("error", exc)
+
+    ex.workers.run(read)
+
+    async def next_item() -> tuple[str, Any]:
+        return await ex.wait(asyncio.ensure_future(pieces_in.get()))
+
+    try:
+        kind, turn = await next_item()
+        if kind == "error":
+            raise turn
+        first = await next_item()  # the model has begun (or failed: then a proper error status)
+    except BaseException:
+        cancel.set()
+        raise
+    if first[0] == "error":
+        raise first[1]
+    chunk_id, created = f"chatcmpl-{turn.result.user_turn.id}", int(time.time())
+
+    def event(chunk: dict) -> bytes:
+        # The upstream's chunk as it is (content, tool-call deltas, usage), under our id and the model's name.
+        data = {**chunk, "id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+    async def events():
+        try:
+            kind, value = first
+            while kind == "piece":
+                yield event(value)
+                try:
+                    kind, value = await next_item()
+                except ApiError as stopping:
+                    kind, value = "error", stopping
+            if kind == "error":  # after the headers: OpenAI's way, an error event, and the end
+                cancel.set()
+                failure = as_api_error(value)
+                body = error_body(failure.message, failure.kind, failure.param, failure.code)
+                yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+                return
+            yield b"data: [DONE]\n\n"
+        except BaseException:  # the client hung up (cancelled), or the server is stopping
+            cancel.set()
+            raise
+        finally:
+            sent.set()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={
+        **ex.headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

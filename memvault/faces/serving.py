@@ -1,0 +1,362 @@
+"""What a server that answers chats with memory keeps track of, whatever protocol it speaks (serve's
+OpenAI router today; another protocol's router the same way): the exchanges under way (`Turns`), the
+stores its next request waits for (`Storing`, read-your-writes), the memory upkeep after each reply
+(`Upkeep`, one at a time), the threads the exchanges run on (`Workers`), and `Exchanges`, which holds
+them (docs/design.md, "The library API and its faces": serve).
+
+A router turns its protocol's request into a `ChatCall`, and the turn's reply into its protocol's
+shapes; routes_openai.py is the example (`complete`, `stream`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import anyio
+
+from memvault.errors import MemvaultError, answer_for
+from memvault.faces.http import ApiError
+
+MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
+GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
+GRACE_UPKEEP = 2.0  # then seconds the running upkeep gets
+GRACE_LOCK = 30.0  # at most this long for a write of this process under way (they take a moment)
+
+
+@dataclass
+class ChatCall:
+    """A chat request, checked: what a protocol's router hands `Exchanges.start`."""
+
+    text: str  # the last user message's text: what retrieval uses and what is stored
+    message: dict  # that message as the client sent it
+    history: list[dict]  # the messages before it, passed on as they are
+    after: list[dict]  # a tool round: the assistant's tool calls and the results after it, as they are
+    conversation: str
+    stream: bool
+    model: str | None
+    options: dict
+    resent: bool = False  # the client's retry of this message (x-stainless-retry-count >= 1)
+
+
+class Turns:
+    """The exchanges under way, so that a stop can store the replies still waiting for the model."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._starting = 0
+        self._live: set = set()
+        self.stopping = False
+
+    def start(self, make: Callable[[], Any]):
+        with self._cond:
+            if self.stopping:
+                raise ApiError(503, "memvault serve is stopping", kind="server_error", code="stopping")
+            self._starting += 1
+        try:
+            turn = make()  # retrieval, and the user's turn written (not committed yet)
+            with self._cond:
+                self._live.add(turn)
+            return turn
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+
+    def done(self, turn) -> None:
+        with self._cond:
+            self._live.discard(turn)
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self._live) + self._starting
+
+    def stop(self, timeout: float) -> list:
+        """Refuse new exchanges, wait for those being set up, and return those under way (their
+        reply still coming, or being stored)."""
+        with self._cond:
+            self.stopping = True
+            self._cond.wait_for(lambda: self._starting == 0, timeout)
+            return list(self._live)
+
+
+class Storing:
+    """Per conversation, the exchanges whose reply is out and whose turns are being stored: the next
+    request of the conversation waits for those (read-your-writes: a client that sends its next
+    message at once, as agents do, finds the last exchange among its memories), and only those
+    under way when it came (not later ones: several clients in one busy conversation would never
+    find a moment with none); other conversations do not wait."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._under_way: dict[str, set[int]] = {}
+        self._numbers = itertools.count()
+        self.waits, self.waited = 0, 0.0  # requests that had to wait, and the seconds they waited (/health)
+
+    def begin(self, conversation: str) -> int:
+        with self._cond:
+            number = next(self._numbers)
+            self._under_way.setdefault(conversation, set()).add(number)
+            return number
+
+    def end(self, conversation: str, number: int) -> None:
+        with self._cond:
+            under_way = self._under_way.get(conversation, set())
+            under_way.discard(number)
+            if not under_way:
+                self._under_way.pop(conversation, None)
+            self._cond.notify_all()
+
+    def wait(self, conversation: str, timeout: float) -> None:
+        with self._cond:
+            before = set(self._under_way.get(conversation, ()))
+            if not before:
+                return
+            started = time.perf_counter()
+            self._cond.wait_for(lambda: not before & self._under_way.get(conversation, set()), timeout)
+            self.waits += 1
+            self.waited += time.perf_counter() - started
+
+
+class Upkeep:
+    """The memory upkeep of each turn, after its response was sent: one at a time, in order, on one
+    worker thread (two at once would ask the model about the same facts)."""
+
+    def __init__(self, notice: Callable[[str], None], when_idle: Callable[[], Any] | None = None):
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memvault-upkeep")
+        self._when_idle = when_idle
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self.pending = 0
+        self.skipped = 0
+        self.stopping = False
+        self._notice = notice
+
+    def submit(self, turn) -> None:
+        if not turn.result.reply or turn.result.partial:
+            return  # nothing to learn from: chat.ChatTurn.finish does nothing for these
+        with self._lock:
+            if self.stopping:
+                self.skipped += 1
+                return
+            self.pending += 1
+        self._pool.submit(self._run, turn)
+
+    def queue(self, call: Callable[[], Any]) -> None:
+        """Queue a call of its own on the upkeep thread, before any turn's upkeep queued after it (the
+        catch-up of learning owed from before the start: `LongLived.catch_up`)."""
+        with self._lock:
+            self.pending += 1
+        self._pool.submit(self._run, None, call)
+
+    def _run(self, turn, call: Callable[[], Any] | None = None) -> None:
+        try:
+            if self.stopping:
+                with self._lock:
+                    self.skipped += turn is not None
+                return
+            try:
+                if call is not None:
+                    call()
+                else:
+                    result = turn.finish()
+                    if result.upkeep_error:
+                        self._notice(f"memvault: warning: reply kept, but memory upkeep failed: {result.upkeep_error}")
+            except Exception as exc:  # the turns are stored; say why learning failed and go on
+                self._notice(f"memvault: warning: memory upkeep failed: {answer_for(exc).message}")
+            if self._when_idle is not None and self.pending == 1 and not self.stopping:
+                # Nothing else queued: the files just written go into the index, and its new table
+                # version into LanceDB's caches, now and not in the next request (its search, at
+                # 10,000 memories: 38 -> 26 ms).
+                with contextlib.suppress(Exception):  # the next request syncs and loads what it needs
+                    self._when_idle()
+        finally:
+            with self._lock:
+                self.pending -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout: float) -> int:
+        """Start no more upkeep, give the running one `timeout` seconds; how many were not done."""
+        with self._lock:
+            self.stopping = True
+            # The queued ones see `stopping` and skip at once, once the running one is done.
+            self._idle.wait_for(lambda: self.pending == 0, timeout)
+            return self.skipped + self.pending
+
+
+class Workers:
+    """Daemon threads for the exchanges, each call on a thread of its own (a reply may wait minutes
+    for the model: no call waits for another), kept for later calls: ONNX Runtime's first inference
+    in a new thread costs ~5 ms more (a query embedded in a fresh thread: 8.3 ms against 3.5), which
+    a thread per request paid every time. As many threads stay as calls were once at the same time."""
+
+    def __init__(self):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a call that no call has claimed yet
+
+    def run(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            claimed = self._idle > 0
+            self._idle -= claimed
+        if not claimed:
+            threading.Thread(target=self._work, name="memvault-chat", daemon=True).start()
+        self._calls.put(call)
+
+    def _work(self) -> None:
+        while True:
+            self._calls.get()()  # each call handles its own errors (in_thread, stream)
+            with self._lock:
+                self._idle += 1
+
+
+class Exchanges:
+    """The chats under way of a server that answers chats with memory (whatever protocol: a router
+    module turns its requests into ChatCalls and the turns' answers into its shapes), their upkeep, and
+    the upstream's model list. `start` a ChatCall's exchange (retrieval, the user's turn); read it in
+    `in_thread` or on `workers` through `finish` (the turns stored, the upkeep queued); `wait` for a
+    future, refused once the server is ending; `stop` when the HTTP server has stopped."""
+
+    def __init__(self, vault, options, notice: Callable[[str], None]):
+        self.vault, self.options, self.notice = vault, options, notice
+        self.turns = Turns()
+        self.storing = Storing()
+        self.upkeep = Upkeep(notice, when_idle=vault.warm)
+        self.workers = Workers()
+        self._models: tuple[float, set[str]] = (0.0, set())
+        provider, sep, name = vault.settings.llm_model.partition("/")
+        self._provider, self.configured_model = (provider + "/", name) if sep else ("", provider)
+        self.stop_requested: float | None = None  # when SIGTERM or SIGINT came
+        self.life = None  # lifecycle.LongLived: its stop takes the vault lock
+
+    def ending(self) -> bool:
+        """Whether the server has been stopping for long enough that requests still waiting for the
+        model must end now, before uvicorn's graceful period is over (it would cancel them)."""
+        return self.stop_requested is not None and time.monotonic() - self.stop_requested >= GRACE_REQUESTS - 1
+
+    async def wait(self, future: "asyncio.Future"):
+        """The future's result; ApiError 503 once the server is ending (the work goes on in its thread)."""
+        try:
+            while True:
+                try:
+                    return await asyncio.wait_for(asyncio.shield(future), 0.25)
+                except asyncio.TimeoutError:
+                    if self.ending():
+                        raise ApiError(503, "memvault serve is stopping; the message is stored, with the reply "
+                                            "so far", kind="server_error", code="stopping") from None
+        finally:
+            future.cancel()  # a no-op once it is done
+
+    def in_thread(self, fn: Callable[[Callable[[Any], None]], Any]) -> "asyncio.Future":
+        """fn(answer) on a worker thread of its own (Workers), as a future of the running loop: its
+        result, or what it passed to answer() before it was done (it goes on then). Not the loop's
+        default executor: a stop does not wait for a thread that waits for the model."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(how: str, value: Any) -> None:
+            def set_it():
+                if not future.done():
+                    getattr(future, how)(value)
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
+                loop.call_soon_threadsafe(set_it)
+
+        def work() -> None:
+            try:
+                result = fn(lambda value: settle("set_result", value))
+            except BaseException as exc:  # noqa: BLE001 (handed to the request)
+                settle("set_exception", exc)
+            else:
+                settle("set_result", result)
+
+        self.workers.run(work)
+        return future
+
+    # -- the model ----------------------------------------------------------------------------
+    async def model_for(self, requested: str | None) -> tuple[str | None, str]:
+        """(litellm model string or None for llm_model, the name the response gives): the model the
+        client names when the upstream serves it, else the configured one."""
+        if not requested or requested in (self.configured_model, self.vault.settings.llm_model):
+            return None, self.configured_model
+        fetched, served = self._models
+        if time.monotonic() - fetched > MODELS_TTL:
+            try:
+                listed = await anyio.to_thread.run_sync(self.vault.llm_models)
+                served = {m["id"] for m in listed}
+            except MemvaultError:
+                served = set()  # the chat itself will say what is wrong with the upstream
+            self._models = (time.monotonic(), served)
+        if requested in served:
+            return self._provider + requested, requested
+        return None, self.configured_model
+
+    # -- chat ---------------------------------------------------------------------------------
+    def start(self, call: ChatCall, model: str | None, stream: bool):
+        # The conversation's last exchange stored and indexed first (a store waits at most lock_timeout).
+        self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
+        return self.turns.start(lambda: self.vault.chat(
+            call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
+            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after,
+            resent=call.resent))
+
+    def finish(self, turn, read: Callable[[], Any]) -> None:
+        """Read the reply to its end (the turns are stored there), then queue the upkeep. A failure
+        after the client has its reply (the turns could not be stored) is said on stderr."""
+        answered = []
+        reply_callback = turn.on_reply
+        conversation = turn.options.conversation
+
+        def on_reply(reply: str) -> None:
+            # Before the client has it: its next message waits for the store.
+            answered.append(self.storing.begin(conversation))
+            reply_callback(reply)
+
+        turn.on_reply = on_reply
+        try:
+            read()
+        except BaseException as exc:
+            if not answered:
+                raise
+            self.notice(f"memvault: warning: a reply was sent but not stored: {answer_for(exc).message}")
+            return
+        finally:
+            if answered:
+                self.storing.end(conversation, answered[0])
+            self.turns.done(turn)
+        self.upkeep.submit(turn)
+
+    @staticmethod
+    def headers(call: ChatCall, turn) -> dict[str, str]:
+        headers = {"X-Memvault-Conversation": call.conversation.encode("utf-8").decode("latin-1"),
+                   "X-Memvault-User-Turn": turn.result.user_turn.id,
+                   "X-Memvault-Memories": str(len(turn.result.memories))}
+        return headers
+
+    # -- stopping -------------------------------------------------------------------------------
+    def stop(self) -> str:
+        """After the HTTP server stopped: let the running upkeep finish (a few seconds), store the
+        replies still waiting for the model, and take the vault lock so that no thread of this
+        process is half way through a write when it leaves. Returns what to tell the user."""
+        under_way = self.turns.stop(GRACE_UPKEEP)
+        not_done = self.upkeep.stop(GRACE_UPKEEP)
+        waiting = 0
+        for turn in under_way:  # a store under way in its own thread is waited for, not repeated
+            try:
+                waiting += turn.abandon()
+            except MemvaultError as exc:
+                self.notice(f"memvault: warning: {exc}")
+        if self.life is not None:  # held until the process is gone: no thread of ours is mid-write
+            self.life.hold_lock(GRACE_LOCK)
+        said = "memvault serve: stopped"
+        if waiting:
+            said += f"; {waiting} reply(ies) still waiting for the model stored as they were (partial)"
+        if not_done:
+            said += f"; the memory upkeep of {not_done} turn(s) was not done (their turns are stored)"
+        return said
