@@ -135,7 +135,8 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "role": self.role, "conversation_id": self.conversation_id,
-                "created_at": self.created_at, "text": self.text, "score": round(self.score, 6),
+                "created_at": self.created_at, "date": self.day, "times": self.times(), "text": self.text,
+                "score": round(self.score, 6),
                 "scores": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.scores.items()},
                 "meta": self.meta, "episode_id": self.episode["id"] if self.episode else None,
                 "episode_title": self.episode["title"] if self.episode else None,
