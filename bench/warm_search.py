@@ -17,7 +17,7 @@ Prints JSON: p50 / p90 of wall and CPU ms per group, the load average before and
 checkout's and DIR's alternating (which goes first alternates too), each a plain question and one
 naming a month; CPU (user + system, wait4) and wall medians with min-max:
 
-    python3 bench/warm_search.py --vault /tmp/v10k --cold 8 --baseline /work/main
+    python3 bench/warm_search.py --vault /tmp/v10k --cold 8 --baseline /work/main [--baseline-vault /tmp/v10k-main]
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="")
     ap.add_argument("--cold", type=int, default=0, help="rounds of cold search processes (with --baseline)")
     ap.add_argument("--baseline", type=Path, help="the other checkout for --cold")
+    ap.add_argument("--baseline-vault", type=Path,
+                    help="with --cold: the baseline's own copy of the vault (default --vault): a checkout that "
+                         "adds index columns on a write keeps its table, and the other its own")
     args = ap.parse_args(argv)
     for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
         del os.environ[key]
@@ -109,6 +112,7 @@ def cold(args) -> int:
     from checkout import REPO
 
     trees = {"this": REPO, "baseline": args.baseline.resolve()}
+    vaults = {"this": args.vault, "baseline": args.baseline_vault or args.vault}
     questions = {"plain": "where did Dana go hiking with Sam", "month": "the trip to Lisbon in March"}
     samples = {(tree, kind): {"cpu": [], "wall": []} for tree in trees for kind in questions}
     loads = []
@@ -118,7 +122,7 @@ def cold(args) -> int:
         for tree in order:
             env = {**child_env(False), "PYTHONPATH": str(trees[tree])}
             for kind, question in questions.items():
-                child = run([sys.executable, "-m", "memvault", "-q", "--vault", str(args.vault), "search",
+                child = run([sys.executable, "-m", "memvault", "-q", "--vault", str(vaults[tree]), "search",
                              f"{question} ({round_no})"], env)
                 if round_no:  # the first round warms the page cache and the .pyc files
                     samples[(tree, kind)]["cpu"].append(child.cpu)
@@ -128,7 +132,7 @@ def cold(args) -> int:
         return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
     print(json.dumps({"rounds": args.cold, "load": [min(loads), max(loads)],
-                      "trees": {k: str(v) for k, v in trees.items()},
+                      "trees": {k: str(v) for k, v in trees.items()}, "vaults": {k: str(v) for k, v in vaults.items()},
                       "results": {f"{tree} {kind}": {"cpu_s": spread(v["cpu"]), "wall_s": spread(v["wall"])}
                                   for (tree, kind), v in samples.items()}}, indent=1))
     return 0
