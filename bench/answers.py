@@ -28,6 +28,7 @@ reply names against the gold's; a near date scores part, a wrong or missing one 
 
     python bench/answers.py --limit 30            # the next 30 questions (all rows), appended to --out
     python bench/answers.py --time 3              # time 3 questions (all rows) and stop
+    python bench/answers.py --first 2             # the drawn temporal questions first, then the others
     python bench/answers.py --report              # the table, with paired bootstrap intervals
 """
 
@@ -413,6 +414,9 @@ def run(args) -> int:
     commits = {row: commit_of(checkout[row]) for row in args.rows}
     done = done_so_far(args.out)
     todo = [q for q in asked if any((q["qid"], row, commits[row]) not in done for row in args.rows)]
+    if args.first:  # these categories' questions first (a run the machine's load will cut short)
+        first = {int(c) for c in args.first.split(",")}
+        todo = [q for q in todo if q["category"] in first] + [q for q in todo if q["category"] not in first]
     todo = todo[:args.time or args.limit or len(todo)]
     if not todo:
         print(f"all {len(asked)} questions answered in {args.out}")
@@ -551,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(KNOWN_ROWS)}")
     ap.add_argument("--pin", action="append", default=[], metavar="ROW=COMMIT",
                     help="--report: that row's answers of this commit (default: the row's latest)")
+    ap.add_argument("--first", default="", metavar="CATEGORIES",
+                    help="answer these categories' drawn questions first (e.g. 2: temporal), then the rest")
     ap.add_argument("--limit", type=int, default=None, help="answer the next N questions (every row), then stop")
     ap.add_argument("--time", type=int, default=None, help="like --limit, to see the seconds per question")
     ap.add_argument("--report", action="store_true")
