@@ -1,11 +1,13 @@
-"""What dating the injection block costs (issue 29, "Dates in what the model reads").
+"""What dating the injection block costs (issues 29 and 45, "Dates in what the model reads").
 
 Builds the block a chat would send for LoCoMo questions (categories 1-4): each question's evidence
 turns, then the turns that follow them, up to k results, with the conversation's rolling summary
-stand-in (its first session summary). Counts it twice: as memvault wrote it before issue 29 (no
-dates) and as it writes it now (`Today is ...`, `[YYYY-MM-DD]` per line, the summary's date), with
-the MiniLM WordPiece tokenizer the package bundles and by characters / 4. No index, no model: the
-block's text only, so the numbers are the same on any machine.
+stand-in (its first session summary). Counts it four ways: as memvault wrote it before issue 29 (no
+dates), as issue 29 wrote it (`Today is 2023-10-23 (Monday).`, `[YYYY-MM-DD]` per line, the summary's
+date), and as it writes it now, dates in words and relative times resolved, in rank order (each line
+dated) and by day (each day headed once: the product's order), with the MiniLM WordPiece tokenizer
+the package bundles and by characters / 4. No index, no model: the block's text only, so the numbers
+are the same on any machine.
 
     python bench/dated_block.py [--k 5] [--questions 200]
 """
@@ -18,9 +20,8 @@ import statistics
 from pathlib import Path
 
 import memvault
-from memvault.reading import retrieval
 from memvault.reading.retrieval import INJECTION_HEADER, Result, injection_block
-from memvault.store import files
+from memvault.store import files, relative_times
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
@@ -33,6 +34,18 @@ def undated_block(results: list[Result], summary: str | None) -> str:
     if results:
         lines += ["", "Relevant memories (most relevant first):"]
         lines += [f"[{r.role}] {' '.join(r.text.split())}" for r in results]
+    lines.append("</memory>")
+    return "\n".join(lines)
+
+
+def iso_dated_block(results: list[Result], summary: str | None, today, summary_written) -> str:
+    """The block as issue 29 wrote it (main before issue 45): ISO days, most relevant first."""
+    lines = ["<memory>", INJECTION_HEADER, f"Today is {today:%Y-%m-%d} ({today:%A})."]
+    if summary:
+        lines += ["", f"Conversation summary (written {files.parse_time(summary_written):%Y-%m-%d}):", summary.strip()]
+    if results:
+        lines += ["", "Relevant memories (most relevant first, each dated when said or written):"]
+        lines += [f"[{files.parse_time(r.created_at):%Y-%m-%d}] [{r.role}] {' '.join(r.text.split())}" for r in results]
     lines.append("</memory>")
     return "\n".join(lines)
 
@@ -62,7 +75,8 @@ def main() -> None:
     questions = [q for q in questions if q["category"] in (1, 2, 3, 4) and q["evidence_memory_ids"]]
     questions = questions[:: max(1, len(questions) // args.questions)][: args.questions]
 
-    rows = []  # (undated tokens, dated tokens, undated chars, dated chars)
+    rows = []  # ([tokens per block kind], [characters / 4 per block kind])
+    days, resolved = [], []
     for q in questions:
         picked: list[str] = []
         for memory_id in q["evidence_memory_ids"]:
@@ -80,24 +94,26 @@ def main() -> None:
         for memory_id in picked[: args.k]:
             conv, i = where[memory_id]
             row = turns[conv][i]
-            results.append(Result(memory_id, "", "user", conv, row["created_at"], row["content"], {}))
+            said_at = files.parse_time(row["created_at"])
+            results.append(Result(memory_id, "", "user", conv, row["created_at"], row["content"], {},
+                                  told=relative_times.resolve(row["content"], said_at)))
         summary = summaries.get(q["conv_id"])
-        before = undated_block(results, summary)
-        after = injection_block(results, summary, today=files.parse_time(q["query_now"]),
-                                summary_written=results[0].created_at)
-        rows.append((tokens(before), tokens(after), len(before), len(after)))
+        today = files.parse_time(q["query_now"])
+        blocks = (undated_block(results, summary), iso_dated_block(results, summary, today, results[0].created_at),
+                  injection_block(results, summary, today=today, summary_written=results[0].created_at, order="rank"),
+                  injection_block(results, summary, today=today, summary_written=results[0].created_at))
+        rows.append(([tokens(b) for b in blocks], [len(b) / 4 for b in blocks]))
+        days.append(len({r.created_at[:10] for r in results}))
+        resolved.append(sum(1 for r in results if r.told))
 
-    mean = lambda i: statistics.mean(r[i] for r in rows)  # noqa: E731
-    print(f"{len(rows)} blocks of {args.k} LoCoMo results plus a session summary (categories 1-4)")
-    print(f"{'':24}{'undated':>10}{'dated':>10}{'added':>10}{'added %':>9}")
-    for name, a, b in (("MiniLM tokens", 0, 1), ("characters / 4", 2, 3)):
-        undated, dated = mean(a), mean(b)
-        if a == 2:
-            undated, dated = undated / 4, dated / 4
-        print(f"{name:24}{undated:10.1f}{dated:10.1f}{dated - undated:10.1f}{100 * (dated - undated) / undated:8.1f}%")
-    # A result line's date alone, and the lines every block gets once (today, the summary's date).
-    line = tokens("[2023-05-08] [user] x") - tokens("[user] x")
-    print(f"per result line: {line} MiniLM tokens for its date; once per block: ~{mean(1) - mean(0) - line * args.k:.0f}")
+    names = ("undated (before 29)", "ISO, ranked (main)", "words, ranked", "words, by day (now)")
+    print(f"{len(rows)} blocks of {args.k} LoCoMo results plus a session summary (categories 1-4); "
+          f"days per block {statistics.mean(days):.2f}, lines with a resolved time {statistics.mean(resolved):.2f}")
+    print(f"{'':24}" + "".join(f"{n:>22}" for n in names))
+    for measure, which in (("MiniLM tokens", 0), ("characters / 4", 1)):
+        means = [statistics.mean(r[which][i] for r in rows) for i in range(len(names))]
+        print(f"{measure:24}" + "".join(f"{m:22.1f}" for m in means))
+        print(f"{'  vs main':24}" + "".join(f"{m - means[1]:+22.1f}" for m in means))
 
 
 if __name__ == "__main__":

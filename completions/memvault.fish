@@ -235,7 +235,7 @@ complete -c memvault -n '__memvault_using_command search' -l relevance-floor -x 
 complete -c memvault -n '__memvault_using_command search' -l session-weight -x -d 'How much the memories of a result\'s session lift it; 0 = off (default: the session_weight setting)'
 complete -c memvault -n '__memvault_using_command search' -l as-of -x -d 'Search what the vault held at this ISO 8601 date or time: memories created later left out, those deleted or replaced since included as they were'
 complete -c memvault -n '__memvault_using_command search' -l explain -d 'Show every score of every result'
-complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text (a line a result: score, short id, day, [role], text), prompt (the block a chat injects: today\'s date, each line dated, an earlier memory marked with what replaced it) or json'
+complete -c memvault -n '__memvault_using_command search' -l format -x -a 'text prompt json' -d 'text (a line a result: score, short id, day, [role], text), prompt (the block a chat injects: today\'s date, the memories by day, oldest first, dates in words, relative times resolved, an earlier memory marked with what replaced it) or json'
 complete -c memvault -n '__memvault_using_command search' -l queries -r -F -d 'Many searches: JSON lines {"qid", "query", "conversation_id"?, "now"?, "k"?}; prints {"qid", "results"} lines'
 complete -c memvault -n '__memvault_using_command search' -l json -d 'Results as JSON'
 

@@ -1,4 +1,4 @@
-"""bench/answers.py (issue 29, measure 3): its scoring follows the LoCoMo paper's normalisation, its
+"""bench/answers.py (issues 29 and 45): its scoring follows the LoCoMo paper's normalisation (and a date score), its
 questions are spread over the seven dev conversations, and a run end to end through the fake LLM
 (real HTTP) writes one scored line per row and leaves no asked question behind in the vaults."""
 
@@ -39,6 +39,19 @@ def test_scores_follow_the_locomo_normalisation():
     assert answers.f1("2022", 2022) == 1.0  # LoCoMo has numbers as gold answers
 
 
+def test_the_date_score_counts_a_near_date_not_like_a_wrong_one():
+    assert answers.date_score("On 7 May 2023", "7 May 2023") == 1.0
+    assert answers.date_score("2023-05-07", "7 May 2023") == 1.0  # F1 scores this 0
+    assert answers.date_score("8 May, 2023", "7 May 2023") == pytest.approx(6 / 7)  # the day after
+    assert answers.date_score("May 2023", "7 May 2023") == 0.5  # right, less precise
+    assert answers.date_score("Yesterday", "7 May 2023") == 0.0
+    assert answers.date_score("3 March 2021", "7 May 2023") == 0.0
+    assert answers.date_score("Friday, 2 June 2023", "The week before 9 June 2023") == 1.0
+    assert answers.date_score("October 2022", "September, 2022") == 0.5
+    assert answers.date_score("it may be", "7 May 2023") == 0.0  # the verb, not the month
+    assert answers.date_score("Valorant", "Valorant") is None  # no date in the gold: not scored by dates
+
+
 @pytest.mark.skipif(not (LOCOMO / "locomo_queries.jsonl").exists(), reason="LoCoMo data not on this machine")
 def test_questions_are_spread_over_the_seven_conversations_and_four_categories():
     drawn = answers.questions(LOCOMO)
@@ -55,23 +68,29 @@ def test_a_run_scores_every_row_and_leaves_no_question_in_the_vaults(tmp_path, l
     first = answers.questions(LOCOMO)[0]
     llm_env.default = f"It was {first['answer']}."
     out = tmp_path / "answers.jsonl"
-    command = [sys.executable, str(REPO / "bench" / "answers.py"), "--before", str(REPO), "--after", str(REPO),
-               "--workdir", str(tmp_path / "work"), "--out", str(out)]
+    command = [sys.executable, str(REPO / "bench" / "answers.py"), "--main", str(REPO), "--after", str(REPO),
+               "--rows", "none,main,after", "--workdir", str(tmp_path / "work"), "--out", str(out),
+               "--cache", str(tmp_path / "cache.jsonl")]
     done = subprocess.run([*command, "--time", "1"], capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(r["row"] for r in lines) == ["after", "before", "none"]
+    assert sorted(r["row"] for r in lines) == ["after", "main", "none"]
     assert all(r["qid"] == first["qid"] and r["reply"] == f"It was {first['answer']}." and r["contains"]
                for r in lines)
     # Rows with memory had the block; the question's two turns were removed after each ask.
     assert not any(r["evidence_injected"] for r in lines if r["row"] == "none")
-    vault = tmp_path / "work" / "after" / first["conv_id"] / "entries"
+    [commit] = {r["commit"] for r in lines}
+    vault = tmp_path / "work" / commit.replace("+", "-edited") / first["conv_id"] / "entries"
     assert not any("origin: chat" in p.read_text() for p in vault.rglob("*.md") if "deleted" not in p.parts)
-    # A run resumes: the answer a cut-short run did not write is asked again, and nothing else.
+    # main and after ask the reader the same (one checkout here): the second is the cache's answer.
+    asked = len(llm_env.requests)
+    assert sum(r["cached"] for r in lines) == 1
+    # A run resumes: the answer a cut-short run did not write is given again, from the cache.
     kept = out.read_text().splitlines()
     out.write_text("\n".join(kept[:2]) + "\n")
     again = subprocess.run([*command, "--time", "1"], capture_output=True, text=True, timeout=600)
     redone = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(redone) == 3 and redone[2]["row"] == json.loads(kept[2])["row"]
+    assert len(redone) == 3 and redone[2]["row"] == json.loads(kept[2])["row"] and redone[2]["cached"]
+    assert len(llm_env.requests) == asked  # the reader was not asked again
     report = subprocess.run([*command, "--report"], capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0 and report.returncode == 0 and "after - before, f1" in report.stdout
+    assert again.returncode == 0 and report.returncode == 0 and "after - main, f1" in report.stdout

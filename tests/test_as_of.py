@@ -55,7 +55,7 @@ def test_search_as_of_finds_what_was_true_then(vault_dir, llm_env, monkeypatch):
     # The face: the prompt block of then says that day, and nothing from after it.
     block = run_cli("search", "--format", "prompt", "--as-of", "2025-03-01", "--relevance-floor", "0",
                     "where does the user live").stdout
-    assert "Today is 2025-03-01" in block and "[2025-01-10] [memory] The user lives in Berlin" in block
+    assert "Today is Sat 1 March 2025" in block and "Fri 10 January 2025:\n  [memory] The user lives in Berlin" in block
     assert "Lisbon" not in block
     bad = run_cli("search", "--as-of", "last spring", "where")
     assert bad.exit_code == 2 and "--as-of" in bad.stderr

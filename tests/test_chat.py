@@ -217,9 +217,9 @@ def test_the_block_sent_upstream_dates_every_memory_and_states_today(vault_dir, 
     list(turn)
     turn.finish()
     system = llm_env.requests[0]["messages"][0]["content"]
-    assert "Today is 2026-03-01 (Sunday)." in system
-    assert "[2025-05-03] [memory] The user lives in Porto" in system
-    assert "Conversation summary (written 2026-02-20):" in system
+    assert "Today is Sun 1 March 2026." in system
+    assert "Sat 3 May 2025:\n  [memory] The user lives in Porto" in system
+    assert "Conversation summary (written Fri 20 February 2026):" in system
     # The next exchange reads the first one's turns, each with its day.
     llm_env.push("Still Porto.", facts())
     sent = len(llm_env.requests)
@@ -227,8 +227,8 @@ def test_the_block_sent_upstream_dates_every_memory_and_states_today(vault_dir, 
     list(turn)
     turn.finish()
     system = llm_env.requests[sent]["messages"][0]["content"]
-    assert "Today is 2026-04-10 (Friday)." in system
-    assert "[2026-03-01] [user] Where do I live?" in system
+    assert "Today is Fri 10 April 2026." in system
+    assert "Sun 1 March 2026:\n  [user] Where do I live?" in system
 
 
 def test_chat_streams_the_reply_and_persists_both_turns(vault_dir, llm_env):

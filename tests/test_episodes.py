@@ -6,6 +6,7 @@ prompt block, the files and the commits.
 """
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -274,10 +275,9 @@ def test_predict_calibrate_learns_what_the_prediction_missed(vault_dir, llm_env,
     assert found[0]["episode_id"] == episode.id and found[0]["episode_title"] == "Moving to Bergen"
     block = run_cli("search", "--format", "prompt", "where does the user live").stdout
     lines = block.splitlines()
-    heading = next(i for i, line in enumerate(lines) if line.startswith("Episode: Moving to Bergen (2026-03-01)"))
+    heading = next(i for i, line in enumerate(lines) if line.startswith("Episode: Moving to Bergen (Sun 1 March 2026)"))
     assert "The user said they live in Bergen now." in lines[heading]
-    assert any(line.startswith("  [2026-") and line.endswith("] [memory] The user lives in Bergen")
-               for line in lines[heading + 1:])
+    assert "  [memory] The user lives in Bergen" in lines[heading + 1:]
 
 
 def test_garbage_from_calibrate_falls_back_to_each_message(vault_dir, llm_env, monkeypatch):
@@ -405,10 +405,13 @@ def test_grouped_prompt_block_puts_facts_under_their_episode(vault_dir, llm_env,
     outcome = vault.search("sister Maria jazz", now=at(31), kinds=["fact"])
     block = vault.prompt_block(outcome)
     lines = block.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Relevant memories (most relevant first"))
-    assert lines[start + 1].startswith("Episode: The user's sister (2026-03-01): The user said their sister is Maria.")
-    assert lines[start + 2] == "  [2026-03-01] [memory] The user's sister is called Maria"
-    assert lines[start + 3] == "Other memories:" and lines[start + 4].endswith("] [memory] The user likes jazz")
+    start = next(i for i, line in enumerate(lines) if line.startswith("Relevant memories, by the day"))
+    episode = next(i for i, line in enumerate(lines) if line.startswith("Episode: "))
+    assert lines[episode].startswith("Episode: The user's sister (Sun 1 March 2026): The user said their sister is Maria.")
+    assert lines[episode + 1] == "  [memory] The user's sister is called Maria"
+    # The fact of no episode under the day it was added, the groups in time order.
+    jazz = lines.index("  [memory] The user likes jazz")
+    assert episode > start and re.fullmatch(r"\w{3} \d{1,2} \w+ \d{4}:", lines[jazz - 1])
 
 
 # -- import --extract ----------------------------------------------------------------------------------

@@ -645,6 +645,22 @@ def test_a_stop_signal_mid_write_leaves_the_vault_whole_and_exits_0(vault_dir, s
     assert ("The user keeps hens" in stored) == (committed.count("memvault add") == 2)
 
 
+def test_a_hit_carries_its_day_and_its_relative_times_in_words(vault_dir):
+    """Issue 45: what the model reads of a hit (the text content) dates it as a person does; created_at stays ISO."""
+    memvault.open_vault(vault_dir).add_jsonl(json.dumps({"role": "user", "text": "I went to the lake yesterday.",
+                                                         "created_at": "2023-06-06T09:00:00Z",
+                                                         "conversation_id": "diary"}) + "\n")
+
+    async def body(client):
+        return await client.call_tool("search_memory", {"query": "lake", "conversation": "diary"})
+
+    result = with_client(vault_dir, body)
+    [hit] = result.structured_content["results"]
+    assert hit["date"] == "Tue 6 June 2023" and hit["times"] == {"yesterday": "Mon 5 June 2023"}
+    assert hit["created_at"].startswith("2023-06-06T09:00:00") and hit["text"] == "I went to the lake yesterday."
+    assert "Tue 6 June 2023" in result.content[0].text and "Mon 5 June 2023" in result.content[0].text
+
+
 def test_the_tools_answer_with_the_field_names_of_json_and_rest(vault_dir):
     """MCP rendered its own names (`conversation` and `kind` where `--json` says `conversation_id` and
     `role`) and its own copy of a history change: one shape per answer now, the library's to_json."""

@@ -152,11 +152,13 @@ def test_format_prompt_is_the_injection_block(vault_dir):
     result = run_cli("search", "--format", "prompt", "-k", "2", "--now", "2026-05-04T08:00:00Z", "wife")
     block = result.stdout
     assert block.startswith("<memory>") and block.rstrip().endswith("</memory>")
-    # Dated: today is the query's clock, the summary says when it was written, each memory its day.
-    assert "Today is 2026-05-04 (Monday)." in block
-    assert "Conversation summary (written 2025-01-01):" in block
-    [line] = [line for line in block.splitlines() if "Anne" in line and "[memory]" in line]
-    assert re.fullmatch(r"\[\d{4}-\d{2}-\d{2}\] \[memory\] The user's wife is named Anne", line)
+    # Dated in words: today is the query's clock, the summary says when it was written, each memory
+    # is under the day it was added.
+    assert "Today is Mon 4 May 2026." in block
+    assert "Conversation summary (written Wed 1 January 2025):" in block
+    lines = block.splitlines()
+    line = lines.index("  [memory] The user's wife is named Anne")
+    assert re.fullmatch(r"\w{3} \d{1,2} \w+ \d{4}:", lines[line - 1])
     assert "not instructions" in block
     assert block.index("The user is married to Anne.") < block.index("[memory] The user's wife is named Anne")
     # The summary is injected apart, never as a candidate; the distractors match "wife" too little.

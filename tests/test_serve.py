@@ -30,7 +30,7 @@ import pytest
 
 from conftest import REPO, git, stop_process
 from fake_llm import FakeLLM
-from memvault.store import files
+from memvault.store import files, relative_times
 
 openai = pytest.importorskip("openai")
 
@@ -195,8 +195,9 @@ def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
     assert sent["messages"][:3] == asked[:3]  # the client's history, unchanged
     assert sent["messages"][3]["role"] == "system" and "[memory] The user's wife is named Anne" in sent["messages"][3]["content"]
     # Dated like every block: today (the server's clock) and the day the fact was learned.
-    today = f"[{fact.created_at:%Y-%m-%d}] [memory] The user's wife is named Anne"
-    assert today in sent["messages"][3]["content"] and f"Today is {fact.created_at:%Y-%m-%d}" in sent["messages"][3]["content"]
+    day = relative_times.day_words(fact.created_at)
+    assert f"{day}:\n  [memory] The user's wife is named Anne" in sent["messages"][3]["content"]
+    assert f"Today is {day}." in sent["messages"][3]["content"]
     assert sent["messages"][4:] == [asked[3]]
     proxy.idle()
     # Turns and learned facts are files; one commit per exchange, one for what was learned.

@@ -59,6 +59,8 @@ SETTING_HELP = {
                        "unset keeps all.",
     "llm_rerank": "Without a cross-encoder: let the LLM (llm_model) put the first 10 results of a search in "
                   "its order, the memories it finds helpful first. One LLM call per search.",
+    "llm_query_parts": "Let the LLM (llm_model) split a question that asks two things into its parts, each "
+                       "searched too (else rules do). One LLM call per search.",
     "relevance_floor": "Without a reranker: leave out memories whose absolute match with the query (0 to 1: "
                        "cosine and the share of the query's words they hold) is below this (0 = off).",
     "session_weight": "How much a memory's session lifts its relevance: chat turns (and facts) of one "

@@ -673,8 +673,9 @@ def search(
     explain: bool = typer.Option(False, "--explain", help="Show every score of every result."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format",
                                                help="text (a line a result: score, short id, day, [role], text), "
-                                                    "prompt (the block a chat injects: today's date, each "
-                                                    "line dated, an earlier memory marked with what replaced it) "
+                                                    "prompt (the block a chat injects: today's date, the "
+                                                    "memories by day, oldest first, dates in words, relative times "
+                                                    "resolved, an earlier memory marked with what replaced it) "
                                                     "or json."),
     queries: Optional[str] = typer.Option(None, "--queries", metavar="FILE|-",
                                           help='Many searches: JSON lines {"qid", "query", "conversation_id"?, '
@@ -713,8 +714,8 @@ def search(
     else:
         for r in outcome.results:
             earlier = f"  {r.earlier}" if r.superseded else ""
-            day = r.created_at[:10]  # when it was said: "when did I tell you" is answered from the list
-            typer.echo(f"{r.score:.3f}  {r.id[:8]}  {day}  [{r.role}] {' '.join(r.text.split())}{earlier}")
+            # the day it was said, in words: "when did I tell you" is answered from the list
+            typer.echo(f"{r.score:.3f}  {r.id[:8]}  {r.day}  [{r.role}] {r.shown_text}{earlier}")
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
@@ -744,8 +745,9 @@ def _print_explain(outcome) -> None:
 
     table = Table(title=None, show_lines=False)
     asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
+    parts = getattr(outcome, "parts", ())  # the part column only when the question was searched in parts
     columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
-               "relevance", "recency", "score", "text"]
+               *(["part"] if parts else []), "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
 
@@ -756,7 +758,8 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), *([number(s.get("time"))] if asked else []), number(s.get("relevance")),
+                      number(s.get("session")), *([number(s.get("time"))] if asked else []),
+                      *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
     console = Console(width=max(120, Console().width))
@@ -770,6 +773,9 @@ def _print_explain(outcome) -> None:
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
             f"memories of {named} (and, as candidates, that range's best matches)" if named else "",
             "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])))
+    if parts:
+        console.print("part = the part of the question that ranked it (its n-th best takes the question's n-th "
+                      "relevance): " + "; ".join(f"{i} {text!r}" for i, text in enumerate(parts, 1)))
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
                   "(something newer took its place) ranks below what replaced it")
 

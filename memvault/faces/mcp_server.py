@@ -84,11 +84,15 @@ class SearchRow(_Row):
     role: str
     conversation_id: str
     created_at: str = Field(description="ISO 8601, UTC.")
+    date: str = Field(description="The day it was said or written, in words ('Tue 6 June 2023'; UTC).")
+    times: dict[str, str] = Field(default_factory=dict, description="The relative times in its text and the days "
+                                  "they name, counted from its date: {'yesterday': 'Mon 5 June 2023'}.")
     text: str
     score: float = Field(description="0 to 1; higher is more relevant (relevance, then a little recency).")
     meta: dict[str, Any] = Field(default_factory=dict, description="tags, source, ...")
     superseded: dict[str, Any] | None = Field(None, description="Set when something newer took this memory's "
-                                              "place: `note` says since when, and what. Prefer the newer one.")
+                                              "place: `note` says since when, and what ('earlier; since Sun 3 May 2026: Lena "
+                                              "lives in Lisbon'). Prefer the newer one.")
 
 
 class SearchResults(BaseModel):
@@ -272,8 +276,9 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
 
     def search(asked: dict, given: dict):
         """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
-        first, near-duplicates left out. Returns each memory's id, text, role, conversation_id, created_at,
-        score, meta (tags, ...) and, for one something newer replaced, `superseded`."""
+        first, near-duplicates left out. Returns each memory's id, text, role, conversation_id, created_at
+        (and date, in words; times: the days its relative times name), score, meta (tags, ...) and, for one
+        something newer replaced, `superseded`."""
         asked.setdefault("all_conversations", "conversation" not in asked)  # none named: every conversation
         return vault.search(**asked)
 

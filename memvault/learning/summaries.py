@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memvault.store import files
+from memvault.store import files, relative_times
 from memvault.store.files import Memory
 from memvault.learning.prompts import estimate_tokens
 
@@ -122,8 +122,15 @@ REFOLD_TOKENS = CHUNK_TOKENS
 def knowledge(vault, conversation: str, exclude: set = frozenset()) -> list[str] | None:
     """The texts of the conversation's live facts, notes and decisions, oldest first (none of the
     ids in `exclude`); None when they are over REFOLD_TOKENS."""
-    texts = [" ".join(m.text.split()) for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if m.id not in exclude]
+    texts = [said(m) for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if m.id not in exclude]
     return texts if estimate_tokens("\n".join(texts)) <= REFOLD_TOKENS else None
+
+
+def said(memory: Memory) -> str:
+    """A memory's text as a summary's model reads it: on one line, each relative time followed by the day
+    it names ("yesterday (Mon 5 June 2023)", store/relative_times.py), so the summary keeps the day, not
+    a "yesterday" that no longer points at it."""
+    return relative_times.inline(memory.text, relative_times.resolve(memory.text, memory.created_at))
 
 
 def fold_in(cfg, previous: str | None, facts: list[str], gone: list[str] = ()) -> tuple[str, int]:
@@ -202,7 +209,7 @@ def plan_rebuild(vault, cfg, conversation: str, style: str = "conversation") -> 
     from memvault.store import llm
     from memvault.learning import prompts
 
-    lines = [f"[{m.role}] {' '.join(m.text.split())}" for m in _entries(vault, conversation)]
+    lines = [f"[{relative_times.day_words(m.created_at)}] [{m.role}] {said(m)}" for m in _entries(vault, conversation)]
     text = "\n".join(lines)
     tokens = estimate_tokens(text)
     kind = depth_for(tokens)
@@ -245,7 +252,7 @@ def plan_update(vault, cfg, conversation: str) -> SummaryOutcome:
     fresh = [m for m in _entries(vault, conversation, KNOWLEDGE_ROLES) if since is None or m.created_at > since]
     if not fresh:
         return SummaryOutcome(kind="unchanged", text=current.text if current else "", conversation=conversation)
-    text, tokens = fold_in(cfg, current.text if current else None, [" ".join(m.text.split()) for m in fresh])
+    text, tokens = fold_in(cfg, current.text if current else None, [said(m) for m in fresh])
     return SummaryOutcome(kind="rolling", text=text, input_tokens=tokens, output_tokens=estimate_tokens(text),
                           conversation=conversation)
 

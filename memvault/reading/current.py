@@ -1,4 +1,4 @@
-"""The current truth first (issue 29; docs/design.md, "The read path", step 4b).
+"""The current truth first (issues 29 and 45; docs/design.md, "The read path", step 4).
 
 A search result is *superseded* when something newer took its place:
 
@@ -8,19 +8,24 @@ A search result is *superseded* when something newer took its place:
   in its own words or the turns before it: "[assistant] Porto" after "where does Lena live?");
 - `proposal`: it is a fact of the user's that a learned fact proposes to retire (`would_replace`,
   issue 26): it stays live until review, but the newer statement ranks first;
-- `said`: nothing was learned, but a later statement in the candidates says it changed (a word of
-  CHANGE_CUES: "moved", "no longer", "switched", "instead"...) and shares a word with it.
+- `said`: nothing was learned, but a later statement by the same speaker says it changed
+  (same_thing: a change word beside a word of it, "Lena moved to Lisbon" after "My sister Lena
+  lives in Porto"; a move of the one who lived somewhere; "now"/"new"/"lately" in a short line
+  close in meaning).
 
 What files declare is kept in the index's record (store/supersession.py); the rest is read off the
 candidates. A superseded result is marked (`Result.superseded`: the successor's id, text and since
-when) and ranked right below its successor (or its score halved when the successor is not among
-the candidates), unless the question asks about the past (PAST_CUES): "where did Lena live
-before?" still finds Porto first. Nothing is removed: plain history stays findable.
+when). A declared one is ranked right below its successor (or its score halved when the successor
+is not among the candidates); for a change said, a guess from words, the statement is lifted just
+above what it replaces instead, which keeps its score. Neither when the question asks about the
+past (PAST_CUES): "where did Lena live before?" still finds Porto first. Nothing is removed: plain
+history stays findable.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import timezone
 from typing import Any
 
 from memvault.reading import ranking
@@ -31,20 +36,46 @@ from memvault.store.files import DEFAULT_CONVERSATION
 # in one place; a query-time parser of temporal expressions may take its place.
 PAST_CUES = re.compile(r"\b(before|used to|previously|earlier|formerly|originally|at first|at the start|"
                        r"in the past|former|prior to|back then|anymore|any more|no longer)\b", re.IGNORECASE)
-# A statement that something changed: it supersedes an older candidate it shares a word with.
-# Words that say so and little else: "now" and "new" are in too many chat lines (LoCoMo R@10 fell
-# from .766 to .428 with them and no other guard; bench/README.md, "The current truth first").
-CHANGE_CUES = re.compile(r"\b(moved|anymore|any more|no longer|switched|swapped|instead|changed|change of plans?|"
-                         r"quit|gave up|given up|traded in|split up|broke up|divorced|sold|cancell?ed|replaced)\b",
-                         re.IGNORECASE)
+# A statement that something changed: the older value it shares a word with stopped being true.
+# Words that say so and little else (issue 29); with issue 45's rules a statement with one is
+# lifted above what it replaces, never the old one sent down (bench/README.md, "The current truth
+# first": demoting with looser cues took LoCoMo's R@10 from .766 to .428).
+CHANGE_CUES = re.compile(r"\b(moved|relocated|anymore|any more|no longer|switched|swapped|instead(?! of \w+ing\b)|"
+                         r"changed(?! since)|change of plans?|quit|gave up|given up|stopped|dropped(?! off)|"
+                         r"left(?= (?:my|our|the|his|her|their|(?-i:[A-Z])))|"
+                         r"retired|traded in|split up|broke up|divorced|sold|cancell?ed|replaced|died|passed away|"
+                         r"(?:raised|lowered)(?= (?:my|our|the|his|her|their)\b))\b", re.IGNORECASE)
+# "left" with what was left ("left my job", "left Kestrel"), not "we left early"; "raised my rent",
+# not "raised money"; "instead", not "instead of getting stuck". A cue said in the negative changes nothing: "not much has changed", "I haven't moved".
+_NEGATIVE_CUE = re.compile(r"anymore|any more|no longer", re.IGNORECASE)  # "isn't my favourite anymore": a change
+_NEGATED = re.compile(r"(?:\b(?:not|never|nothing|no)\b|n't)\W+(?:\w+\W+){0,2}$", re.IGNORECASE)
+# Words that say a value is current, which many lines hold with no change at all ("now", "new",
+# "lately"): a statement with one only counts when it is close to the older one in meaning too
+# (SAME_THING_NOW).
+NOW_CUES = re.compile(r"\b(now|new|lately|these days|nowadays|currently)\b", re.IGNORECASE)
+# A change statement is about what an older one states when a content word of the older one is among
+# the NEAR content words on either side of its cue ("I traded in the Panda", "Lena moved to Lisbon":
+# in chat a shared word anywhere in a long line ties nothing); with a NOW_CUES word only, the two
+# must also be this close in meaning (cosine of their vectors; MiniLM: "I go to bed around midnight" / "New habit: I go to bed at 10 pm" 0.68, "my coffee
+# black" / "these days I take my coffee with oat milk" 0.52, unrelated lines of one person 0.1-0.3).
+SAME_THING_NOW = 0.45
+NEAR = 3
+# ... and be a short statement: "now" in a long chat line says little about a change.
+NOW_WORDS = 14
+# Without a shared word, only a move said of the one who lived somewhere: "I live in Hamburg" /
+# "We moved to Berlin" (I and we count as one household); "My sister Lena lives in Porto" / "I
+# moved to Rotterdam" is someone else.
+_LIVES = re.compile(r"\b([^\W\d_]+)\s+(?:live|lives|lived|living)\b", re.IGNORECASE)
+_MOVED = re.compile(r"\b([^\W\d_]+)\s+(?:moved|relocated)\b", re.IGNORECASE)
+_HOUSEHOLD = {"i": "i", "we": "i"}
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|vs))(?<!\bMrs)[.!?;](?=\s|$)|\n")
 # Without its successor among the candidates, a superseded result's score is scaled by this.
 ALONE_FACTOR = 0.5
-# A change said in turns counts only when the statement answers the query at least this well
-# relative to what it would supersede: "bought a new bicycle" does not retire "the wife likes
-# bicycles" for "what is my wife's name?".
-SAID_RELEVANCE = 0.8
+# What a change statement is lifted by above the best of what it replaces: r + LIFT * (1 - r).
+LIFT = 1e-3
 # Words too common in memories to tie two of them to one topic.
-_GENERIC = frozenset("user users like really also get got go going one would could much many".split())
+_GENERIC = frozenset("user users like really also get got go going one would could much many time times around way "
+                     "thing things lot bit kind kinda sort today yesterday".split())
 
 
 def asks_about_the_past(text: str) -> bool:
@@ -53,20 +84,21 @@ def asks_about_the_past(text: str) -> bool:
 
 def words(text: str) -> set[str]:
     """Content words, lower-cased, crudely stemmed (a plural or third-person s dropped)."""
-    found = set()
-    for word in ranking.query_terms(text):
-        if word in _GENERIC or len(word) < 2:
-            continue
-        found.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
-    return found
+    return {_stem(word) for word in ranking.query_terms(text) if word not in _GENERIC and len(word) >= 2}
 
 
-def supersede(pool: list, index, query) -> None:
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def supersede(pool: list, index, query, spare: list = ()) -> list:
     """Mark the superseded results of a pool whose scores are set, and rank each below its successor
     (docstring above). `index` gives what the files declare (Index.supersessions) and the
-    successors' texts; an index without them (a snapshot's) marks only what the candidates say."""
+    successors' texts; an index without them (a snapshot's) marks only what the candidates say.
+    `spare`: candidates the relevance floor left out (scored too); a change statement among them
+    that supersedes a result comes back. Returns those brought back."""
     if not pool:
-        return
+        return []
     declared = getattr(index, "supersessions", None)
     rows = declared() if declared is not None else []
     if query.as_of is not None:
@@ -78,7 +110,7 @@ def supersede(pool: list, index, query) -> None:
         successor.setdefault(row["old_id"], row)
         if row["learned_from"]:
             successor.setdefault(row["learned_from"], row)
-    texts = {r.id: {"text": r.text, "created_at": r.created_at} for r in pool}
+    texts = {r.id: {"text": r.text, "created_at": r.created_at, "conversation_id": r.conversation_id} for r in pool}
 
     def look_up(ids: set[str]) -> None:
         """The successors' words, where they are not candidates themselves: from the index's rows."""
@@ -95,9 +127,12 @@ def supersede(pool: list, index, query) -> None:
         if row is not None and row["new_id"] != result.id:
             marks[result.id] = {"by": row["new_id"], "since": row["since"], "how": row["kind"]}
     _stated_old_values(pool, rows, marks, texts, look_up)
-    _said_changes(pool, marks)
+    back = _said_changes(pool, marks, list(spare))
+    pool = pool + back
+    by_id.update({r.id: r for r in back})
+    texts.update({r.id: {"text": r.text, "created_at": r.created_at, "conversation_id": r.conversation_id} for r in back})
     if not marks:
-        return
+        return back
     # The newest successor of a chain (A replaced by B, B by C: A is marked with C).
     for mark in marks.values():
         for _ in range(8):
@@ -109,17 +144,32 @@ def supersede(pool: list, index, query) -> None:
     # A successor that is gone itself (removed, rejected in review) supersedes nothing any more.
     marks = {key: mark for key, mark in marks.items() if mark["by"] in texts}
     if not marks:
-        return
-    past = asks_about_the_past(query.text)
+        return back
+    for result_id, mark in marks.items():
+        found = texts.get(mark["by"])
+        superseded = {"by": mark["by"], "how": mark["how"], "since": mark["since"], "text": found["text"] if found else None}
+        superseded["note"] = note(superseded)
+        by_id[result_id].superseded = superseded
+    if asks_about_the_past(query.text):
+        return back  # marked, in their order
+    # A change said (a guess from words): the statement goes just above what it replaces, which keeps
+    # its score (a wrong guess moves one line by one place).
+    over: dict[str, float] = {}
+    for result_id, mark in marks.items():
+        if mark["how"] == "said" and mark["by"] in by_id:
+            over[mark["by"]] = max(over.get(mark["by"], 0.0), by_id[result_id].scores.get("score", 0.0))
+    for new_id, best in over.items():
+        statement = by_id[new_id]
+        score = statement.scores.get("score", 0.0)
+        if best >= score:
+            statement.scores.setdefault("before_lift", score)
+            statement.scores["score"] = best + LIFT * (1.0 - best)
+    # A change the files declare: the old one goes just below its successor, or to half its score.
     for _ in range(2):  # twice: a successor demoted itself first moves its predecessors with it
         for result_id, mark in marks.items():
-            result = by_id[result_id]
-            found = texts.get(mark["by"])
-            result.superseded = {"by": mark["by"], "how": mark["how"], "since": mark["since"],
-                                 "text": found["text"] if found else None}
-            result.superseded["note"] = note(result.superseded)
-            if past:
+            if mark["how"] == "said":
                 continue
+            result = by_id[result_id]
             score = result.scores.get("score", 0.0)
             top = by_id.get(mark["by"])
             if top is not None:
@@ -130,13 +180,15 @@ def supersede(pool: list, index, query) -> None:
             if lowered != score:
                 result.scores.setdefault("before_superseded", score)
                 result.scores["score"] = lowered
+    return back
 
 
 def _stated_old_values(pool: list, rows: list[dict[str, Any]], marks: dict[str, dict[str, Any]],
                        texts: dict[str, dict[str, Any]], look_up) -> None:
     """Candidates from before a replacement that state the replaced value: they hold a word the old
     fact had and the new one has not, and share one more word with the old fact in their own words
-    or their turn context (index_text); said over an hour before the change (not in its exchange)."""
+    or their turn context (index_text); said over an hour before the change (not in its exchange), in
+    the successor's conversation or `global`."""
     replaced = [r for r in rows if r["old_text"]]
     if not replaced:
         return
@@ -158,31 +210,48 @@ def _stated_old_values(pool: list, rows: list[dict[str, Any]], marks: dict[str, 
         since = _time(row["since"])
         if not stale or since is None:
             continue
+        scope = (successor or {}).get("conversation_id")
         for r in pool:
             if r.id in marks or r.id == row["new_id"] or r.role == "episode":
                 continue
+            if scope and r.conversation_id not in (scope, DEFAULT_CONVERSATION):
+                continue  # another conversation's line: not the value this change replaced
             if files.parse_time(r.created_at) >= since - CONTEXT_GAP:
                 continue  # said in the exchange that made the change (its own turn names the old value too)
             if own[r.id] & stale and len(around[r.id] & old) >= 2:
                 marks[r.id] = {"by": row["new_id"], "since": row["since"], "how": "replaced"}
 
 
-def _said_changes(pool: list, marks: dict[str, dict[str, Any]]) -> None:
-    """Changes said but never learned: a later user turn or fact with a CHANGE_CUES word, of another
-    session, in the same conversation (or the older one in `global`), sharing a word with an older
-    candidate that holds a word it does not, and scoring at least SAID_RELEVANCE times its score,
-    supersedes it (the newest such statement)."""
+def _said_changes(pool: list, marks: dict[str, dict[str, Any]], spare: list) -> list:
+    """Changes said but never learned (issue 45): a later statement (a user turn, or a fact, note
+    or decision) of another session, in the same conversation (or the older one in `global`; a turn
+    only by its own speaker), not a question, that says a change (CHANGE_CUES, or NOW_CUES with more
+    evidence: same_thing) about the thing an older candidate states, supersedes it (of several, the
+    closest in meaning; a statement superseded in turn passes it on to its own successor). Marked
+    "said": the statement is lifted above what it supersedes (supersede), which keeps its score. A
+    statement among `spare` (below the relevance floor: "We moved to Berlin" for "where do I
+    live?") that supersedes a candidate is returned, to come back."""
     from memvault.store.turn_context import CONTEXT_GAP
 
-    statements = [r for r in pool if r.role in ("user", "memory", "note", "decision") and CHANGE_CUES.search(r.text)]
+    everyone = pool + spare
+    statements = [r for r in everyone if r.role in ("user", "memory", "note", "decision")
+                  and not r.text.rstrip().endswith("?") and (CHANGE_CUES.search(r.text) or NOW_CUES.search(r.text))]
     if not statements:
-        return
-    moments = {r.id: files.parse_time(r.created_at) for r in pool}
-    own = {r.id: words(r.text) for r in pool}
-    for older in pool:
+        return []
+    moments = {r.id: files.parse_time(r.created_at) for r in everyone}
+    own = {r.id: words(r.text) for r in everyone}
+    cosine = _cosines(everyone)
+    # Words in a third of the lines tie nothing (an imported chat's "Audrey:" before each of her turns).
+    counts: dict[str, int] = {}
+    for found in own.values():
+        for word in found:
+            counts[word] = counts.get(word, 0) + 1
+    common = frozenset(w for w, n in counts.items() if len(everyone) >= 6 and n * 3 >= len(everyone))
+    said: dict[str, Any] = {}
+    for older in everyone:
         if older.id in marks or older.role == "episode" or older.text.rstrip().endswith("?"):
             continue  # a question states no value that could have changed
-        best = None
+        best, closest = None, -2.0
         for newer in statements:
             if newer.id == older.id or moments[newer.id] - moments[older.id] <= CONTEXT_GAP:
                 continue
@@ -190,15 +259,91 @@ def _said_changes(pool: list, marks: dict[str, dict[str, Any]]) -> None:
                 continue  # a turn is superseded by its own speaker's later words only
             if older.conversation_id not in (newer.conversation_id, DEFAULT_CONVERSATION):
                 continue
-            shared = own[older.id] & own[newer.id]
-            if not shared or not (own[older.id] - own[newer.id]):
+            near = cosine(older.id, newer.id)
+            if not same_thing(older.text, newer.text, own[older.id], near, common):
                 continue
-            if newer.scores.get("score", 0.0) < SAID_RELEVANCE * older.scores.get("score", 0.0):
-                continue
-            if best is None or moments[newer.id] > moments[best.id]:
-                best = newer
+            if near > closest or (near == closest and moments[newer.id] > moments[best.id]):
+                best, closest = newer, near
         if best is not None:
-            marks[older.id] = {"by": best.id, "since": best.created_at, "how": "said"}
+            said[older.id] = best
+    for older_id in said:  # A by B, B by C: A by C
+        for _ in range(8):
+            after = said.get(said[older_id].id)
+            if after is None or after.id == older_id:
+                break
+            said[older_id] = after
+    kept = {r.id for r in pool}
+    said = {older: newer for older, newer in said.items() if older in kept}  # only the pool's are marked
+    for older_id, newer in said.items():
+        marks[older_id] = {"by": newer.id, "since": newer.created_at, "how": "said"}
+    return sorted({newer.id: newer for newer in said.values() if newer.id not in kept}.values(), key=lambda r: r.id)
+
+
+def same_thing(older: str, newer: str, older_words: set[str], cosine: float, common: frozenset[str] = frozenset()
+               ) -> bool:
+    """Whether `newer` says a change of what `older` states (_said_changes): a CHANGE_CUES word with a
+    word of the older statement among the NEAR content words on either side of it ("I traded in the
+    Panda", "Lena moved to Lisbon", "Sofia and I split up"; not a cue word itself), or a move of the
+    one who lived somewhere (_LIVES, _MOVED); a NOW_CUES word the same way, and the two at least
+    SAME_THING_NOW alike ("Lately I only listen to lo-fi" after "I mostly listen to jazz")."""
+    cues = _cue_words(newer)
+    older_words = older_words - cues - common
+    changed = _near_cue(CHANGE_CUES, newer, older_words)
+    if changed:
+        return True
+    if any(not _NEGATED.search(newer[:m.start()]) or _NEGATIVE_CUE.match(m.group()) for m in CHANGE_CUES.finditer(newer)):
+        lived = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _LIVES.finditer(older)}
+        moved = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _MOVED.finditer(newer)}
+        if lived & moved:
+            return True
+    return cosine >= SAME_THING_NOW and len(newer.split()) <= NOW_WORDS and _near_cue(NOW_CUES, newer, older_words)
+
+
+def _near_cue(cues: re.Pattern, text: str, wanted: set[str]) -> bool:
+    """Whether one of `wanted` (content words, as words() gives them) is among the NEAR content words
+    before or after a match of `cues` in `text`, within its sentence."""
+    if not wanted:
+        return False
+    tokens = [(m.start(), _stem(m.group().lower())) for m in re.finditer(r"[^\W_]+", text)
+              if m.group().lower() not in ranking._STOP_WORDS and len(m.group()) >= 2]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    for match in cues.finditer(text):
+        if _NEGATED.search(text[:match.start()]) and not _NEGATIVE_CUE.match(match.group()):
+            continue
+        start = max((e for e in ends if e <= match.start()), default=0)  # the cue's own sentence only:
+        end = min((e for e in ends if e > match.end()), default=len(text))  # "...ice cream! The sprinkles changed"
+        before = [word for at, word in tokens if start <= at < match.start()][-NEAR:]
+        after = [word for at, word in tokens if match.end() <= at < end][:NEAR]
+        if wanted & set(before + after):
+            return True
+    return False
+
+
+def _cue_words(text: str) -> set[str]:
+    """The content words of the cues a text holds ("moved", "gave", "now"): they tie nothing."""
+    found = set()
+    for cues in (CHANGE_CUES, NOW_CUES):
+        for match in cues.finditer(text):
+            found |= words(match.group())
+    return found
+
+
+def _cosines(pool: list):
+    """cosine(a_id, b_id) of two candidates' stored vectors (0 without them)."""
+    import numpy as np
+
+    vectors = {}
+    for r in pool:
+        v = np.asarray(r.vector, dtype=np.float64) if getattr(r, "vector", None) is not None else None
+        if v is not None and v.size:
+            norm = float(np.linalg.norm(v))
+            vectors[r.id] = v / norm if norm else v
+
+    def cosine(a: str, b: str) -> float:
+        if a not in vectors or b not in vectors:
+            return 0.0
+        return float(vectors[a] @ vectors[b])
+    return cosine
 
 
 def _time(value):
@@ -210,9 +355,11 @@ def _time(value):
 
 def note(superseded: dict[str, Any]) -> str:
     """What a superseded result is shown with (search output, the injection block, MCP, serve):
-    "earlier; since 2026-05-03: <what replaced it>"."""
+    "earlier; since Sun 3 May 2026: <what replaced it>" (the day in words, as the block writes days)."""
+    from memvault.store.relative_times import day_words
+
     since = _time(superseded.get("since"))
-    day = since.strftime("%Y-%m-%d") if since else "later"
+    day = day_words(since.astimezone(timezone.utc)) if since else "later"
     text = " ".join((superseded.get("text") or "").split())
     if len(text) > 160:
         text = text[:159] + "…"

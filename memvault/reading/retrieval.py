@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable
 
-from memvault.store import files
+from memvault.store import files, relative_times
 from memvault.reading import ranking
 from memvault.store.files import DEFAULT_CONVERSATION
 
@@ -23,6 +23,10 @@ CANDIDATE_FACTOR = 3
 # The weight of the dense part in the fused score and in the absolute match (BM25 gets the rest):
 # 0.3 and 0.7 both lost to equal weights on LoCoMo.
 DENSE_WEIGHT = 0.5
+# A question in parts (parts.py): how many of each part's best answers are lifted beside the question's.
+# All of them reshuffled LoCoMo's lists below the top (the 38 questions split: R@10 .588 -> .562);
+# max(question, part) instead let the part with more matches fill every place.
+PART_BEST = 3
 
 
 @dataclass
@@ -53,6 +57,9 @@ class Query:
     # session): not searched, so they take no candidate's place.
     skip_turns_since: datetime | None = None
     skip_ids: tuple[str, ...] = ()  # chat: the message's own turn, stored by its first request (a tool round)
+    # The question's parts, each searched too (parts.py): None, the rules decide; () none (an LLM's
+    # decomposition, or a caller's, is passed here).
+    parts: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(cls, settings, text: str, *, top_k: int | None = None, recency_weight: float | None = None,
@@ -93,26 +100,49 @@ class Result:
     # Something newer took its place (reading/current.py): by (id), text, since, how; None: current.
     superseded: dict[str, Any] | None = None
     index_text: str = field(repr=False, default="")  # what BM25 read: a turn with the turns before it
+    # The relative times of its words, resolved against its date (store/relative_times.py): shown
+    # beside them ("yesterday (Mon 5 June 2023)"), never written into the text.
+    told: list = field(repr=False, default_factory=list)
+    # Per part of the question (parts.py), in its order: {"dense": cosine, "bm25": score} (0: not a BM25 hit).
+    parts: list[dict[str, float]] = field(repr=False, default_factory=list)
 
     @property
     def score(self) -> float:
         return self.scores.get("score", 0.0)
 
     @property
+    def day(self) -> str:
+        """The UTC day it was said or written, as a person writes it: "Tue 6 June 2023"."""
+        return day_words(self.created_at)
+
+    @property
+    def shown_text(self) -> str:
+        """Its text on one line, each relative time followed by the day it names: "I went to the lake
+        yesterday (Mon 5 June 2023)". The words are the user's; the days are shown, never stored in them."""
+        return relative_times.inline(self.text, self.told) if self.told else " ".join(self.text.split())
+
+    def times(self) -> dict[str, str]:
+        """Its relative times and what each names, in words: {"yesterday": "Mon 5 June 2023"}."""
+        return {t.phrase: t.words() for t in self.told}
+
+    @property
     def earlier(self) -> str:
         """What a shown line carries after its text when something newer took its place:
-        "(earlier; since 2026-05-03: ...)"; "" for a current memory."""
+        "(earlier; since Sun 3 May 2026: ...)"; "" for a current memory."""
         from memvault.reading.current import marker
 
         return marker(self.superseded)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "role": self.role, "conversation_id": self.conversation_id,
-                "created_at": self.created_at, "text": self.text, "score": round(self.score, 6),
+                "created_at": self.created_at, "date": self.day, "times": self.times(), "text": self.text,
+                "score": round(self.score, 6),
                 "scores": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.scores.items()},
                 "meta": self.meta, "episode_id": self.episode["id"] if self.episode else None,
                 "episode_title": self.episode["title"] if self.episode else None,
-                "superseded": self.superseded}
+                "superseded": self.superseded,
+                "told": [{"phrase": t.phrase, "start": t.start.isoformat(), "end": t.end.isoformat(), "unit": t.unit,
+                          "about": t.about} for t in self.told]}
 
 
 @dataclass
@@ -131,6 +161,7 @@ class SearchOutcome:
     now: datetime | None = None  # the query's clock: the "today" the injection block states
     time_read: Any = None  # what the query says about time (when.QueryTime), for --explain
     full_text_damaged: str | None = None  # the BM25 index could not be trusted: searched by meaning alone
+    parts: tuple[str, ...] = ()  # the parts the question was also searched as (parts.py), for --explain
 
     @property
     def reordered(self) -> bool:
@@ -199,58 +230,74 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
-def candidates(table, query: Query, query_vector, asked=None) -> dict[str, Result]:
+def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
+               range_cache: dict | None = None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
-    asked: the time the query names (when.read); its range's best dense matches are a third list."""
+    asked: the time the query names (when.read); its range's best dense matches are a third list.
+    parts: (text, vector) of the question's parts (parts.py), each searched the same way; their
+    candidates join the pool, each part's cosine and BM25 kept in Result.parts. Every retriever's cut
+    is the same every time (index.top_rows: ties by id), and the pool is handed on in id order."""
     from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
 
     depth = candidate_depth(query)
-    bm25_text = " ".join([query.text, *ranking.category_words(query.text)])
     pool: dict[str, Result] = {}
+    kept: set[str] = set()
     scopes = _scopes(query)
-    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes))
+    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes), range_cache)
+    part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for scope in scopes:
         where = _where(query, scope)
-        dense_rows = []
-        if query.use_dense:
-            dense_rows = top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                                          .metric("cosine"), where).limit(limit), depth, by_distance)
-        bm25_rows = []
-        if query.use_bm25 and query.text.strip():
-            try:
-                bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
-                                                                          fts_columns=FTS_COLUMN), where).limit(limit),
-                                     depth, by_score)
-            except Exception as exc:  # an empty table, no index yet, a query of stop words: no error, no rows
-                from memvault.store.index import Index, _first_line
-
-                raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
-                                     gone=Index.table_gone(exc)) from None
-        rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
-        if in_range:
-            rankings.append([r["id"] for r in in_range])
-            for row in in_range:
-                _result(pool, row)
-        fused = ranking.rrf(rankings)
-        for rank, row in enumerate(dense_rows, 1):
-            _result(pool, row).scores.update(dense_rank=rank)
-        for rank, row in enumerate(bm25_rows, 1):
-            _result(pool, row).scores.update(bm25=float(row["_score"]), bm25_rank=rank)
-        for key in sorted(fused, key=lambda key: (-fused[key], key))[:depth]:  # a tie: by id, never by chance
-            pool[key].scores["rrf"] = fused[key]
-        for key in [k for k in pool if "rrf" not in pool[k].scores]:
-            del pool[key]  # seen by one retriever but past the fused depth
+        for row in in_range:
+            _result(pool, row)
+        for variant, (text, vector) in enumerate([(query.text, query_vector), *parts]):
+            dense_rows = []
+            if query.use_dense:
+                dense_rows = top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
+                                                              .metric("cosine"), where).limit(limit), depth, by_distance)
+            bm25_rows = []
+            if query.use_bm25 and text.strip():
+                bm25_text = " ".join([text, *ranking.category_words(text)])
+                try:
+                    bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
+                                                                              fts_columns=FTS_COLUMN), where)
+                                         .limit(limit), depth, by_score)
+                except Exception as exc:  # a damaged or pruned index: search() decides (FullTextFailed)
+                    from memvault.store.index import Index, _first_line
+
+                    raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
+                                         gone=Index.table_gone(exc)) from None
+            rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
+            if in_range:
+                rankings.append([r["id"] for r in in_range])
+            fused = ranking.rrf(rankings)
+            for rank, row in enumerate(dense_rows, 1):
+                found = _result(pool, row)
+                if not variant:
+                    found.scores.update(dense_rank=rank)
+            for rank, row in enumerate(bm25_rows, 1):
+                found = _result(pool, row)
+                if variant:
+                    part_bm25[variant - 1][row["id"]] = float(row["_score"])
+                else:
+                    found.scores.update(bm25=float(row["_score"]), bm25_rank=rank)
+            for key in sorted(fused, key=lambda key: (-fused[key], key))[:depth]:  # a tie: by id, never by chance
+                kept.add(key)
+                if not variant:
+                    pool[key].scores["rrf"] = fused[key]
+    for key in [k for k in pool if k not in kept]:
+        del pool[key]  # seen by one retriever but past the fused depth
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.
     import numpy as np
 
     for result in pool.values():
-        result.scores["dense"] = float(np.dot(np.asarray(result.vector, dtype=np.float32), query_vector))
+        vector = np.asarray(result.vector, dtype=np.float32)
+        result.scores["dense"] = float(np.dot(vector, query_vector))
+        result.parts = [{"dense": float(np.dot(vector, part_vector)), "bm25": part_bm25[i].get(result.id, 0.0)}
+                        for i, (_, part_vector) in enumerate(parts)]
     return {key: pool[key] for key in sorted(pool)}  # what follows sees the pool in one order: by id
-
-
 
 
 class FullTextFailed(Exception):
@@ -264,29 +311,93 @@ class FullTextFailed(Exception):
         self.gone = gone
 
 
-def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int) -> list[dict]:
+def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int,
+                   cache: dict | None = None) -> list[dict]:
     """The best dense matches among the memories created in the range the query names (when.py),
     within the query's own since/until: what "what did I do last week" is about, even when its
-    words match nothing. One query for all the scopes (a LanceDB query costs ~5 ms before it reads
-    a row), which candidates() splits."""
+    words match nothing. One query for all the scopes, which candidates() splits. With a cache (a
+    long-lived Index's range_cache), the range's rows are read once per table version by a scalar
+    query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
+    the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
+    reads a row; bench/README.md, "Questions in parts, the current truth, time's cost")."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
-    from memvault.store.index import by_distance, top_rows, where_clause
+    from memvault.store.index import TOLD_COLUMNS, by_distance, time_clause, top_rows, where_clause
 
+    # Created in the range, or saying in its words a time in it ("yesterday", said the day after).
     start, end = asked.span()
-    since = max((t for t in (start, query.since) if t is not None), default=None)
-    until = min((t for t in (end - timedelta(microseconds=1) if end else None, query.until) if t is not None),
-                default=None)
-    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, since, until) \
-        + _skipped(query, scopes)
+    in_range = time_clause(start, end, told=TOLD_COLUMNS[1] in table.schema.names)
+    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, query.since,
+                         query.until) + " AND " + in_range + _skipped(query, scopes)
+    if cache is not None:
+        found = _cached_range(table, where, cache)
+        if found is not None:
+            return _best_of(found, query_vector, depth)
     return top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
                                             .metric("cosine"), where).limit(limit), depth, by_distance)
+
+
+RANGE_CACHE_ROWS = 2000  # a range with more rows is searched by LanceDB each time (a year of a big vault)
+RANGE_CACHE_ENTRIES = 16
+_ROW_COLUMNS = ["id", "path", "role", "conversation_id", "created_at", "text", "meta", "vector", "index_text"]
+
+
+def _cached_range(table, where: str, cache: dict):
+    """(rows as an Arrow table, their unit vectors, each one's place in id order) of a filter for this table version,
+    from the cache or read now; None when there are more than RANGE_CACHE_ROWS."""
+    import numpy as np
+
+    key = (table.version, where)
+    found = cache.get(key, False)
+    if found is False:
+        columns = _ROW_COLUMNS + ["told"] * ("told" in table.schema.names)  # a table from before issue 45 has none
+        rows = table.search().where(where).select(columns).limit(RANGE_CACHE_ROWS + 1).to_arrow()
+        found = None
+        if rows.num_rows <= RANGE_CACHE_ROWS:
+            vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+            vectors = vectors.reshape(rows.num_rows, -1) if rows.num_rows else np.zeros((0, 1), dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            ids = rows.column("id").to_pylist()
+            by_id = np.empty(len(ids), dtype=np.int64)
+            by_id[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+            found = (rows, vectors / np.where(norms == 0, 1.0, norms), by_id)
+        try:
+            while len(cache) >= RANGE_CACHE_ENTRIES:
+                cache.pop(next(iter(cache)), None)  # the oldest first (dicts keep their order)
+        except (RuntimeError, StopIteration):  # another thread's search changed it meanwhile
+            pass
+        cache[key] = found
+    return found
+
+
+def _best_of(found, query_vector, depth: int) -> list[dict]:
+    """The `depth` rows nearest the query (cosine; ties by id), as LanceDB gives rows."""
+    import numpy as np
+
+    rows, vectors, by_id = found
+    if not len(by_id):
+        return []
+    cosine = vectors @ np.asarray(query_vector, dtype=np.float32)
+    order = np.lexsort((by_id, -cosine))[:depth].tolist()
+    picked = rows.take(order).to_pylist()
+    for row, i in zip(picked, order):
+        row["_distance"] = 1.0 - float(cosine[i])
+    return picked
 
 
 def _filtered(search, where: str):
     """The search with its filter; none for "true" (every conversation, no other filter): a
     prefilter that keeps every row still costs a pass over the table (10,000 rows: ~5 ms of CPU)."""
     return search if where == "true" else search.where(where, prefilter=True)
+
+
+def query_parts(query: Query) -> tuple[str, ...]:
+    """The parts a query is searched as besides itself: the caller's, else the rules' (parts.py)."""
+    if query.parts is not None:
+        return tuple(p for p in query.parts if p.strip() and p.strip() != query.text.strip())
+    from memvault.reading import parts
+
+    return tuple(parts.split(query.text))
 
 
 def candidate_depth(query: Query) -> int:
@@ -323,7 +434,8 @@ def _result(pool: dict[str, Result], row: dict[str, Any]) -> Result:
     if found is None:
         found = Result(id=row["id"], path=row["path"], role=row["role"], conversation_id=row["conversation_id"],
                        created_at=row["created_at"], text=row["text"], meta=json.loads(row["meta"] or "{}"),
-                       vector=row["vector"], index_text=row.get("index_text") or "")
+                       vector=row["vector"], index_text=row.get("index_text") or "",
+                       told=relative_times.loads(row.get("told")))
         pool[row["id"]] = found
     return found
 
@@ -342,14 +454,49 @@ def match_scores(pool: list[Result], query: Query, rows: int) -> None:
         result.scores["match"] = match
 
 
-def fused_relevance(pool: list[Result], query: Query, rows: int) -> list[float]:
+def fused_relevance(pool: list[Result], query: Query, rows: int, parts: tuple[str, ...] = ()) -> list[float]:
     """Relevance without a reranker: the fused score within the search (what finds the evidence:
     bench/README.md), times the absolute match, so that the best of a search that matches nothing
-    well scores low. Sets scores "fused" and "match"."""
+    well scores low. Sets scores "fused" and "match". With parts (parts.py), each candidate is
+    also ranked as if each part had been the query: a part's n-th best (n <= PART_BEST) gets at least
+    the question's n-th best relevance (at most its own match for the part; scores "part": which
+    part lifted it)."""
     fuse_scores(pool, query.use_dense, query.use_bm25)
     match_scores(pool, query, rows)
     within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
-    return [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    relevance = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+    if not parts:
+        return relevance
+    import dataclasses
+
+    whole = {r.id: (r.scores["dense"], r.scores.get("bm25"), r.scores["fused"], r.scores["match"]) for r in pool}
+    ladder = sorted(relevance, reverse=True)  # the question's own relevances, best first
+    for i, text in enumerate(parts):
+        for r in pool:  # the part's numbers in the places the arithmetic reads, put back below
+            r.scores["dense"] = r.parts[i]["dense"]
+            r.scores["bm25"] = r.parts[i]["bm25"]
+        fuse_scores(pool, query.use_dense, query.use_bm25)
+        match_scores(pool, dataclasses.replace(query, text=text), rows)
+        within = ranking.stretch([r.scores["fused"] for r in pool], ranking.FUSED_SPREAD)
+        own = [rel * r.scores["match"] for rel, r in zip(within, pool)]
+        # The part's n-th best (of its first PART_BEST) takes the question's n-th relevance (no more than
+        # its own match): each part's best answers stand beside the question's, whichever part has more
+        # matches; the rest keep the question's relevance.
+        order = sorted(range(len(pool)), key=lambda j: (-own[j], pool[j].id))[:PART_BEST]
+        for place, j in enumerate(order):
+            lifted = min(ladder[place], pool[j].scores["match"]) if own[j] > 0 else 0.0
+            if lifted > relevance[j]:
+                relevance[j] = lifted
+                pool[j].scores["part"] = i + 1
+                whole[pool[j].id] = (*whole[pool[j].id][:2], pool[j].scores["fused"], pool[j].scores["match"])
+    for r in pool:
+        dense, bm25, r.scores["fused"], r.scores["match"] = whole[r.id]
+        r.scores["dense"] = dense
+        if bm25 is None:
+            r.scores.pop("bm25", None)
+        else:
+            r.scores["bm25"] = bm25
+    return relevance
 
 
 def sessions(pool: list[Result]) -> list[list[int]]:
@@ -401,11 +548,14 @@ class LeftOut:
 
 
 def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 0, asked=None,
-         supersede: Callable[[list[Result]], None] | None = None) -> tuple[list[Result], bool, LeftOut]:
+         supersede: Callable[[list[Result], list[Result]], list[Result] | None] | None = None,
+         parts: tuple[str, ...] = ()) -> tuple[list[Result], bool, LeftOut]:
     """Relevance (reranker, or fused score times absolute match) lifted by the session and by the
     time the query names (asked: when.read), floor and threshold, recency, the current truth first
-    (supersede: current.supersede over the scored pool), MMR. rows: the table's row count (BM25's
-    scale). Returns (picked, reranked, what was left out)."""
+    (supersede: current.supersede over the scored pool and the candidates below the floor, returning
+    those it brings back), MMR. rows: the table's row count (BM25's scale). parts: the question's
+    parts (parts.py): a candidate's relevance is the best of the question's and each part's.
+    Returns (picked, reranked, what was left out)."""
     left = LeftOut()
     if not pool:
         return [], False, left
@@ -413,6 +563,11 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     before = len(pool)
     if reranker is not None and query.rerank:
         logits = reranker.score(query.text, [r.text for r in pool])
+        for i, text in enumerate(parts):  # a part's logit where it is higher
+            for j, logit in enumerate(reranker.score(text, [r.text for r in pool])):
+                if logit > logits[j]:
+                    logits[j] = logit
+                    pool[j].scores["part"] = i + 1
         for result, logit in zip(pool, logits):
             result.scores["logit"] = float(logit)
             result.scores["probability"] = ranking.sigmoid(float(logit))
@@ -423,7 +578,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        relevance = fused_relevance(pool, query, rows)
+        relevance = fused_relevance(pool, query, rows, parts)
     if query.session_weight > 0:
         lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
         for result, before_lift, after in zip(pool, relevance, lifted):
@@ -441,8 +596,13 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             left.best_below_threshold = max((rel for rel, above in zip(relevance, floor)
                                              if above and rel < query.threshold), default=None)
         keep = [i for i, r in enumerate(pool) if floor[i] and (query.threshold is None or relevance[i] >= query.threshold)]
+        # Below the floor only: a change statement of a kept candidate may come back (current.supersede).
+        spare = [i for i, r in enumerate(pool) if not floor[i]]
+        spare_pool, spare_relevance = [pool[i] for i in spare], [relevance[i] for i in spare]
         pool, relevance = [pool[i] for i in keep], [relevance[i] for i in keep]
-    for result, rel in zip(pool, relevance):
+    else:
+        spare_pool, spare_relevance = [], []
+    for result, rel in zip(pool + spare_pool, relevance + spare_relevance):
         age_days = (now - files.parse_time(result.created_at)).total_seconds() / 86400.0
         result.scores["relevance"] = rel
         result.scores["recency"] = ranking.recency(age_days)
@@ -451,11 +611,19 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
     if not pool:
         return [], reranked, left
     if supersede is not None:
-        supersede(pool)
+        back = supersede(pool, spare_pool) or []
+        pool += back
+        left.count -= len(back)
+        left.below_floor -= len(back)
     pool.sort(key=lambda r: (-r.scores["score"], r.superseded is not None, r.id))  # a tie (at 0): the current one first
     session_of = {i: n for n, members in enumerate(sessions(pool)) for i in members}
-    picks = ranking.mmr([r.scores["score"] for r in pool], diversity_similarity(pool, session_of), query.top_k,
-                        query.mmr_lambda)
+    similarity = diversity_similarity(pool, session_of)
+    at = {r.id: i for i, r in enumerate(pool)}
+    for i, result in enumerate(pool):  # a change and what it replaces say different things: no paraphrase
+        j = at.get((result.superseded or {}).get("by"))
+        if j is not None:
+            similarity[i][j] = similarity[j][i] = 0.0
+    picks = ranking.mmr([r.scores["score"] for r in pool], similarity, query.top_k, query.mmr_lambda)
     picked = []
     for order, index in enumerate(picks, 1):
         pool[index].scores["mmr_rank"] = order
@@ -485,50 +653,64 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     now = query.now or files.utcnow()
     # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
     asked = when.read(query.text, query.now or now.astimezone())
+    pieces = query_parts(query)
     vector = index.embedder.embed_query(query.text)
+    part_vectors = [index.embedder.embed_query(text) for text in pieces]
     lap("embed")
     # The BM25 index's files as memvault wrote them (a few stats; Index.fts_damage): damaged, it is not
     # read (its scores would be wrong, or LanceDB would panic) and the search goes by meaning alone.
     damaged = index.fts_damage() if query.use_bm25 else None
     by_meaning = dataclasses.replace(query, use_bm25=False, use_dense=True)
+    part_pairs = list(zip(pieces, part_vectors))
+    range_cache = getattr(index, "range_cache", None)
     try:
-        pool = list(candidates(table, by_meaning if damaged else query, vector, asked).values())
+        pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache).values())
     except FullTextFailed as exc:
         damaged = str(exc)
         if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
             index.refresh()
             table = index.table()
             try:
-                pool, damaged = list(candidates(table, query, vector, asked).values()), None
+                pool, damaged = list(candidates(table, query, vector, asked, part_pairs, range_cache).values()), None
             except FullTextFailed as again:
                 damaged = str(again)
         if damaged:
-            pool = list(candidates(table, by_meaning, vector, asked).values())
+            pool = list(candidates(table, by_meaning, vector, asked, part_pairs, range_cache).values())
     if damaged:
         query = by_meaning
     lap("candidates")
     from memvault.reading import current
 
     picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
-                                  supersede=lambda scored: current.supersede(scored, index, query))
+                                  supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
+                                  parts=pieces)
     lap("rank")
     note = None if reranked else (rerank_note or ("disabled (--no-rerank)" if not query.rerank else "no reranker"))
     return SearchOutcome(picked, reranked, note, timings, left_out=left.count,
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
-                         time_read=asked, full_text_damaged=damaged)
+                         time_read=asked, full_text_damaged=damaged, parts=pieces)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],
-         sync_seconds: float = 0.0) -> SearchOutcome:
-    """The read path after the index is in step (Memvault.search): the reranker where one is
-    available, else the LLM's order (setting llm_rerank) over a wider set of which top_k are kept,
-    else none; each result's episode; timings. A missing reranker is said once per vault (and again
-    when the reason changes); the outcome keeps the note for those who ask (`search --explain`, `-v`)."""
+         sync_seconds: float = 0.0, llm_parts: Callable[[str], tuple[str, ...] | None] | None = None
+         ) -> SearchOutcome:
+    """The read path after the index is in step (Memvault.search): the question's parts by the LLM
+    (setting llm_query_parts; llm_parts.py) where asked for, else by the rules; the reranker where
+    one is available, else the LLM's order (setting llm_rerank) over a wider set of which top_k
+    are kept, else none; each result's episode; timings. A missing reranker is said once per vault
+    (and again when the reason changes); the outcome keeps the note for those who ask (`search
+    --explain`, `-v`)."""
     import dataclasses
     import time
 
     started = time.perf_counter()
+    split_seconds = None
+    if getattr(settings, "llm_query_parts", False) and llm_parts is not None and query.parts is None:
+        found = llm_parts(query.text)
+        query = query if found is None else dataclasses.replace(query, parts=found)
+        split_seconds = time.perf_counter() - started
+        started = time.perf_counter()
     notes: list[str] = []
     reranker = load_reranker(settings, warn=notes.append, say=say) if query.rerank else None
     loaded = time.perf_counter()
@@ -545,7 +727,8 @@ def read(index, query: Query, settings, say: Callable[[str], None], llm_order: C
         outcome = search(index, query, reranker, notes[0] if notes else None)
     if outcome.results:
         annotate_episodes(index, outcome.results)  # for --json and the grouped prompt block
-    outcome.timings = {"sync": sync_seconds, "reranker": loaded - started, **outcome.timings}
+    outcome.timings = {"sync": sync_seconds, **({"llm_parts": split_seconds} if split_seconds is not None else {}),
+                       "reranker": loaded - started, **outcome.timings}
     if notes and index.remember_notice("reranker", notes[0]):
         say(f"memvault: {notes[0]}")
         outcome.note_shown = True
@@ -598,53 +781,99 @@ INJECTION_HEADER = (
 
 
 def injection_block(results: list[Result], summary: str | None = None, *, today: datetime | None = None,
-                    summary_written: datetime | str | None = None) -> str:
-    """The block a chat sends before the user's message: today's date, the summary (with when it
-    was written), then `[date] [role] text` lines; results that belong to an episode are grouped
-    under it (title, one line of narrative), the episodes in the order of their best result, then
-    the remaining results (docs/design.md, "Episodes"). Every line is dated (UTC day, YYYY-MM-DD)
-    so the model can tell last year's plan from today's and answer "when" and "how long ago"."""
-    lines = ["<memory>", INJECTION_HEADER, f"Today is {_day_and_weekday(today or files.utcnow())}."]
+                    summary_written: datetime | str | None = None, order: str = "session") -> str:
+    """The block a chat sends before the user's message (docs/design.md, "What the model is shown"):
+    today's date, the summary (with when it was written), then the results. Dates are written as a
+    person writes them ("Tue 6 June 2023": a small model copies an ISO day into its answer as one
+    token a reader, and LoCoMo's scorer, does not match), and each relative time of a memory's words
+    is followed by the day it names ("yesterday (Mon 5 June 2023)"; store/relative_times.py).
+
+    order "session" (the product's): ranking decides which memories are shown, not their order; they
+    are grouped by the day they were said or written, each day headed once, the days oldest first and
+    the memories of a day in the order said, so the reader sees what was said together and in which
+    order. Results of an episode are grouped under it instead (title, day, one line of narrative;
+    docs/design.md, "Episodes"), in time order with the days. order "rank": most relevant first,
+    each line dated, episodes in the order of their best result (before issue 45; kept to measure)."""
+    lines = ["<memory>", INJECTION_HEADER, f"Today is {day_words(today or files.utcnow())}."]
     if summary and summary.strip():
-        written = f" (written {_day(summary_written)})" if summary_written else ""
+        written = f" (written {day_words(summary_written)})" if summary_written else ""
         lines += ["", f"Conversation summary{written}:", summary.strip()]
-    if results:
+    if results and order == "rank":
         lines += ["", "Relevant memories (most relevant first, each dated when said or written):"]
         groups: dict[str, list[Result]] = {}
         for r in results:
             if r.episode:
                 groups.setdefault(r.episode["id"], []).append(r)
         for members in groups.values():
-            episode = members[0].episode
-            lines.append(f"Episode: {_one_line(episode.get('title') or '', 100)} ({_day(episode.get('started_at'))})"
-                         f": {_one_line(episode.get('narrative') or '', 240)}")
-            lines += [f"  {_line(r)}" for r in members if r.role != "episode"]
+            lines.append(_episode_heading(members[0].episode))
+            lines += [f"  [{r.day}] {_line(r)}" for r in members if r.role != "episode"]
         rest = [r for r in results if not r.episode]
         if groups and rest:
             lines.append("Other memories:")
-        lines += [_line(r) for r in rest]
+        lines += [f"[{r.day}] {_line(r)}" for r in rest]
+    elif results:
+        lines += ["", "Relevant memories, by the day they were said or written (oldest first, in the order said):"]
+        for heading, members in _by_day(results):
+            lines.append(heading)
+            lines += [f"  {_line(r)}" for r in members if r.role != "episode"]
     lines.append("</memory>")
     return "\n".join(lines)
 
 
+def _by_day(results: list[Result]) -> list[tuple[str, list[Result]]]:
+    """The results as (heading, members) groups: an episode's results under the episode, the others
+    under the UTC day they were created; groups oldest first, members in the order said (a user's turn
+    before the reply of the same moment)."""
+    def said(r: Result):
+        return (_moment(r.created_at), 0 if r.role == "user" else 1, r.id)
+
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        key = ("episode", r.episode["id"]) if r.episode else ("day", _day_key(r.created_at))
+        groups.setdefault(key, []).append(r)
+    ordered = []
+    for key, members in groups.items():
+        members.sort(key=said)
+        if key[0] == "episode":
+            episode = members[0].episode
+            first = _moment(episode.get("started_at")) if episode.get("started_at") else said(members[0])[0]
+            ordered.append((first, _episode_heading(episode), members))
+        else:
+            ordered.append((said(members[0])[0], f"{day_words(members[0].created_at)}:", members))
+    ordered.sort(key=lambda group: group[0])
+    return [(heading, members) for _, heading, members in ordered]
+
+
+def _episode_heading(episode: dict) -> str:
+    return (f"Episode: {_one_line(episode.get('title') or '', 100)} ({day_words(episode.get('started_at'))})"
+            f": {_one_line(episode.get('narrative') or '', 240)}")
+
+
 def _line(result: Result) -> str:
     earlier = f" {result.earlier}" if result.superseded else ""
-    return f"[{_day(result.created_at)}] [{result.role}] {' '.join(result.text.split())}{earlier}"
+    return f"[{result.role}] {result.shown_text}{earlier}"
 
 
-def _day(moment: datetime | str | None) -> str:
-    """The UTC day of a time (a datetime or ISO 8601 text), YYYY-MM-DD: short, and read one way only."""
+def _moment(value) -> datetime:
+    try:
+        return files.parse_time(value)
+    except (ValueError, TypeError):
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _day_key(value) -> str:
+    moment = _moment(value)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d") if moment.year < 9999 else str(value)
+
+
+def day_words(moment: datetime | str | None) -> str:
+    """The UTC day of a time (a datetime or ISO 8601 text) as a person writes it: "Tue 6 June 2023"."""
     if moment is None or moment == "":
         return "date unknown"
     try:
-        return files.parse_time(moment).astimezone(timezone.utc).strftime("%Y-%m-%d")
+        return relative_times.day_words(files.parse_time(moment).astimezone(timezone.utc))
     except (ValueError, TypeError):
         return str(moment)[:10]
-
-
-def _day_and_weekday(moment: datetime) -> str:
-    utc = moment.astimezone(timezone.utc)
-    return f"{utc:%Y-%m-%d} ({utc:%A})"
 
 
 def _one_line(text: str, width: int) -> str:

@@ -28,6 +28,7 @@ class Reader:
         self.vault, self.watcher = vault, watcher
         self.lock = threading.Lock()  # one index sync at a time in this process
         self._llm_orderer = None  # made on first use: llm_rerank imports pydantic
+        self._llm_splitter = None  # the same for llm_query_parts
 
     def say(self, message: str) -> None:
         self.vault.say(message)
@@ -75,7 +76,7 @@ class Reader:
 
         def once(held):
             return read(held, query, self.vault.settings, self.say, self.llm_order,
-                        sync_seconds=time.perf_counter() - started)
+                        sync_seconds=time.perf_counter() - started, llm_parts=self.llm_parts)
 
         if query.as_of is not None:
             from memvault.reading.as_of import index_at
@@ -163,3 +164,12 @@ class Reader:
 
             self._llm_orderer = LLMOrder(self.vault.settings, self.say)
         return self._llm_orderer(question, results)
+
+    def llm_parts(self, question: str):
+        """The LLM's parts of a question (setting llm_query_parts); one asker per Reader, so a failure
+        is said once."""
+        if self._llm_splitter is None:
+            from memvault.reading.llm_parts import LLMParts
+
+            self._llm_splitter = LLMParts(self.vault.settings, self.say)
+        return self._llm_splitter(question)

@@ -99,6 +99,16 @@ class QueryTime:
     def in_range(self, moment: datetime) -> bool:
         return any(r.holds(moment) for r in self.ranges)
 
+    def names_range(self, told: Sequence) -> bool:
+        """Whether a memory's resolved relative times (store/relative_times.Told: "yesterday", said the
+        day after) fall in a range the query names."""
+        for t in told:
+            start = datetime(t.start.year, t.start.month, t.start.day, tzinfo=timezone.utc)
+            end = datetime(t.end.year, t.end.month, t.end.day, tzinfo=timezone.utc)
+            if any((r.start is None or end > r.start) and (r.end is None or start < r.end) for r in self.ranges):
+                return True
+        return False
+
     def span(self) -> tuple[datetime | None, datetime | None]:
         """From the earliest start to the latest end of the ranges (None: open)."""
         starts = [r.start for r in self.ranges]
@@ -133,16 +143,17 @@ def _names_time(text: str, created: datetime) -> bool:
 
 def lift(pool: Sequence, relevance: Sequence[float], asked: QueryTime, created: Sequence[datetime]
          ) -> list[float]:
-    """Relevance with the query's time applied: a candidate created in a range the query names
-    gains RANGE_WEIGHT * (1 - r), one whose words name a time, for a "when" question, WHEN_WEIGHT *
-    (1 - r). Sets scores "time" (what was added) and "in_range" on the results."""
+    """Relevance with the query's time applied: a candidate created in a range the query names, or
+    whose words name a time in it (its resolved relative times, `told`), gains RANGE_WEIGHT * (1 - r),
+    one whose words name a time, for a "when" question, WHEN_WEIGHT * (1 - r). Sets scores "time"
+    (what was added) and "in_range" on the results."""
     lifted = list(relevance)
     for i, (result, moment) in enumerate(zip(pool, created)):
         weight = 0.0
-        if asked.ranges and asked.in_range(moment):
+        if asked.ranges and (asked.in_range(moment) or asked.names_range(getattr(result, "told", ()))):
             result.scores["in_range"] = True
             weight += RANGE_WEIGHT
-        if asked.asks_when and WHEN_WEIGHT and names_time(result.text, moment):
+        if asked.asks_when and WHEN_WEIGHT and (getattr(result, "told", None) or names_time(result.text, moment)):
             weight += WHEN_WEIGHT
         if weight:
             lifted[i] = relevance[i] + min(weight, 1.0) * (1.0 - relevance[i])

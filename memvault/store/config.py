@@ -38,6 +38,7 @@ class Settings:
     relevance_floor: float = 0.15
     session_weight: float = 0.4
     llm_rerank: bool = False
+    llm_query_parts: bool = False
     enable_summarization: bool = True
     enable_git_versioning: bool = True
     soft_decay_minutes: float = 10.0

@@ -70,6 +70,14 @@ KEEP_VERSIONS_SECONDS = 600
 FTS_COLUMN = "index_text"
 # What the BM25 index's files were when memvault wrote them (Index.record_fts), beside the table.
 FTS_SUMS = "fts-checksums.json"
+# The relative times of a memory's words, resolved against its date (store/relative_times.py, issue 45):
+# the expressions as JSON and the whole stretch they name, in UTC microseconds [from, to), which the
+# time-range candidates read (time_clause).
+TOLD_COLUMNS = ("told", "told_from_us", "told_to_us")
+
+
+def TOLD_FIELDS(pa):  # noqa: N802 (a constant of the schema, built where pyarrow is loaded)
+    return [("told", pa.string()), ("told_from_us", pa.int64()), ("told_to_us", pa.int64())]
 FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position": False, "stem": True,
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
@@ -209,6 +217,9 @@ class Index:
         self._db = None
         self._table = None
         self._embedder = None
+        # The read path's rows of a time range, per table version (retrieval._in_range_rows): a
+        # long-lived process asked about "March" again reads them once.
+        self.range_cache: dict = {}
 
     # -- model -----------------------------------------------------------------
     @property
@@ -444,6 +455,7 @@ class Index:
             ("index_text", pa.string()),  # what BM25 reads: the text, a turn with its context
             ("sha256", pa.string()),
             ("meta", pa.string()),  # the other front-matter keys as JSON
+            *TOLD_FIELDS(pa),
             ("vector", pa.list_(pa.float32(), self.embedder.dim)),
         ])
 
@@ -642,7 +654,7 @@ class Index:
                 import pyarrow as pa
 
                 held = held.filter(pc.invert(pc.is_in(held["path"], pa.array(sorted(left_out), pa.string()))))
-            held = held.select(schema.names).cast(schema)
+            held = _with_told_columns(held).select(schema.names).cast(schema)
         snapshot = lancedb.connect(str(folder)).create_table(TABLE, schema=schema)
         if held is not None and held.num_rows:
             snapshot.add(held)
@@ -652,6 +664,35 @@ class Index:
                           for m, vector in zip(tombstones, vectors)])
         self.ensure_fts(snapshot)
         return snapshot
+
+    def add_told(self, table) -> int:
+        """A table built before issue 45 gets the told columns, and the rows whose words have a relative
+        time get them filled, from the text and date the row holds: no file read, nothing embedded
+        again. Returns how many rows were filled."""
+        import pyarrow as pa
+
+        from memvault.store import relative_times
+
+        table.add_columns({name: f"CAST(NULL AS {'STRING' if kind == pa.string() else 'BIGINT'})"
+                           for name, kind in TOLD_FIELDS(pa)})
+        rows = table.search().where("role != 'summary'").select(["id", "text", "created_at"]) \
+            .limit(None).to_arrow().to_pylist()
+        filled = []
+        for row in rows:
+            if not relative_times.has_relative(row["text"]):
+                continue
+            told = relative_times.resolve(row["text"], files.parse_time(row["created_at"]))
+            if told:
+                start, end = relative_times.span_us(told)
+                filled.append({"id": row["id"], "told": relative_times.dumps(told), "told_from_us": start,
+                               "told_to_us": end})
+        for chunk in _chunks(filled, ADD_ROWS):
+            update = pa.Table.from_pylist(chunk, schema=pa.schema([("id", pa.string()), *TOLD_FIELDS(pa)]))
+            table.merge_insert("id").when_matched_update_all().execute(update)
+        if filled:
+            self._touched = True
+            self.maintain()  # the rewritten rows back into the BM25 and filter indexes
+        return len(filled)
 
     def rows(self, columns: list[str], roles: Iterable[str] | None = None,
              conversation: str | None = None) -> list[dict[str, Any]]:
@@ -1000,6 +1041,8 @@ class _Sync:
                 report.rebuilt = (f"the index in {index.dir} was built by an older memvault (no {FTS_COLUMN} "
                                   "column: what search reads for a chat turn); rebuilding it, once")
             elif table is not None:
+                if how.write and TOLD_COLUMNS[0] not in table.schema.names:
+                    index.add_told(table)
                 rows = table.count_rows()
                 if rows and not self.live:
                     report.rebuilt = f"index state {index.state_path} is missing; rebuilding the index"
@@ -1300,7 +1343,15 @@ def id_taken(memory_id: str, owner: str) -> str:
 
 
 def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None = None) -> dict[str, Any]:
+    from memvault.store import relative_times
+
     created = memory.created_at
+    index_text = memory.text if index_text is None else index_text
+    # A summary's words are not shown as a memory's: only what a search returns is resolved.
+    # Not in index_text: the words made a memory's text longer to BM25, which then ranked it below
+    # the same words without them (tests/test_when.py); a question naming the day finds it by the span.
+    told = relative_times.resolve(memory.text, created) if memory.role != "summary" else []
+    told_from, told_to = relative_times.span_us(told)
     return {
         "id": memory.id,
         "path": rel,
@@ -1310,10 +1361,13 @@ def _row(rel: str, memory: Memory, digest: str, vector, index_text: str | None =
         "created_at": files.format_time(created),
         "tags": "|" + "|".join(memory.tags) + "|" if memory.tags else "",
         "text": memory.text,
-        "index_text": memory.text if index_text is None else index_text,
+        "index_text": index_text,
         "sha256": digest,
         "meta": json.dumps({k: v for k, v in memory.front_matter().items() if k not in files.CORE_KEYS},
                            default=files.json_value, ensure_ascii=False),
+        "told": relative_times.dumps(told),
+        "told_from_us": told_from,
+        "told_to_us": told_to,
         "vector": None if vector is None else [float(x) for x in vector],
     }
 
@@ -1535,6 +1589,30 @@ def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[s
     if until is not None:
         clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
     return " AND ".join(clauses) or "true"
+
+
+def time_clause(start=None, end=None, told: bool = True) -> str:
+    """A LanceDB filter: the rows created in [start, end) or, told, whose words name a time in it
+    (told_from_us/told_to_us: "yesterday" said the day after); None: open on that side."""
+    created = [f"created_us >= {int(start.timestamp() * 1_000_000)}"] if start is not None else []
+    created += [f"created_us < {int(end.timestamp() * 1_000_000)}"] if end is not None else []
+    created_clause = " AND ".join(created) or "true"
+    if not told:
+        return created_clause
+    named = ["told_from_us IS NOT NULL"]
+    named += [f"told_to_us > {int(start.timestamp() * 1_000_000)}"] if start is not None else []
+    named += [f"told_from_us < {int(end.timestamp() * 1_000_000)}"] if end is not None else []
+    return f"(({created_clause}) OR ({' AND '.join(named)}))"
+
+
+def _with_told_columns(rows):
+    """Arrow rows with the told columns, empty where a table from before issue 45 has none."""
+    import pyarrow as pa
+
+    for name, kind in TOLD_FIELDS(pa):
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.nulls(rows.num_rows, kind))
+    return rows
 
 
 def id_clause(ids: Iterable[str]) -> str:
