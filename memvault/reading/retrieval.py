@@ -258,12 +258,13 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                 dense_rows = top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
                                                               .metric("cosine"), where).limit(limit), depth, by_distance)
             bm25_rows = []
+            tied: dict[str, dict] = {}
             if query.use_bm25 and text.strip():
                 bm25_text = " ".join([text, *ranking.category_words(text)])
                 try:
                     bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
                                                                               fts_columns=FTS_COLUMN), where)
-                                         .limit(limit), depth, by_score)
+                                         .limit(limit), depth, by_score, tied)
                 except Exception as exc:  # a damaged or pruned index: search() decides (FullTextFailed)
                     from memvault.store.index import Index, _first_line
 
@@ -287,6 +288,12 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                 kept.add(key)
                 if not variant:
                     pool[key].scores["rrf"] = fused[key]
+            for key, row in tied.items():  # BM25's equals past its cut: a candidate keeps the score it has
+                if key in pool and (variant or "bm25" not in pool[key].scores):
+                    if variant:
+                        part_bm25[variant - 1].setdefault(key, float(row["_score"]))
+                    else:
+                        pool[key].scores["bm25"] = float(row["_score"])
     for key in [k for k in pool if k not in kept]:
         del pool[key]  # seen by one retriever but past the fused depth
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.

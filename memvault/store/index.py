@@ -1553,19 +1553,25 @@ def by_score(row: dict) -> tuple:
 TIE_ROWS = 4096
 
 
-def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[dict], tuple]) -> list[dict]:
+def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[dict], tuple],
+             tied_past_cut: dict | None = None) -> list[dict]:
     """A retriever's best `depth` rows, the same every time on the same files: LanceDB returns rows of
     equal score in the order it meets them (its table's row order, which the history of writes sets,
     and its threads), so both the order among equals and which of them make the cut would be chance
     (issue 44: 12 runs of one search on one vault gave 3 lists). Asked for 4 x `depth` + 1 rows
     (a dense query scans its scope whatever the limit: a second scan for a tie of a few copies cost
     more than the rows); when the last ties the `depth`-th, more are fetched (x4, up to TIE_ROWS) until
-    the tie is whole, then every row is ordered by score and id and cut."""
+    the tie is whole, then every row is ordered by score and id and cut. tied_past_cut, when given,
+    receives the rows the cut left out that tie the last one kept (id -> row): their score is as good,
+    so a candidate another list brings keeps it (which of equals make the cut is only the ids' order)."""
     limit = 4 * depth + 1
     while True:
         rows = query_with_limit(limit).to_list()
         rows.sort(key=key)
         if len(rows) < limit or limit >= TIE_ROWS or depth <= 0 or key(rows[depth - 1])[0] != key(rows[-1])[0]:
+            if tied_past_cut is not None and 0 < depth < len(rows):
+                last = key(rows[depth - 1])[0]
+                tied_past_cut.update((row["id"], row) for row in rows[depth:] if key(row)[0] == last)
             return rows[:depth]
         limit = min(limit * 4, TIE_ROWS)
 
