@@ -578,6 +578,7 @@ def test_bad_requests_get_openai_errors_naming_what_is_wrong(proxy):
         "messages[0].content"
     assert refused("POST", post, 400, json=chat_body("hi", temperature="hot"))["param"] == "temperature"
     assert refused("POST", post, 400, json=chat_body("hi", n=3))["param"] == "n"
+    assert refused("POST", post, 400, json=chat_body("hi", metadata="not an object"))["param"] == "metadata"
     big = "x" * 2_700_000
     assert refused("POST", post, 413, json=chat_body(big))["code"] == "request_too_large"
     chunked = (part.encode() for part in (json.dumps(chat_body(big))[i:i + 65536]
@@ -886,6 +887,23 @@ def test_a_client_that_gives_up_and_retries_keeps_one_turn_and_the_reply_it_got(
     [reply] = memories_of(vault, "never-got", "turns/assistant")
     assert reply.text.startswith("Too late") and reply.extra["delivered"] is False
     assert git(vault, "status", "--porcelain") == ""
+
+
+def test_a_reasoning_models_thinking_reaches_the_client_and_is_not_stored(proxy):
+    """The answer is handed on as the upstream made it, a <think> block too (the client asked that model);
+    what is stored is the reply without it, as every chat stores it."""
+    fake, vault = proxy.fake, proxy.vault
+    fake.push({"think": "The user greets me.", "content": "Hello!"}, {"think": "Again.", "chunks": ["Hi ", "again!"]})
+    plain = proxy.client().chat.completions.create(model="test-model", user="thinking",
+                                                   messages=[{"role": "user", "content": "Hello there"}])
+    assert plain.choices[0].message.content == "<think>The user greets me.</think>\n\nHello!"
+    proxy.idle()
+    streamed = proxy.client().chat.completions.create(model="test-model", user="thinking", stream=True,
+                                                      messages=[{"role": "user", "content": "Hello once more"}])
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+        "<think>Again.</think>\n\nHi again!"
+    proxy.idle()
+    assert [t.text for t in memories_of(vault, "thinking", "turns/assistant")] == ["Hello!", "Hi again!"]
 
 
 def test_a_reply_that_is_only_tool_calls_answers_the_message_and_later_prompts_see_it(proxy):

@@ -205,8 +205,7 @@ class _Server(MCPServer):
             try:
                 return render(run(request.library_args("mcp", given), given), given)
             except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line)
-                # without the vault's place on this machine: the client may run elsewhere
-                raise ToolError(for_client(answer_for(exc).message, self.root)) from None
+                raise _failure(exc, self.root) from None
 
         tool.__name__ = tool.__qualname__ = name
         tool.__signature__ = inspect.Signature(parameters, return_annotation=output)  # type: ignore[attr-defined]
@@ -245,6 +244,12 @@ class _Server(MCPServer):
                 raise ToolError(f"Error executing tool {name}: {validation_problem(exc.__cause__)}") \
                     from exc.__cause__
             raise
+
+
+def _failure(exc: BaseException, root=None) -> ToolError:
+    """A library failure as the one line the model reads (errors.answer_for: the words every face gives),
+    without the vault's place on this machine (`root`: the client may run elsewhere)."""
+    return ToolError(for_client(answer_for(exc).message, root))
 
 
 def _item(memory) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from memvault.errors import MemvaultError, answer_for
 from memvault.faces.http import ApiError
+from memvault.store import upstream
 
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
@@ -333,12 +334,10 @@ class Exchanges:
         """The exchange of a ChatCall: its conversation's last exchange stored and indexed first (a
         store waits at most lock_timeout), then retrieval and the user's turn (Memvault.chat). The
         turn's `delivery` is the router's to fill in."""
-        from memvault.learning.chat import Delivery
-
         self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
         turn = self.turns.start(lambda: self.vault.chat(
             call.text, conversation=call.conversation, stream=call.stream, forward=call.forward, resent=call.resent))
-        turn.delivery = Delivery()
+        turn.delivery = upstream.Delivery()
         return turn
 
     def finish(self, turn, read: Callable[[], Any]) -> None:

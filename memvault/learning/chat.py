@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from memvault.store import files
+from memvault.store.upstream import Delivery  # noqa: F401 (what a face fills in: ChatTurn.delivery)
 from memvault.learning import learn, sessions
 from memvault.errors import LLMError
 from memvault.reading.retrieval import Result, injection_block
@@ -128,34 +129,6 @@ def memory_block(results: list[Result], summary: str | None, now: datetime | Non
     if not results and not (summary and summary.strip()):
         return None
     return injection_block(results, summary, today=now, summary_written=summary_written)
-
-
-class Delivery:
-    """What a face's client got of a reply, said by the face that hands it on (a proxy): each piece of
-    text as it went out (`handed`), then whether the client got the whole answer (`settle`). The turn's
-    store waits for the word (SETTLE_WAIT at most), and stores the reply the client got: the whole, the
-    text sent so far (`partial: true`), or the whole marked `delivered: false`."""
-
-    def __init__(self):
-        self._sent: list[str] = []
-        self._settled = threading.Event()
-        self.complete: bool | None = None
-
-    def handed(self, text: str) -> None:
-        if text and not self._settled.is_set():  # once settled, what the client got is said
-            self._sent.append(text)
-
-    def settle(self, complete: bool) -> None:
-        if not self._settled.is_set():
-            self.complete = complete
-            self._settled.set()
-
-    @property
-    def text(self) -> str:
-        return "".join(self._sent)
-
-    def wait(self, timeout: float) -> bool:
-        return self._settled.wait(timeout)
 
 
 @dataclass

@@ -574,7 +574,7 @@ def _unseen(before: str | None, after: str | None, root: Path, path: str) -> boo
         old, new = (files.parse_memory(content, root / path, root=root)[0] for content in (before, after))
     except Exception:
         return False
-    visible = lambda m: (m.text, m.role, {k: v for k, v in m.extra.items() if k not in BOOKKEEPING})  # noqa: E731
+    visible = lambda m: (m.text, {k: v for k, v in m.front_matter().items() if k not in BOOKKEEPING})  # noqa: E731
     return visible(old) == visible(new)
 
 

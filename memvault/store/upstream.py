@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from memvault.errors import LLMError
 
-__all__ = ["Answer", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply", "post", "stream"]
+__all__ = ["Answer", "Delivery", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply", "post", "stream"]
 
 
 @dataclass
@@ -163,6 +163,34 @@ OPENAI_CHAT = _OpenAIChat()
 
 class UpstreamSaid(Exception):
     """An error event in an upstream's stream (its words)."""
+
+
+class Delivery:
+    """What a face's client got of a reply, said by the face that hands it on (a proxy): each piece of
+    text as it went out (`handed`), then whether the client got the whole answer (`settle`). The chat turn's
+    store waits for the word (SETTLE_WAIT at most), and stores the reply the client got: the whole, the
+    text sent so far (`partial: true`), or the whole marked `delivered: false`."""
+
+    def __init__(self):
+        self._sent: list[str] = []
+        self._settled = threading.Event()
+        self.complete: bool | None = None
+
+    def handed(self, text: str) -> None:
+        if text and not self._settled.is_set():  # once settled, what the client got is said
+            self._sent.append(text)
+
+    def settle(self, complete: bool) -> None:
+        if not self._settled.is_set():
+            self.complete = complete
+            self._settled.set()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._sent)
+
+    def wait(self, timeout: float) -> bool:
+        return self._settled.wait(timeout)
 
 
 # -- what a proxy forwards ---------------------------------------------------------------------------
