@@ -191,6 +191,10 @@ class Vault:
             finally:
                 if change.touched:
                     change.index_pending(last=True)
+                for readable in change.after_index:  # its files searchable now, before the commit
+                    with contextlib.suppress(Exception):
+                        readable()
+                if change.touched:
                     if commit and self.settings.enable_git_versioning:
                         from memvault.store import gitrepo
 
@@ -482,6 +486,9 @@ class Change:
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
+    # Called once what the change wrote is indexed, before its commit (a server's next request, which
+    # waits to read what this one wrote, need not wait for git as well).
+    after_index: list[Callable[[], Any]] = field(default_factory=list)
 
     def index_pending(self, last: bool = False) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
