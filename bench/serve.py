@@ -19,6 +19,12 @@ measured is memvault's share), in processes of their own (server, upstream, this
   `git fsck --strict` clean.
 - **rss**: a fresh server, then requests alternating a search and a streamed chat; its resident
   memory (VmRSS) after --rss-first requests and after --rss-total (goal: within 10%).
+- **ttfb** (issue 41): conversations never wait on each other. A fresh server whose upstream streams
+  each reply over --ttfb-stream-s seconds (a model takes time to answer; an instant one makes 20
+  clients a CPU-bound queue, whatever the server does), then time to first byte (the first event of
+  the stream) of --ttfb-single streamed chats of one client in one conversation, back to back, against
+  --clients clients in a conversation each, --per-client chats each (goal: p50 <= 2x the single
+  client's). Each next message of a conversation waits for its last exchange to be stored.
 
 The server's CPU time (user + system, all threads, from /proc) is given beside wall times: the
 machine is shared, and load stretches wall time far more than CPU time. So is the load average.
@@ -26,7 +32,7 @@ machine is shared, and load stretches wall time far more than CPU time. So is th
     python bench/serve.py               # 10,000 memories: 500 searches, 100 rounds, 20 x 25, RSS 100 / 1,000
     python bench/serve.py --quick       # smoke: 60 memories, small counts (a minute or two)
     python bench/serve.py --reuse       # keep a vault built earlier in --workdir
-    python bench/serve.py --only overhead,rss   # some of the phases (search, cold, overhead, concurrency, rss)
+    python bench/serve.py --only overhead,rss   # some of the phases (search, cold, overhead, concurrency, writer, rss, ttfb)
 
 Writes bench/out/serve.json (or --out) and prints a table.
 """
@@ -55,17 +61,22 @@ from checkout import REPO, git_commit  # noqa: E402
 from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
 from processes import stop_process  # noqa: E402
 
-PHASES = ("search", "cold", "overhead", "concurrency", "writer", "rss")
-GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "rss_growth": 0.10}
+PHASES = ("search", "cold", "overhead", "concurrency", "writer", "rss", "ttfb")
+GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0, "overhead_p99_ms": 150.0,
+         "rss_growth": 0.10, "ttfb_ratio": 2.0}
 
 # The upstream: tests/fake_llm.py in a process of its own, answering every request at once; its
 # reply is what the memory upkeep parses as "no facts", so upkeep costs one quick call a turn.
 UPSTREAM = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, _split
 fake = FakeLLM()
 fake.default = '{"facts": []}'
+stream_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+if stream_s:  # a stream of 8 pieces over stream_s seconds; the same text at once when not streamed
+    pieces = _split(fake.default, 8)
+    fake.default = {"chunks": pieces, "chunk_delay": stream_s / len(pieces)}
 print(fake.base_url, flush=True)
 sys.stdin.read()
 fake.close()
@@ -87,9 +98,9 @@ def percentiles(values_ms: list[float]) -> dict[str, float]:
 
 
 class Upstream:
-    def __init__(self, env: dict[str, str]):
-        self.proc = subprocess.Popen([sys.executable, "-c", UPSTREAM, str(REPO / "tests")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)
+    def __init__(self, env: dict[str, str], stream_s: float = 0.0):
+        self.proc = subprocess.Popen([sys.executable, "-c", UPSTREAM, str(REPO / "tests"), str(stream_s)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.base_url = self.proc.stdout.readline().strip()
         if not self.base_url.startswith("http://127.0.0.1:"):
             self.close()
@@ -260,6 +271,8 @@ def chat_overhead(server: Server, upstream: Upstream, rounds: int) -> dict:
     out = {name: percentiles(values) for name, values in samples.items()}
     out["overhead_ms"] = {"plain": round(out["proxy"]["p50"] - out["direct"]["p50"], 2),
                           "stream": round(out["proxy_stream"]["p50"] - out["direct_stream"]["p50"], 2)}
+    out["overhead_p99_ms"] = {"plain": round(out["proxy"]["p99"] - out["direct"]["p99"], 2),
+                              "stream": round(out["proxy_stream"]["p99"] - out["direct_stream"]["p99"], 2)}
     out["server_cpu_ms_per_request"] = round(cpu_spent * 1000 / (2 * rounds), 2)
     out["load_before"], out["load_after"] = before, load()
     server.idle()
@@ -367,6 +380,74 @@ def other_writer(server: Server, mv, env, vault: Path, rounds: int, warm_searche
             "repairs_said": said.count("did not match its files"), "load_before": before, "load_after": load()}
 
 
+def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int, stream_s: float) -> dict:
+    """Issue 41: time to first byte of streamed chats, one client in one conversation, then `clients` in
+    a conversation each; a fresh server whose upstream streams each reply over `stream_s` seconds."""
+    import httpx
+
+    slow = Upstream(env, stream_s)
+    server = Server(mv, {**env, "MEMVAULT_LLM_BASE_URL": slow.base_url}, vault)
+    lock = threading.Lock()
+
+    def chats(number: int, conversation: str, count: int, firsts: list, wholes: list, errors: list) -> None:
+        with httpx.Client(base_url=server.url, timeout=300) as http:
+            for n in range(count):
+                body = chat_body(f"Client {number} says: message {n} about {synth.PROJECTS[(number + n) % 15]}.",
+                                 conversation, True)
+                start, first = time.perf_counter(), None
+                try:
+                    with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                        response.raise_for_status()
+                        for line in response.iter_lines():
+                            if first is None and line.startswith("data: "):
+                                first = time.perf_counter()
+                            if line == "data: [DONE]":
+                                break
+                        else:
+                            raise RuntimeError("the stream ended without [DONE]")
+                except Exception as exc:  # noqa: BLE001 (counted and shown)
+                    with lock:
+                        errors.append(f"{conversation} {n}: {exc!r}"[:300])
+                    continue
+                with lock:
+                    firsts.append((first - start) * 1000)
+                    wholes.append((time.perf_counter() - start) * 1000)
+
+    def phase(count: int, each: int, prefix: str) -> dict:
+        firsts: list[float] = []
+        wholes: list[float] = []
+        errors: list[str] = []
+        health = server.client.get("/health").json()
+        before, cpu = load(), server.cpu_seconds()
+        threads = [threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
+                   for i in range(count)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(3600)
+        wall = time.perf_counter() - started
+        server.idle()
+        after = server.client.get("/health").json()
+        return {"clients": count, "chats": count * each, "errors": len(errors), "error_samples": errors[:3],
+                "ttfb": percentiles(firsts) if firsts else None, "whole": percentiles(wholes) if wholes else None,
+                "wall_s": round(wall, 2), "server_cpu_ms_per_chat": round((server.cpu_seconds() - cpu) * 1000
+                                                                          / max(1, count * each), 1),
+                "waited_for_stores": after["waited_for_stores"] - health["waited_for_stores"],
+                "store_wait_ms": round(after["store_wait_ms"] - health["store_wait_ms"], 1),
+                "load_before": before, "load_after": load()}
+
+    try:
+        phase(1, 3, "ttfb-warm")  # the first chats of a fresh server: not measured
+        one = phase(1, single, "ttfb-one")
+        many = phase(clients, per_client, "ttfb-many")
+    finally:
+        stopped = server.stop()
+        slow.close()
+    ratio = round(many["ttfb"]["p50"] / one["ttfb"]["p50"], 2) if one["ttfb"] and many["ttfb"] else None
+    return {"stream_s": stream_s, "single": one, "many": many, "ratio_p50": ratio, **stopped}
+
+
 def rss_growth(mv, env, vault: Path, first: int, total: int) -> dict:
     server = Server(mv, env, vault)
     readings = {"after_start_mb": server.rss_mb()}
@@ -421,6 +502,9 @@ def table(report: dict) -> str:
     if over:
         lines.append(f"proxy overhead (p50 through the proxy - p50 straight): plain {over['overhead_ms']['plain']:.1f} ms, "
                      f"streamed {over['overhead_ms']['stream']:.1f} ms")
+        if over.get("overhead_p99_ms"):
+            lines.append(f"proxy overhead at p99: plain {over['overhead_p99_ms']['plain']:.1f} ms, streamed "
+                         f"{over['overhead_p99_ms']['stream']:.1f} ms")
     if conc:
         turns = conc["turns"]
         lines.append(f"concurrency: {conc['requests']} requests in {conc['wall_s']:.1f} s ({conc['requests_per_s']:.1f}/s; "
@@ -444,8 +528,21 @@ def table(report: dict) -> str:
                   f"{rss[f'after_{total}_mb']:.0f} MB after {total} (growth {rss['growth'] * 100:+.1f}%); SIGTERM: exit "
                   f"{rss['exit_code']} in {rss['stop_s']} s",
                   "RSS (MB) every " + str(first) + " requests: " + ", ".join(f"{mb:.0f}" for _, mb in rss.get("curve_mb", []))]
+    ttfb = report.get("ttfb")
+    if ttfb:
+        one, many = ttfb["single"], ttfb["many"]
+        lines.append(f"time to first byte (upstream streaming each reply over {ttfb['stream_s']} s): one client, "
+                     f"{one['chats']} chats: p50 {one['ttfb']['p50']:.1f} ms (p99 {one['ttfb']['p99']:.1f}; server "
+                     f"CPU {one['server_cpu_ms_per_chat']:.0f} ms a chat); {many['clients']} clients in a "
+                     f"conversation each, {many['chats']} chats: p50 {many['ttfb']['p50']:.1f} ms (p99 "
+                     f"{many['ttfb']['p99']:.1f}; CPU {many['server_cpu_ms_per_chat']:.0f} ms a chat; "
+                     f"{many['waited_for_stores']} waited for their store, {many['store_wait_ms']:.0f} ms in all; "
+                     f"{many['errors']} errors): {ttfb['ratio_p50']}x; load {one['load_before']} -> "
+                     f"{many['load_after']}")
     start_s = report.get("start_s", rss and rss["start_s"])
-    lines += [f"start-up to listening (models, index, litellm loaded): {start_s:.1f} s", ""]
+    if start_s is not None:
+        lines.append(f"start-up to listening (models, index, litellm loaded): {start_s:.1f} s")
+    lines.append("")
     verdicts = report["verdicts"]
     lines.append("goals: " + "; ".join(f"{name} {'yes' if v['ok'] else 'no'} ({v['value']})"
                                        for name, v in verdicts.items()))
@@ -462,6 +559,15 @@ def verdicts(report: dict) -> dict:
     if over:
         found["overhead p50 <= 50 ms"] = {"ok": max(over["overhead_ms"].values()) <= GOALS["overhead_p50_ms"],
                                           "value": f"{over['overhead_ms']['plain']:.1f} / {over['overhead_ms']['stream']:.1f} ms"}
+        p99 = over.get("overhead_p99_ms")
+        if p99:
+            found["overhead p99 <= 150 ms"] = {"ok": max(p99.values()) <= GOALS["overhead_p99_ms"],
+                                               "value": f"{p99['plain']:.1f} / {p99['stream']:.1f} ms"}
+    ttfb = report.get("ttfb")
+    if ttfb and ttfb["ratio_p50"] is not None:
+        found["ttfb p50, 20 conversations <= 2x one"] = {
+            "ok": ttfb["ratio_p50"] <= GOALS["ttfb_ratio"] and not ttfb["many"]["errors"],
+            "value": f"{ttfb['ratio_p50']}x"}
     writer = report.get("writer")
     if writer:
         found["search after another process's add <= 2x warm"] = {
@@ -492,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writer-rounds", type=int, default=20,
                     help="terminal adds, each followed by a search (default 20)")
     ap.add_argument("--writer-warm", type=int, default=60, help="warm searches to compare with (default 60)")
+    ap.add_argument("--ttfb-single", type=int, default=40, help="ttfb: chats of the one client (default 40)")
+    ap.add_argument("--ttfb-stream-s", type=float, default=2.0,
+                    help="ttfb: seconds the upstream streams each reply over (default 2)")
     ap.add_argument("--only", default=",".join(PHASES), metavar="PHASES",
                     help="the phases to run, comma-separated (default all: " + ",".join(PHASES) + ")")
     ap.add_argument("--quick", action="store_true", help="smoke mode: 60 memories and small counts")
@@ -512,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         args.size, args.searches, args.cold, args.chats = 60, 20, 1, 5
         args.clients, args.per_client, args.rss_first, args.rss_total = 3, 3, 10, 30
         args.writer_rounds, args.writer_warm = 3, 10
+        args.ttfb_single, args.ttfb_stream_s = 4, 0.4
     out = args.out or HERE / "out" / ("serve-quick.json" if args.quick else "serve.json")
     mv, env = memvault_exe(), child_env(keep_bytecode_env=False)
     vault = args.workdir / f"vault-{args.size}"
@@ -559,6 +669,11 @@ def main(argv: list[str] | None = None) -> int:
         if "rss" in only:
             log(f"RSS: a fresh server, {args.rss_total} requests ...")
             report["rss"] = rss_growth(mv, env, vault, args.rss_first, args.rss_total)
+        if "ttfb" in only:
+            log(f"time to first byte: one client x {args.ttfb_single}, then {args.clients} x {args.per_client} ...")
+            report["ttfb"] = first_bytes(mv, env, vault, args.ttfb_single, args.clients, args.per_client,
+                                         args.ttfb_stream_s)
+            log(f"ttfb ratio {report['ttfb']['ratio_p50']}x")
     finally:
         upstream.close()
     report["verdicts"] = verdicts(report)

@@ -406,7 +406,8 @@ class Memvault:
         diversity; without a reranker, memories that match the query too little (relevance_floor)
         are left out. conversation: None is `global`; with all_conversations, none may be named. as_of: search what the vault held at that moment (memories created later
         absent, those deleted or replaced later present; `now` defaults to it).
-        Options left None come from the settings. Returns a retrieval.SearchOutcome."""
+        Options left None come from the settings. Returns a retrieval.SearchOutcome. An empty query is
+        NothingGiven (every face: a search for nothing found nothing, silently)."""
         return self._reader.search(query, top_k=top_k, conversation=conversation, all_conversations=all_conversations,
                                    kinds=kinds, tags=tags, since=since, until=until, now=now, as_of=as_of,
                                    rerank=rerank, recency_weight=recency_weight, mmr_lambda=mmr_lambda,
@@ -486,7 +487,7 @@ class Memvault:
              learn: bool = True, use_memory: bool = True, now: datetime | str | None = None,
              model: str | None = None, top_k: int | None = None, history: list[dict] | None = None,
              user_message: Mapping[str, Any] | None = None, llm_options: Mapping[str, Any] | None = None,
-             upstream_objects: bool = False, after_user: list[dict] | None = None, resent: bool = False):
+             forward=None, after_user: list[dict] | None = None, resent: bool = False):
         """Start an exchange with the LLM, memories injected. Returns a chat.ChatTurn: iterate it
         for the reply's text pieces (both turns are stored and committed when it ends), then call
         `.finish()` for the memory upkeep and the chat.ChatResult. `ask` does all of it at once.
@@ -495,9 +496,10 @@ class Memvault:
         are instead of memvault's own session. user_message: with history, the client's own message
         object for this message (its content may carry images besides `message`, its text), sent as
         it is. llm_options: sampling options for the model (max_tokens, top_p, stop, temperature...).
-        upstream_objects (a proxy): iterating the turn gives the upstream's answer, or its chunks, in
-        OpenAI's shape (tool calls, usage...), llm_options being every field the client sent; only the
-        text is stored. after_user: with history, a tool round after the message (the assistant's
+        forward (a proxy: store/upstream.Forward): the client's request, handed to the upstream as it
+        was sent with the memory block added (not through litellm); iterating the turn gives the
+        upstream's answer or its stream's events as they came; the reply's text and tool calls are
+        stored. The face says what its client got in `turn.delivery` (chat.Delivery). after_user: with history, a tool round after the message (the assistant's
         tool calls, the results), sent after it; the message's turn stored already is not stored again.
         resent: with history, the client marks this request its retry of the message: the newest user
         turn with the same text is its turn even when answered since (the client never got that reply)."""
@@ -507,7 +509,7 @@ class Memvault:
                                    now=_time(now, "now"), top_k=top_k, model=model,
                                    history=list(history) if history is not None else None,
                                    user_message=dict(user_message) if user_message is not None else None,
-                                   llm_options=dict(llm_options or {}), upstream_objects=upstream_objects,
+                                   llm_options=dict(llm_options or {}), forward=forward,
                                    after_user=list(after_user) if after_user else None, resent=resent)
         return chat.begin(self._vault, message, options, self._reader.chat_memories(conversation), warn=self._say,
                           refresh=self._fresh_index)

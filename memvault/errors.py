@@ -160,6 +160,16 @@ def as_memvault_error(exc: BaseException) -> MemvaultError | None:
     return None
 
 
+def for_client(message: str, root) -> str:
+    """A message for the client of a server (serve, mcp), which runs elsewhere: the vault's place on the
+    server's disk left out, a file under it named by its path in the vault, the folder itself "the
+    vault" ("no memory with id 'x' in /srv/me/vault" -> "... in the vault")."""
+    if root is None:
+        return message
+    place = str(root).rstrip("/")
+    return message.replace(place + "/", "").replace(place, "the vault") if place else message
+
+
 # -- what each face makes of a failure ---------------------------------------------------------------
 #
 # One table, read by every face (docs/design.md, "Layers"): the CLI's exit code, serve's HTTP status and

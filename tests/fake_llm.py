@@ -12,14 +12,15 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
     ``{"chunks": ["a", "b"]}``       stream exactly these pieces;
     ``{"chunk_delay": 0.5}``         with a stream, wait this long before each piece (a slow reply);
     ``{"hold": threading.Event()}``  with a stream, send the pieces, then end the reply only once the
-                                     test sets the event (a reply that is still streaming);
+                                     test sets the event (a reply that is still streaming); without one,
+                                     answer only once the test sets it (a slow upstream);
     ``{"tool_calls": [{"name": "f", "arguments": "{...}"}]}``  the assistant calls these tools (content
                                      none unless given; finish_reason "tool_calls"); streamed as
                                      tool-call deltas, the arguments in two pieces;
     ``{"cut": True}``                with a stream, the connection closes after the pieces, mid-reply
                                      (half a chunk, no end): an upstream that died while answering;
     ``{"usage": {...}}``             the usage reported (default 1 prompt + 1 completion token); a
-                                     stream sends it in a last chunk when stream_options.include_usage.
+                                     stream sends it in a last chunk when stream_options.include_usage;
 
 Empty queue: by default the server fails loudly. It answers HTTP 500 with a body saying
 "fake_llm: no scripted reply left", and the fixture's teardown fails the test. That way an
@@ -27,8 +28,16 @@ LLM call the test did not script shows up even when the code under test swallows
 error (reconcile does). Set ``fake_llm.default = '{"facts": []}'`` (any script item) to
 answer unscripted calls instead.
 
+    ``{"usage": None}``              no usage at all (an upstream that reports none);
+    ``{"think": "..."}``             the content starts with a <think> block of these words (a reasoning model).
+
+Each completion has an id of its own (``chatcmpl-fake-<n>``, n counting the requests), as an upstream
+gives one per request.
+
 ``fake_llm.requests`` holds the parsed JSON body of every chat completion request, and
-``fake_llm.headers`` their HTTP headers.
+``fake_llm.headers`` their HTTP headers; ``fake_llm.received`` records every request the server got,
+any path or method, as (method, path, body bytes). ``fake_llm.models`` is the list `GET /models`
+answers with (ids).
 ``refused_url()`` returns a ``/v1`` base URL on a closed local port (endpoint down).
 """
 
@@ -75,6 +84,8 @@ class FakeLLM:
         self.headers: list = []  # the HTTP headers of each recorded request (email.message.Message: any case)
         self.unscripted = 0  # requests answered while the queue was empty and no default was set
         self.default: Any = None
+        self.received: list[tuple[str, str, bytes]] = []  # every request: method, path, body
+        self.models: list[str] = ["test-model"]
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -118,20 +129,23 @@ class FakeLLM:
                 pass
 
             def do_GET(self) -> None:
+                fake.received.append(("GET", self.path, b""))
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                fake.received.append(("POST", self.path, raw))
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 body = json.loads(raw or b"{}")
                 fake.headers.append(self.headers)  # case-insensitive: HTTP/2-era clients send lowercase names
                 fake.requests.append(body)
+                body = {**body, "_id": f"chatcmpl-fake-{len(fake.requests)}"}
                 item = fake._next_item()
                 try:
                     self._answer(body, item)
@@ -150,13 +164,21 @@ class FakeLLM:
                     self._send(200, item["raw"])
                 elif body.get("stream"):
                     default = "" if item.get("tool_calls") else "ok"
-                    self._stream(body, item.get("chunks") or _split(item.get("content", default)),
-                                 item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
-                                 item.get("usage"), item.get("cut", False))
+                    pieces = item.get("chunks") or _split(item.get("content", default))
+                    if item.get("think"):
+                        pieces = [f"<think>{item['think']}</think>\n\n", *pieces]
+                    self._stream(body, pieces, item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
+                                 item.get("usage", USAGE), item.get("cut", False))
                 else:
+                    hold = item.get("hold")
+                    while hold is not None and not hold.wait(0.05):  # answered once the test says so
+                        if fake._closing.is_set():
+                            return
                     content = item.get("content", "".join(item.get("chunks", [])) or
                                        (None if item.get("tool_calls") else "ok"))
-                    self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage")))
+                    if item.get("think"):
+                        content = f"<think>{item['think']}</think>\n\n{content or ''}"
+                    self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage", USAGE)))
 
             def _send(self, status: int, payload: Any) -> None:
                 data = payload if isinstance(payload, str) else json.dumps(payload)
@@ -184,8 +206,8 @@ class FakeLLM:
                     chunks.append(_chunk(body, {"tool_calls": [{"index": number, "function": {
                         "arguments": call["arguments"][half:]}}]}, None))
                 chunks.append(_chunk(body, {}, "tool_calls" if tool_calls else "stop"))
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage or USAGE})
+                if (body.get("stream_options") or {}).get("include_usage") and usage is not None:
+                    chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage})
                 if cut:  # the pieces, then half a chunk and the connection gone
                     chunks = chunks[:1 + len(pieces)]
                 for number, c in enumerate(chunks):
@@ -198,7 +220,7 @@ class FakeLLM:
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
                 if cut:
-                    self.wfile.write(b'data: {"id": "chatcmpl-fake", "choi')
+                    self.wfile.write(b'data: {"id": "chatcmpl-fake-cut", "choi')
                     self.wfile.flush()
                     self.close_connection = True
                     return
@@ -219,21 +241,23 @@ def _completion(body: dict, content: str | None, tool_calls: list[dict] | None =
         message["tool_calls"] = [{"id": f"call_{n}", "type": "function",
                                   "function": {"name": c["name"], "arguments": c["arguments"]}}
                                  for n, c in enumerate(tool_calls)]
-    return {
-        "id": "chatcmpl-fake",
+    answer = {
+        "id": body.get("_id", "chatcmpl-fake"),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "test-model"),
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
         ],
-        "usage": usage or USAGE,
     }
+    if usage is not None:
+        answer["usage"] = usage
+    return answer
 
 
 def _chunk(body: dict, delta: dict, finish_reason: str | None) -> dict:
     return {
-        "id": "chatcmpl-fake",
+        "id": body.get("_id", "chatcmpl-fake"),
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": body.get("model", "test-model"),

@@ -103,7 +103,11 @@ def test_serve_quick(tmp_path):
     assert concurrency["git_status_clean"] and concurrency["git_fsck_clean"]
     assert 10 < rss["after_10_mb"] < 8000 and 10 < rss["after_30_mb"] < 8000 and rss["exit_code"] == 0
     assert report["stop"]["exit_code"] == 0 and report["meta"]["memories"] >= 60
-    assert set(report["verdicts"]) >= {"search p50 <= 30 ms", "overhead p50 <= 50 ms", "0 errors", "RSS growth <= 10%"}
+    ttfb = report["ttfb"]
+    assert (ttfb["single"]["chats"], ttfb["many"]["chats"], ttfb["many"]["errors"]) == (4, 9, 0)
+    assert 0 < ttfb["single"]["ttfb"]["p50"] and ttfb["ratio_p50"] > 0 and ttfb["exit_code"] == 0
+    assert set(report["verdicts"]) >= {"search p50 <= 30 ms", "overhead p50 <= 50 ms", "overhead p99 <= 150 ms",
+                                       "0 errors", "RSS growth <= 10%", "ttfb p50, 20 conversations <= 2x one"}
 
 
 def test_sync_quick(tmp_path):

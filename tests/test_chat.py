@@ -11,7 +11,7 @@ import pytest
 import memvault
 from conftest import git, run_cli
 from fake_llm import refused_url
-from memvault.store import files
+from memvault.store import files, upstream
 from memvault.store.vault import Vault
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -434,15 +434,18 @@ def test_a_tool_round_finds_the_memories_not_its_own_message(vault_dir, llm_env)
     for text in ("The user lives in Lisbon", "The user plays chess on Sundays", "The user drinks green tea"):
         vault.add(text)
     question = "What is the weather where I live?"
+    asked = {"model": "test-model", "messages": [{"role": "user", "content": question}]}
     llm_env.push({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Lisbon"}'}]})
-    first = vault.chat(question, stream=False, history=[], upstream_objects=True, top_k=1)
+    first = vault.chat(question, stream=False, top_k=1, forward=upstream.Forward(upstream.OPENAI_CHAT, asked, 0, False))
     assert [m.text for m in first.result.memories] == ["The user lives in Lisbon"]
     list(first)
     called = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}]}
     llm_env.push("It is sunny in Lisbon.", facts())
-    second = vault.chat(question, stream=False, history=[], upstream_objects=True, top_k=1,
-                        after_user=[called, {"role": "tool", "tool_call_id": "call_0", "content": "sunny"}])
+    round_trip = {**asked, "messages": [*asked["messages"], called,
+                                        {"role": "tool", "tool_call_id": "call_0", "content": "sunny"}]}
+    second = vault.chat(question, stream=False, top_k=1,
+                        forward=upstream.Forward(upstream.OPENAI_CHAT, round_trip, 0, False, tool_round=True))
     assert second.result.user_turn.id == first.result.user_turn.id  # one message, one turn
     assert [m.text for m in second.result.memories] == ["The user lives in Lisbon"]
     list(second)

@@ -190,3 +190,64 @@ def test_a_memory_being_rewritten_is_found_by_a_search_of_another_thread(vault_d
     finally:
         vault.close()
     assert searches >= 5 and not missed, (searches, missed)
+
+
+def test_writes_that_wait_meanwhile_are_committed_together_in_one_group(vault_dir):
+    """Group commit (docs/design.md, "Locking"): while one write of a server's holds the vault, the
+    writes that come meanwhile (other conversations' stores) wait together and are made in one change,
+    one commit, instead of queueing one by one on the lock; a write that fails fails alone."""
+    import re
+    import threading
+    import time
+
+    from memvault.store.vault import Vault
+
+    vault = Vault.open(vault_dir)
+    vault.create()
+    vault.auto_index = False  # the grouping is what is tested, not the index
+    holding, release = threading.Event(), threading.Event()
+
+    def first(change):
+        change.add(files.new_memory("the first write", "user", "a"))
+        change.title = "exchange (a)"
+        holding.set()
+        release.wait(60)
+
+    def write(n):
+        def job(change):
+            change.add(files.new_memory(f"turn {n}", "user", f"c{n}"))
+            change.title = f"exchange (c{n})"
+            if n == 2:
+                raise RuntimeError("this one fails")
+            return n
+        return job
+
+    outcomes: dict = {}
+
+    def run(name, job):
+        try:
+            outcomes[name] = vault.grouped("chat", job)
+        except RuntimeError as exc:
+            outcomes[name] = str(exc)
+
+    threads = [threading.Thread(target=run, args=("first", first))]
+    threads[0].start()
+    assert holding.wait(60)
+    threads += [threading.Thread(target=run, args=(n, write(n))) for n in range(4)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(vault._group_waiting) < 4:  # all four wait for the first
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert outcomes == {"first": None, 0: 0, 1: 1, 2: "this one fails", 3: 3}
+    subjects = git(vault_dir, "log", "--format=%s").splitlines()
+    assert subjects[1] == "memvault chat: exchange (a)"
+    grouped = re.fullmatch(r"memvault chat: 4 exchanges \((c\d), (c\d), (c\d), …\)", subjects[0])
+    assert grouped, subjects[0]
+    assert len(subjects) == 3  # the vault's first commit, the first write, the group
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert sorted(m.text for m in vault.iter_memories()) == ["the first write", "turn 0", "turn 1", "turn 2", "turn 3"]

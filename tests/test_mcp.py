@@ -340,6 +340,8 @@ def test_bad_arguments_give_one_line_error_results_and_the_server_keeps_serving(
             "limit": await refused(client, "recent_memories", limit=0),
             "history id": await refused(client, "memory_history", id="ffff0000"),
             "summary": await refused(client, "conversation_summary", conversation=".."),
+            "empty query": await refused(client, "search_memory", query="  "),
+            "stats argument": await refused(client, "vault_stats", conversation="x"),
         }
         return said, await call(client, "search_memory", query="bees", top_k=1)
 
@@ -360,6 +362,12 @@ def test_bad_arguments_give_one_line_error_results_and_the_server_keeps_serving(
     assert "at most 2000" in said["reason"] and "limit: input should be greater" in said["limit"]
     assert "no memory with id 'ffff0000' in the history" in said["history id"]
     assert "path component" in said["summary"]
+    # An empty query was an empty answer, as if nothing matched; a tool without arguments said
+    # "(vault_stats takes )"; a memory not found was said with the vault's path on the server's disk.
+    assert said["empty query"].endswith("nothing to search for: the query is empty")
+    assert said["stats argument"].endswith("unknown argument 'conversation' (vault_stats takes no arguments)")
+    assert said["unknown id"].endswith("no memory with id 'ffff0000' in the vault")
+    assert not any(str(vault_dir) in line for line in said.values())
     # Nothing was written by the refused calls, and the next call works.
     assert search_texts(after) == ["The user keeps bees"]
     assert len(list(memvault.open_vault(vault_dir).vault.iter_memories(include_deleted=True))) == 2

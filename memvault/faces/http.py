@@ -25,7 +25,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from memvault.errors import answer_for, validation_problem
+from memvault.errors import answer_for, for_client, validation_problem
 
 
 class ApiError(Exception):
@@ -42,15 +42,16 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def as_api_error(exc: BaseException) -> ApiError:
+def as_api_error(exc: BaseException, root=None) -> ApiError:
     """A failure as the HTTP status a client understands (errors.ERROR_TABLE); its message is the
-    library's one line (an LLM failure names the upstream URL and never the key)."""
+    library's one line (an LLM failure names the upstream URL and never the key), without the place of
+    the vault `root` on the server's disk (errors.for_client)."""
     if isinstance(exc, ApiError):
         return exc
     failure = answer_for(exc)
     answer = failure.answer
-    return ApiError(answer.status, failure.message, failure.param, kind=answer.openai_type, code=answer.code,
-                    retry=answer.retry)
+    return ApiError(answer.status, for_client(failure.message, root), failure.param, kind=answer.openai_type,
+                    code=answer.code, retry=answer.retry)
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None, background=None) -> Response:

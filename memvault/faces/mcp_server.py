@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from memvault import __version__
-from memvault.errors import answer_for, validation_problem
+from memvault.errors import answer_for, for_client, validation_problem
 from memvault.faces import shapes
 from memvault.faces.lifecycle import LongLived
 from memvault.request_options import DELETE, GET, LOG, RECENT, REVIEW, SEARCH, STATS, SUMMARY, ADD, Request
@@ -198,6 +198,7 @@ class _Server(MCPServer):
         super().__init__(*args, **kwargs)
         self.parameters: dict[str, list[str]] = {}
         self.life = life
+        self.root = None  # the vault's folder: left out of what a client is told (errors.for_client)
 
     def tool_for(self, request: Request, run: Callable[[dict, dict], Any], render: Callable[[Any, dict], Any],
                  output: type[BaseModel], *, name: str | None = None, own: dict[str, tuple[Any, Any]] | None = None,
@@ -213,7 +214,7 @@ class _Server(MCPServer):
             try:
                 return render(run(request.library_args("mcp", given), given), given)
             except Exception as exc:  # noqa: BLE001 (every failure reaches the model as one line)
-                raise ToolError(answer_for(exc).message) from None
+                raise _failure(exc, self.root) from None
 
         tool.__name__ = tool.__qualname__ = name
         tool.__signature__ = inspect.Signature(parameters, return_annotation=output)  # type: ignore[attr-defined]
@@ -236,8 +237,9 @@ class _Server(MCPServer):
         known = self.parameters.get(name)
         unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
         if unknown:
+            takes = f"{name} takes {', '.join(known)}" if known else f"{name} takes no arguments"
             raise ToolError(f"Error executing tool {name}: unknown argument {', '.join(map(repr, unknown))} "
-                            f"({name} takes {', '.join(known)})")
+                            f"({takes})")
         if self.life is not None and not self.life.ready.is_set():
             # Two threads importing numpy, lancedb and onnxruntime at once can leave a module half
             # initialised for good (seen here: numpy's "partially initialized module"): a call waits
@@ -253,9 +255,10 @@ class _Server(MCPServer):
             raise
 
 
-def _failure(exc: BaseException) -> ToolError:
-    """A library failure as the one line the model reads (errors.answer_for: the words every face gives)."""
-    return ToolError(answer_for(exc).message)
+def _failure(exc: BaseException, root=None) -> ToolError:
+    """A library failure as the one line the model reads (errors.answer_for: the words every face gives),
+    without the vault's place on this machine (`root`: the client may run elsewhere)."""
+    return ToolError(for_client(answer_for(exc).message, root))
 
 
 def build_server(vault, warm_up: bool = False, life: LongLived | None = None) -> MCPServer:
@@ -267,6 +270,7 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
         life = LongLived(vault, "mcp", lambda line: sys.stderr.write(line + "\n"))
     server = _Server("memvault", title="memvault", version=__version__, instructions=INSTRUCTIONS,
                      log_level="WARNING", life=life if warm_up else None)
+    server.root = vault.root
     read_only = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
     def tool(request: Request, run, render, output, title: str, hints: dict | None = None, **more):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
+from starlette.convertors import Convertor, register_url_convertor
 
 from memvault.faces import shapes
-from memvault.faces.http import (ApiError, OptionsDep, VaultDep, blocking, body_of, json_response, query_of)
+from memvault.faces.http import (OptionsDep, VaultDep, blocking, body_of, json_response, query_of)
 from memvault.request_options import ADD, DELETE, GET, RECENT, REVIEW, SEARCH, STATS
 
 AddBody = shapes.model_for(ADD, "serve", "AddBody", doc="POST /v1/memories: what memvault add takes.")
@@ -42,6 +43,23 @@ MODELS = {"POST /v1/memories": AddBody, "POST /v1/memories/search": SearchBody, 
           "GET /v1/memories/review": ReviewQuery, "GET /v1/memories/{memory_id}": GetQuery,
           "DELETE /v1/memories/{memory_id}": DeleteQuery, "GET /v1/stats": StatsQuery}
 
+
+
+class MemoryId(Convertor):
+    """A memory id (or prefix) in a route's path: any segment but the names of the routes beside it
+    (`/v1/memories/review`, `/v1/memories/search`), so that a method those lack is a 405 naming what
+    they take, not a lookup of a memory with the id "review"."""
+
+    regex = "(?!(?:review|search)$)[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return str(value)
+
+
+register_url_convertor("memory_id", MemoryId())
 router = APIRouter()
 
 
@@ -80,12 +98,6 @@ async def listing(vault: VaultDep, query=Depends(query_of(ListQuery))):
                           "has_more": page.next_cursor is not None, "next_cursor": page.next_cursor})
 
 
-@router.get("/v1/memories/search")
-async def search_by_get():
-    raise ApiError(405, "search is POST /v1/memories/search with a JSON body ({\"query\": ...}); "
-                        "GET /v1/memories lists the newest", code="method_not_allowed")
-
-
 @router.get("/v1/memories/review", openapi_extra=_query(ReviewQuery))
 async def review_list(vault: VaultDep, query=Depends(query_of(ReviewQuery))):
     items = await blocking(vault.review, **REVIEW.library_args("serve", dict(query)))
@@ -99,13 +111,13 @@ async def review(vault: VaultDep, body=Depends(body_of(ReviewBody))):
     return json_response(outcome.to_json())
 
 
-@router.get("/v1/memories/{memory_id}", openapi_extra=_query(GetQuery))
+@router.get("/v1/memories/{memory_id:memory_id}", openapi_extra=_query(GetQuery))
 async def get(memory_id: str, vault: VaultDep, query=Depends(query_of(GetQuery))):
     memory = await blocking(vault.get, **GET.library_args("serve", {**dict(query), "memory_id": memory_id}))
     return json_response(memory.to_json(vault.root))
 
 
-@router.delete("/v1/memories/{memory_id}", openapi_extra=_query(DeleteQuery))
+@router.delete("/v1/memories/{memory_id:memory_id}", openapi_extra=_query(DeleteQuery))
 async def remove(memory_id: str, vault: VaultDep, query=Depends(query_of(DeleteQuery))):
     removed = await blocking(vault.remove, **DELETE.library_args("serve", {**dict(query), "memory_id": memory_id}))
     return json_response([m.to_json(vault.root) for m in removed])

@@ -1,8 +1,11 @@
 """OpenAI's protocol on serve (docs/design.md, "The library API and its faces"): `POST /v1/chat/completions`
-(`Memvault.chat` with the client's history, through serving.Exchanges), `GET /v1/models` and
+(`Memvault.chat` with the client's request, through serving.Exchanges), `GET /v1/models` and
 `GET /v1/models/{id}` (`Memvault.llm_models`). A request is checked and turned into a ChatCall
-(`parse_chat`); the turn's answer goes back in OpenAI's shapes, as one response (`complete`) or as
-server-sent events (`stream`). Another chat protocol is one more module like this one.
+(`parse_chat`) whose `forward` is the request as it came (store/upstream.py: handed to the upstream
+with the memory block added, nothing else changed); the upstream's answer goes back as it came, as
+one response (`complete`) or its stream's events (`stream`), and the face says what its client got
+(chat.Delivery: serving.Handed, serving.HandedStream). Another chat protocol is one more module like
+this one, with its dialect in store/upstream.py.
 """
 
 from __future__ import annotations
@@ -11,36 +14,28 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 from typing import Any, Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
-from starlette.background import BackgroundTask
+from fastapi.responses import Response
 
 from memvault.errors import UsageError
 from memvault.faces.http import (ApiError, ExchangesDep, OptionsDep, VaultDep, as_api_error, blocking, error_body,
                                  json_object, json_response)
-from memvault.faces.serving import ChatCall, Exchanges
-from memvault.store import files
+from memvault.faces.serving import ChatCall, Exchanges, Handed, HandedStream
+from memvault.store import files, upstream
 
 CONVERSATION_HEADER = "x-memvault-conversation"
 RETRY_HEADER = "x-stainless-retry-count"  # openai-python numbers its retries of a request
-# Request fields whose type is checked here (a wrong one is the client's mistake, said with its
-# name); these and every other field the client sends go to the upstream as they are (llm.py,
-# OPENAI_FIELDS), but for those that name the conversation (`user`, `metadata`) and those that are
-# ours to honour (`messages`, `model`, `stream`, `n`).
+# Request fields whose type is checked here (a wrong one is the client's mistake, said with its name).
+# Every field the client sends goes to the upstream as it is (store/upstream.py): these too, and
+# `user` and `metadata`, which may also name the conversation.
 SAMPLING = {"temperature": (int, float), "top_p": (int, float), "presence_penalty": (int, float),
             "frequency_penalty": (int, float), "max_tokens": int, "max_completion_tokens": int, "seed": int,
             "stop": (str, list), "response_format": dict, "tools": list, "tool_choice": (str, dict),
             "logprobs": bool, "top_logprobs": int, "logit_bias": dict, "reasoning_effort": str,
-            "stream_options": dict, "parallel_tool_calls": bool}
-NOT_PASSED = {"messages", "model", "stream", "n", "user", "metadata"}
+            "stream_options": dict, "parallel_tool_calls": bool, "metadata": dict, "user": str}
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
-# Seconds a complete reply waits, before it is stored, for its response to be sent: the store's
-# Python work would hold the GIL the event loop needs to send it (a response that is never sent,
-# its client gone, waits this long).
-SEND_WAIT = 1.0
 
 router = APIRouter()
 
@@ -66,13 +61,17 @@ async def model(model_id: str, vault: VaultDep, exchanges: ExchangesDep):
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, options: OptionsDep, exchanges: ExchangesDep):
     call = parse_chat(await json_object(request), request.headers, options.conversation)
-    model, name = await exchanges.model_for(call.model)
+    name = await exchanges.model_for(call.model)
+    if name != call.model:  # a model the upstream does not serve (or none named): the configured one
+        call.forward.body = {**call.forward.body, "model": name}
     if call.stream:
-        return await stream(exchanges, call, model, name)
-    return await complete(exchanges, call, model, name)
+        return await stream(exchanges, call)
+    return await complete(exchanges, call, request)
 
 
 def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
+    """The request checked (what is wrong is the client's, said with the field's name) and made a ChatCall
+    whose `forward` is the request as it came: nothing in it is changed here."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
@@ -93,26 +92,22 @@ def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
                             f"{last['role']!r}): memvault serve answers a user message with memories",
                        f"messages[{len(messages) - 1}].role")
     text = _text(messages[at].get("content"), f"messages[{at}].content")
-    if body.get("n", 1) != 1:
+    if body.get("n", 1) not in (1, None):
         raise ApiError(400, "n must be 1: memvault serve stores one reply per message", "n")
     stream = body.get("stream", False)
+    if stream is None:
+        stream = False
     if not isinstance(stream, bool):
         raise ApiError(400, "stream must be true or false", "stream")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model must be a string", "model")
-    options = {}
-    for name, value in body.items():
-        if name in NOT_PASSED or value is None:
-            continue
-        kind = SAMPLING.get(name)
-        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
+    for name, kind in SAMPLING.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
             raise ApiError(400, f"{name} has the wrong type (got {json.dumps(value)[:40]})", name)
-        options[name] = value
-    if not stream:
-        options.pop("stream_options", None)  # only for a stream (upstreams refuse it otherwise)
-    return ChatCall(text, messages[at], messages[:at], messages[at + 1:],
-                    conversation_of(body, headers, default_conversation), stream, model, options,
+    forward = upstream.Forward(upstream.OPENAI_CHAT, body, at, stream, tool_round=at != len(messages) - 1)
+    return ChatCall(text, conversation_of(body, headers, default_conversation), stream, model, forward,
                     resent=(headers.get(RETRY_HEADER) or "0").strip() not in ("", "0"))
 
 
@@ -151,59 +146,50 @@ def conversation_of(body: dict, headers, default: str) -> str:
     return default
 
 
-async def complete(ex: Exchanges, call: ChatCall, model: str | None, name: str) -> Response:
-    sent = threading.Event()
-
+async def complete(ex: Exchanges, call: ChatCall, request: Request) -> Response:
     def run(answer: Callable[[Any], None]):
-        turn = ex.start(call, model, stream=False)
-
+        turn = ex.start(call)
         response = []  # the upstream's one answer (iterating the turn gives it)
 
-        def on_reply(reply: str) -> None:  # respond now; the turns are stored once it is out
+        def on_reply(reply: str) -> None:  # respond now; the turns are stored once the client has it
             answer((turn, response[0]))
-            sent.wait(SEND_WAIT)
 
         turn.on_reply = on_reply
         ex.finish(turn, lambda: response.extend(turn))  # read to the end
         return turn, response[0]
 
-    turn, response = await ex.wait(ex.in_thread(run))
-    # The upstream's answer as it is (tool calls, usage, log-probabilities), under our id and the model's name.
-    body = {**response, "id": f"chatcmpl-{turn.result.user_turn.id}", "object": "chat.completion",
-            "created": int(time.time()), "model": name}
-    # Starlette runs a response's background task once its body is sent.
-    return json_response(body, headers=ex.headers(call, turn), background=BackgroundTask(sent.set))
+    turn, answer = await ex.wait(ex.in_thread(run))
+    if await request.is_disconnected():  # the client gave up waiting (its timeout): it never gets this one
+        turn.delivery.settle(False)
+    # The upstream's answer as it came (id, usage, tool calls, log-probabilities: its bytes), and the
+    # delivery's word once it is sent.
+    return Handed(answer.raw, answer.status, answer.content_type, ex.headers(call, turn), turn.delivery,
+                  turn.received)
 
 
-async def stream(ex: Exchanges, call: ChatCall, model: str | None, name: str) -> Response:
+async def stream(ex: Exchanges, call: ChatCall) -> Response:
     loop = asyncio.get_running_loop()
     pieces_in: asyncio.Queue = asyncio.Queue()
     cancel = threading.Event()
-    sent = threading.Event()  # the last event is out (or the response ended otherwise)
 
     def put(kind: str, value: Any = None) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
             loop.call_soon_threadsafe(pieces_in.put_nowait, (kind, value))
 
     def read() -> None:
-        # One thread reads the reply from the model and hands on each piece as it comes.
+        # One thread reads the reply from the model and hands on each event as it comes.
         try:
-            turn = ex.start(call, model, stream=True)
+            turn = ex.start(call)
         except BaseException as exc:
             put("error", exc)
             return
         put("turn", turn)
-
-        def on_reply(reply: str) -> None:  # the response ends now; the turns are stored once it is out
-            put("end")
-            sent.wait(SEND_WAIT)
-
-        turn.on_reply = on_reply
+        turn.on_reply = lambda reply: put("end")  # the upstream's stream is over; stored once the client has it
 
         def pieces() -> None:
             for piece in turn:
                 put("piece", piece)
-                if cancel.is_set():  # the client hung up: keep what arrived, marked partial
+                if cancel.is_set():  # the client hung up: keep what it was sent, marked partial
                     turn.close()
                     break
 
@@ -227,34 +213,30 @@ async def stream(ex: Exchanges, call: ChatCall, model: str | None, name: str) ->
         raise
     if first[0] == "error":
         raise first[1]
-    chunk_id, created = f"chatcmpl-{turn.result.user_turn.id}", int(time.time())
-
-    def event(chunk: dict) -> bytes:
-        # The upstream's chunk as it is (content, tool-call deltas, usage), under our id and the model's name.
-        data = {**chunk, "id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": name}
-        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    delivery = turn.delivery
 
     async def events():
         try:
             kind, value = first
             while kind == "piece":
-                yield event(value)
+                yield value.raw  # the upstream's event as it came
+                delivery.handed(value.text)  # sent: the client has been handed it
                 try:
                     kind, value = await next_item()
                 except ApiError as stopping:
                     kind, value = "error", stopping
             if kind == "error":  # after the headers: OpenAI's way, an error event, and the end
-                cancel.set()
-                failure = as_api_error(value)
+                if not (isinstance(value, ApiError) and value.code == "stopping"):
+                    cancel.set()  # (a server that stops stores the reply itself, as far as it was sent)
+                delivery.settle(False)
+                failure = as_api_error(value, ex.vault.root)
                 body = error_body(failure.message, failure.kind, failure.param, failure.code)
                 yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
                 return
-            yield b"data: [DONE]\n\n"
+            delivery.settle(True)  # every event of the upstream's stream, its end among them, is out
         except BaseException:  # the client hung up (cancelled), or the server is stopping
             cancel.set()
             raise
-        finally:
-            sent.set()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers={
+    return HandedStream(events(), delivery, media_type="text/event-stream", headers={
         **ex.headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

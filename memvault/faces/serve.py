@@ -145,7 +145,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
 
     @app.exception_handler(MemvaultError)
     async def _library_error(request, exc: MemvaultError):
-        return refusal(as_api_error(exc))
+        return refusal(as_api_error(exc, vault.root))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc: StarletteHTTPException):
@@ -153,9 +153,18 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             return refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
                                          "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
                                     kind="not_found_error", code="unknown_route"))
-        refused = refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
-                                   code="method_not_allowed" if exc.status_code == 405 else None))
-        refused.headers.update(exc.headers or {})  # 405: Allow, the methods the route takes
+        if exc.status_code == 405:
+            allow = allowed_methods(app, request.scope)
+            path = request.url.path
+            said = f"{request.method} {path}: not allowed; {path} takes {' or '.join(allow)}"
+            if path.rstrip("/") == "/v1/memories/search":
+                said += " (search is POST /v1/memories/search with a JSON body {\"query\": ...}; GET /v1/memories " \
+                        "lists the newest)"
+            refused = refusal(ApiError(405, said, code="method_not_allowed"))
+            refused.headers["Allow"] = ", ".join(allow)  # every method of every route of this path
+            return refused
+        refused = refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+        refused.headers.update(exc.headers or {})
         return refused
 
     @app.exception_handler(Exception)
@@ -164,7 +173,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             import traceback
 
             notice("memvault: " + "".join(traceback.format_exception(exc)).rstrip())
-        return refusal(as_api_error(exc))
+        return refusal(as_api_error(exc, vault.root))
 
     @app.get("/health")
     async def health():
@@ -177,6 +186,23 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
     for router in ROUTERS:
         app.include_router(router)
     return Guard(app, options.max_body, options.api_key), exchanges
+
+
+def allowed_methods(app, scope) -> list[str]:
+    """The methods the routes of a request's path take, all of them (Starlette's 405 names those of the
+    first route of the path only: `PUT /v1/memories/{id}` said `Allow: GET`, though DELETE is served)."""
+    from starlette.routing import Match
+
+    def routes(of):  # an included router's routes (FastAPI keeps it whole), then the others
+        for route in of:
+            inner = getattr(getattr(route, "original_router", None), "routes", None)
+            yield from routes(inner) if inner is not None else (route,)
+
+    methods: set[str] = set()
+    for route in routes(app.router.routes):
+        if getattr(route, "methods", None) and route.matches({**scope, "method": "GET"})[0] != Match.NONE:
+            methods |= set(route.methods)
+    return sorted(methods - {"HEAD"}) or ["GET"]
 
 
 # -- running it -----------------------------------------------------------------------------------

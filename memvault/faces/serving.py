@@ -1,11 +1,13 @@
 """What a server that answers chats with memory keeps track of, whatever protocol it speaks (serve's
 OpenAI router today; another protocol's router the same way): the exchanges under way (`Turns`), the
 stores its next request waits for (`Storing`, read-your-writes), the memory upkeep after each reply
-(`Upkeep`, one at a time), the threads the exchanges run on (`Workers`), and `Exchanges`, which holds
-them (docs/design.md, "The library API and its faces": serve).
+(`Upkeep`, one at a time), the threads the exchanges run on (`Workers`), the responses that say what
+the client got (`Handed`, `HandedStream`: chat.Delivery), and `Exchanges`, which holds them
+(docs/design.md, "The library API and its faces": serve).
 
-A router turns its protocol's request into a `ChatCall`, and the turn's reply into its protocol's
-shapes; routes_openai.py is the example (`complete`, `stream`).
+A router turns its protocol's request into a `ChatCall` (its `forward`: the request as it came, for the
+upstream), and hands the upstream's answer on in a `Handed` or a `HandedStream`; routes_openai.py is
+the example (`complete`, `stream`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
+from fastapi.responses import Response, StreamingResponse
 
 from memvault.errors import MemvaultError, answer_for
 from memvault.faces.http import ApiError
+from memvault.store import upstream
 
 MODELS_TTL = 60.0  # seconds the upstream's model list is trusted (clients send `model` on every request)
 GRACE_REQUESTS = 3.0  # seconds in-flight requests get to finish after SIGTERM
@@ -35,15 +39,44 @@ GRACE_LOCK = 30.0  # at most this long for a write of this process under way (th
 class ChatCall:
     """A chat request, checked: what a protocol's router hands `Exchanges.start`."""
 
-    text: str  # the last user message's text: what retrieval uses and what is stored
-    message: dict  # that message as the client sent it
-    history: list[dict]  # the messages before it, passed on as they are
-    after: list[dict]  # a tool round: the assistant's tool calls and the results after it, as they are
+    text: str  # the user's message's text: what retrieval uses and what is stored
     conversation: str
     stream: bool
-    model: str | None
-    options: dict
+    model: str | None  # the model the client named
+    forward: Any  # store/upstream.Forward: the request as the client sent it, for the upstream
     resent: bool = False  # the client's retry of this message (x-stainless-retry-count >= 1)
+
+
+class Handed(Response):
+    """A response that says what its client got (chat.Delivery): the whole reply once its body is sent,
+    nothing when it could not be (the client gone, the server stopping). `pieces`: the reply's text."""
+
+    def __init__(self, content: bytes, status: int, media_type: str, headers: dict, delivery, pieces: list[str]):
+        super().__init__(content, status_code=status, media_type=media_type, headers=headers)
+        self.delivery, self.pieces = delivery, pieces
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+            self.delivery.handed("".join(self.pieces))
+            self.delivery.settle(True)
+        finally:
+            self.delivery.settle(False)  # not sent (a no-op once settled)
+
+
+class HandedStream(StreamingResponse):
+    """A stream whose events say what they hand on (`Delivery.handed`, by its generator); once it is over,
+    however it ended (the client gone, the server stopping, never begun), the delivery is settled."""
+
+    def __init__(self, content, delivery, **kwargs):
+        super().__init__(content, **kwargs)
+        self.delivery = delivery
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.delivery.settle(False)  # a no-op when the generator settled it (the whole stream out)
 
 
 class Turns:
@@ -232,7 +265,7 @@ class Exchanges:
         self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
         provider, sep, name = vault.settings.llm_model.partition("/")
-        self._provider, self.configured_model = (provider + "/", name) if sep else ("", provider)
+        self.configured_model = name if sep else provider  # llm_model without litellm's provider prefix
         self.stop_requested: float | None = None  # when SIGTERM or SIGINT came
         self.life = None  # lifecycle.LongLived: its stop takes the vault lock
 
@@ -280,11 +313,12 @@ class Exchanges:
         return future
 
     # -- the model ----------------------------------------------------------------------------
-    async def model_for(self, requested: str | None) -> tuple[str | None, str]:
-        """(litellm model string or None for llm_model, the name the response gives): the model the
-        client names when the upstream serves it, else the configured one."""
+    async def model_for(self, requested: str | None) -> str:
+        """The model name the upstream gets: the one the client names when the upstream serves it (or
+        when it is the configured one), else the configured one (llm_model without its litellm
+        provider prefix)."""
         if not requested or requested in (self.configured_model, self.vault.settings.llm_model):
-            return None, self.configured_model
+            return self.configured_model
         fetched, served = self._models
         if time.monotonic() - fetched > MODELS_TTL:
             try:
@@ -293,18 +327,18 @@ class Exchanges:
             except MemvaultError:
                 served = set()  # the chat itself will say what is wrong with the upstream
             self._models = (time.monotonic(), served)
-        if requested in served:
-            return self._provider + requested, requested
-        return None, self.configured_model
+        return requested if requested in served else self.configured_model
 
     # -- chat ---------------------------------------------------------------------------------
-    def start(self, call: ChatCall, model: str | None, stream: bool):
-        # The conversation's last exchange stored and indexed first (a store waits at most lock_timeout).
+    def start(self, call: ChatCall):
+        """The exchange of a ChatCall: its conversation's last exchange stored and indexed first (a
+        store waits at most lock_timeout), then retrieval and the user's turn (Memvault.chat). The
+        turn's `delivery` is the router's to fill in."""
         self.storing.wait(call.conversation, self.vault.settings.lock_timeout + GRACE_LOCK)
-        return self.turns.start(lambda: self.vault.chat(
-            call.text, conversation=call.conversation, stream=stream, model=model, history=call.history,
-            user_message=call.message, llm_options=call.options, upstream_objects=True, after_user=call.after,
-            resent=call.resent))
+        turn = self.turns.start(lambda: self.vault.chat(
+            call.text, conversation=call.conversation, stream=call.stream, forward=call.forward, resent=call.resent))
+        turn.delivery = upstream.Delivery()
+        return turn
 
     def finish(self, turn, read: Callable[[], Any]) -> None:
         """Read the reply to its end (the turns are stored there), then queue the upkeep. A failure
@@ -316,9 +350,12 @@ class Exchanges:
         def on_reply(reply: str) -> None:
             # Before the client has it: its next message waits for the store.
             answered.append(self.storing.begin(conversation))
-            reply_callback(reply)
+            if reply_callback is not None:
+                reply_callback(reply)
 
         turn.on_reply = on_reply
+        # The next request of the conversation may read once the turns are indexed (the commit may follow).
+        turn.on_indexed = lambda: answered and self.storing.end(conversation, answered[0])
         try:
             read()
         except BaseException as exc:
@@ -342,21 +379,33 @@ class Exchanges:
     # -- stopping -------------------------------------------------------------------------------
     def stop(self) -> str:
         """After the HTTP server stopped: let the running upkeep finish (a few seconds), store the
-        replies still waiting for the model, and take the vault lock so that no thread of this
-        process is half way through a write when it leaves. Returns what to tell the user."""
+        replies still under way as far as their clients got them, and take the vault lock so that no
+        thread of this process is half way through a write when it leaves. Returns what to tell the user."""
         under_way = self.turns.stop(GRACE_UPKEEP)
         not_done = self.upkeep.stop(GRACE_UPKEEP)
-        waiting = 0
+        stored: dict[str, int] = {}
         for turn in under_way:  # a store under way in its own thread is waited for, not repeated
             try:
-                waiting += turn.abandon()
+                kind = turn.abandon()
             except MemvaultError as exc:
                 self.notice(f"memvault: warning: {exc}")
+                continue
+            if kind is not None:
+                stored[kind] = stored.get(kind, 0) + 1
         if self.life is not None:  # held until the process is gone: no thread of ours is mid-write
             self.life.hold_lock(GRACE_LOCK)
         said = "memvault serve: stopped"
-        if waiting:
-            said += f"; {waiting} reply(ies) still waiting for the model stored as they were (partial)"
+        if stored.get("partial"):
+            said += f"; {_count(stored['partial'], 'reply', 'replies')} cut short, stored as far as the client got it (partial)"
+        if stored.get("undelivered") or stored.get("reply"):
+            said += f"; {_count(stored.get('undelivered', 0) + stored.get('reply', 0), 'reply', 'replies')} " \
+                    "stored whole"
+        if stored.get("unanswered"):
+            said += f"; {_count(stored['unanswered'], 'message', 'messages')} stored without a reply (unanswered)"
         if not_done:
-            said += f"; the memory upkeep of {not_done} turn(s) was not done (their turns are stored)"
+            said += f"; the memory upkeep of {_count(not_done, 'turn', 'turns')} was not done (their turns are stored)"
         return said
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"

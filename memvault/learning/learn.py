@@ -410,13 +410,19 @@ class Learner:
     summarize: fold what is learned into the rolling summary (default: enable_summarization)."""
 
     def __init__(self, vault, cfg, command: str, *, warn: Callable[[str], None] | None = None,
-                 refresh: Callable[[], object] | None = None, summarize: bool | None = None):
+                 refresh: Callable[[], object] | None = None, summarize: bool | None = None,
+                 quietly: bool = False):
         self.vault, self.cfg, self.command = vault, cfg, command
         self.warn, self.refresh = warn, refresh
         settings = vault.settings
         self.summarize = settings.enable_summarization if summarize is None else summarize
         self.learned = Learned()
         self._quiet: list[Memory] = []  # turns learned from that taught nothing, to be marked
+        # quietly: a turn that taught nothing is marked in the index's record, not in a commit of its own
+        # (a chat's upkeep, a catch-up: a commit per turn that said only "learned from" was noise in
+        # `log`); else MARK_BATCH of them to a commit (an import, whose files are read again by the next).
+        self.quietly = quietly
+        self.committed = False  # whether `message` made a commit (what it learned) the last time
 
     def plan(self, text: str, conversation: str, *, turn: Memory | None = None,
              episode_id: str | None = None) -> LearningPlan:
@@ -452,15 +458,16 @@ class Learner:
         `extracted: true` in the same commit (a turn that taught nothing is marked with the next
         MARK_BATCH such turns, or by `flush`). commit_empty: make the change even when there is
         nothing to learn (eviction runs in it), else only when the plan changes something."""
+        self.committed = False
         if mark and turn is not None and turn.path is not None:
             current = files.still_live(self.vault.root, turn.path, turn.id)
-            if current is not None and current.extra.get(EXTRACTED) is True:
+            if current is not None and (current.extra.get(EXTRACTED) is True or learned_quietly(self.vault, [turn])):
                 return Learned()  # learned from meanwhile (a catch-up beside a chat): not twice
         plan = self.plan(text, conversation, turn=turn, episode_id=episode_id)
         if not plan.decisions and not commit_empty:
             if mark and turn is not None:
                 self._quiet.append(turn)
-                if len(self._quiet) >= MARK_BATCH:
+                if len(self._quiet) >= MARK_BATCH or self.quietly:
                     self.flush()
             # Nothing written, but a fact dropped for holding a secret is still shown in the sum
             quiet = Learned(facts=list(plan.facts), events=withheld_events(plan))
@@ -472,6 +479,7 @@ class Learner:
             learned = self.store(change, plan, now)
             if mark and turn is not None:
                 mark_extracted(change, [turn])
+        self.committed = True
         return learned
 
     def mark(self, change, turns: list[Memory]) -> None:
@@ -479,12 +487,16 @@ class Learner:
         mark_extracted(change, turns)
 
     def flush(self, change=None) -> None:
-        """Mark the turns that taught nothing: in `change`, else in a commit of their own."""
+        """Mark the turns that taught nothing: in `change`; else, learning quietly, in the index's
+        record (no commit); else in a commit of their own."""
         turns, self._quiet = self._quiet, []
         if not turns:
             return
         if change is not None:
             mark_extracted(change, turns)
+            return
+        if self.quietly:
+            mark_quietly(self.vault, turns)
             return
         with self.vault.change(self.command) as change:
             change.title = f"{len(turns)} turn{'s' if len(turns) != 1 else ''} learned from, no new facts"
@@ -507,7 +519,20 @@ def mark_extracted(change, turns: list[Memory]) -> None:
         current = files.still_live(change.root, turn.path, turn.id, turn.text)
         if current is not None and current.extra.get(EXTRACTED) is not True:
             current.extra[EXTRACTED] = True
-            change.rewrite(current)
+            change.rewrite(current, bookkeeping=True)
+
+
+def mark_quietly(vault, turns: list[Memory]) -> None:
+    """Record that these user turns have been learned from and taught nothing, in the index's record
+    (state.db), not in a commit: the files keep `extracted: false`, and every reader of that mark asks
+    `learned_quietly` too. A rebuilt index has forgotten them: the next catch-up asks the model once more
+    about each (docs/design.md, "The write path")."""
+    vault.index.mark_learned([t.id for t in turns])
+
+
+def learned_quietly(vault, turns: list[Memory]) -> set[str]:
+    """The ids of these turns the index's record says were learned from (mark_quietly)."""
+    return vault.index.learned_ids([t.id for t in turns])
 
 
 # -- catching up (`memvault learn`, and every `serve` / `mcp` start) -----------------------------------
@@ -545,7 +570,11 @@ def unlearned_turns(vault, conversation: str | None = None, since: datetime | No
     at or after `since` and before `before`; in extraction_mode predict-calibrate, not those of an
     open episode (its close learns from them)."""
     turns = []
-    for row in vault.index.unlearned_turn_rows(conversation):
+    rows = vault.index.unlearned_turn_rows(conversation)
+    quiet = vault.index.learned_ids([row["id"] for row in rows])
+    for row in rows:
+        if row["id"] in quiet:
+            continue
         turn = files.still_live(vault.root, vault.root / row["path"], row["id"])
         if turn is None or turn.extra.get(EXTRACTED) is not False:
             continue
@@ -573,8 +602,8 @@ def learn_from_turns(learner: Learner, turns: list[Memory], progress: Callable[[
                      title: str = "", strict: bool = False) -> TurnsLearned:
     """The one loop that learns from stored user turns (a catch-up, an import's --extract, a batch's
     add --jsonl --extract): each turn, oldest first as given, in a commit of its own when it taught
-    something (marked learned from in it); those that taught nothing marked MARK_BATCH to a commit.
-    A turn the model gives no valid answer for stays waiting (a warning); an LLM that is down stops
+    something (marked learned from in it); those that taught nothing marked MARK_BATCH to a commit
+    (or, `learner.quietly`, in the index's record). A turn the model gives no valid answer for stays waiting (a warning); an LLM that is down stops
     it (`stopped`; the rest stays waiting). strict: either raises instead. title: after "facts from a
     turn of <conversation>" in each commit's title."""
     from memvault.errors import LLMError, LLMNoValidAnswer
@@ -607,7 +636,9 @@ def learn_from_turns(learner: Learner, turns: list[Memory], progress: Callable[[
 
 
 def catch_up(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None) -> CatchUp:
-    """Learn from each turn still owed learning (learn_from_turns); what stopped it, said for `memvault learn`."""
+    """Learn from each turn still owed learning (learn_from_turns), those that taught nothing marked in the
+    index's record (no commit: `mark_quietly`); what stopped it, said for `memvault learn`."""
+    learner.quietly = True
     outcome = CatchUp(turns=list(turns), learned=learner.learned)
     done = learn_from_turns(learner, turns, progress, title=" (caught up)")
     outcome.done, outcome.no_answer = done.done, done.no_answer

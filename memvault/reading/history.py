@@ -257,6 +257,8 @@ def history(root: Path, limit: int | None = None, since: str | None = None, foll
         entry = LogEntry(commit.sha, commit.date, commit.subject, _command_of(commit.subject))
         entry.changes = _changes(shown[commit.sha], blobs, root, commit.events())
         entry.changes += _resolutions(commit, resolved[commit.sha], blobs, root, {c.id for c in entry.changes})
+        if not entry.changes and shown[commit.sha]:
+            continue  # every change of it unseen (an older vault's commit that only marked turns learned from)
         _name_causes(entry, root)
         every = _memory_rows(commit.rows)
         entry.changes_total = len(entry.changes) if len(shown[commit.sha]) == len(every) else \
@@ -351,6 +353,8 @@ def _changes(rows, blobs: dict[str, str | None], root: Path, events: dict[str, s
         change = _describe(letter, path, old, blobs.get(blob), root)
         if change is None or change.id in by_id:
             continue
+        if change.action == "edited" and before and _unseen(blobs.get(before), blobs.get(blob), root, path):
+            continue  # nothing a reader sees changed (a turn marked learned from)
         if change.action == "edited" and before:
             change.before, change.text = _edit_lines(blobs.get(before), blobs.get(blob), root, path, change.text)
         by_id[change.id] = (len(by_id), change)
@@ -478,6 +482,9 @@ def _follow(root: Path, wanted: str, since_args: list[str], resolve) -> list[Log
             for row in commit.rows:
                 if row not in parsed:
                     parsed[row] = _describe(row[0], row[1], row[2], blobs.get(row[3]), root)
+                    if parsed[row] is not None and parsed[row].action == "edited" and row[4] and \
+                            _unseen(blobs.get(row[4]), blobs.get(row[3]), root, row[1]):
+                        parsed[row] = None  # nothing a reader sees changed
                     if parsed[row] is not None and parsed[row].action == "edited" and row[4]:
                         parsed[row].before, parsed[row].text = _edit_lines(blobs.get(row[4]), blobs.get(row[3]), root,
                                                                            row[1], parsed[row].text)
@@ -618,6 +625,23 @@ def _around(line: str, other: str) -> str:
     start = max(0, min(first - EDIT_WIDTH // 4, len(line) - (EDIT_WIDTH - 2)))
     cut = line[start:start + EDIT_WIDTH - (2 if start else 1)]
     return ("…" if start else "") + cut + ("…" if start + len(cut) < len(line) else "")
+# Front matter memvault keeps for itself about a turn's handling, not what it says: an edit that changed
+# only these (a user turn marked learned from, its `unanswered` mark dropped when its reply came) is not
+# shown by `log`.
+BOOKKEEPING = frozenset({files.EXTRACTED, "unanswered"})
+
+
+def _unseen(before: str | None, after: str | None, root: Path, path: str) -> bool:
+    """Whether an edit changed nothing a reader sees: the same text, the same front matter but for
+    BOOKKEEPING keys."""
+    if before is None or after is None:
+        return False
+    try:
+        old, new = (files.parse_memory(content, root / path, root=root)[0] for content in (before, after))
+    except Exception:
+        return False
+    visible = lambda m: (m.text, {k: v for k, v in m.front_matter().items() if k not in BOOKKEEPING})  # noqa: E731
+    return visible(old) == visible(new)
 
 
 def _first_line(content: str | None, root: Path, path: str) -> str | None:

@@ -14,7 +14,7 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from memvault.errors import MemvaultError, UsageError
+from memvault.errors import MemvaultError, NothingGiven, UsageError
 from memvault.store import files
 from memvault.store.files import DEFAULT_CONVERSATION, option_time
 
@@ -97,6 +97,8 @@ class Reader:
         if all_conversations and conversation is not None:
             raise UsageError("conversation and all_conversations do not go together",
                              params=("conversation", "all_conversations"))
+        if not isinstance(text, str) or not text.strip():
+            raise NothingGiven("nothing to search for: the query is empty", params="query")
         conversation = conversation or DEFAULT_CONVERSATION
         query = self.query(text, conversation=conversation, all_conversations=all_conversations, **options)
         if not all_conversations:
@@ -132,7 +134,7 @@ class Reader:
         def memories(text: str, top: int, clock: datetime, skip_turns_since: datetime | None, skip_ids: tuple):
             if not self.vault.exists():
                 return []  # the first chat of a new vault
-            self.say_if_unknown(conversation)
+            # A conversation the vault does not have yet is no typo here: the chat starts it.
             return self.run(self.query(text, top_k=top, conversation=conversation, now=clock,
                                        skip_turns_since=skip_turns_since, skip_ids=skip_ids)).results
 

@@ -729,6 +729,27 @@ class Index:
         where = where_clause(("user",), conversation) + " AND " + meta_clause(files.EXTRACTED, False)
         return sorted(self._rows_where(where), key=lambda row: row["created_us"])
 
+    def mark_learned(self, ids: Iterable[str]) -> None:
+        """Record user turns as learned from, in the record (learn.mark_quietly): no lock, no commit."""
+        from memvault.store.state import State
+
+        State(self.state_path).mark_learned(ids)
+
+    def learned_ids(self, ids: Iterable[str]) -> set[str]:
+        """The ones of these user turn ids the record says were learned from (mark_learned)."""
+        from memvault.store.state import State, Unreadable
+
+        ids = list(ids)
+        if not ids or not self.state_path.exists():
+            return set()
+        state = State(self.state_path)  # a connection of this call's own: any thread may ask
+        try:
+            return state.learned(ids)
+        except Unreadable:
+            return set()
+        finally:
+            state.close()
+
     def supersessions(self) -> list[dict[str, str]]:
         """What the files declare superseded (store/supersession.py), as the last sync recorded it."""
         from memvault.store.state import Unreadable

@@ -22,8 +22,7 @@ import pydantic
 from memvault.errors import LLMError, LLMTimeout
 
 __all__ = [
-    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "completion", "completion_chunks",
-    "list_models", "structured",
+    "DEFAULT_BASE_URL", "LLMConfig", "LLMError", "chat", "chat_stream", "list_models", "structured",
     "structured_probs", "json_schema", "parse_structured", "strip_think",
 ]
 
@@ -96,85 +95,6 @@ def _completion(cfg: LLMConfig, messages: list[dict], **extra: Any) -> Any:
         )
     except Exception as exc:
         raise _llm_error(cfg, exc) from exc
-
-
-# The request fields of OpenAI's chat completions that a client may set and the upstream gets as they
-# are (`completion`, `completion_chunks`). litellm checks these against what it believes the model
-# supports, and with drop_params off refuses the rest; allowed_openai_params lets them through (an
-# OpenAI-compatible server that cannot take one says so itself). Fields outside this list go in
-# `extra_body`, which litellm forwards unchecked (docs.litellm.ai, "Provider-specific Params").
-OPENAI_FIELDS = frozenset({
-    "temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens", "max_completion_tokens",
-    "seed", "stop", "response_format", "tools", "tool_choice", "parallel_tool_calls", "functions",
-    "function_call", "logprobs", "top_logprobs", "logit_bias", "reasoning_effort", "stream_options",
-    "modalities", "audio", "prediction", "service_tier", "store", "verbosity", "web_search_options",
-})
-
-
-def _pass_through(options: dict[str, Any]) -> dict[str, Any]:
-    """A client's request fields as litellm's arguments: OpenAI's as they are, let through, the
-    others in extra_body."""
-    known = {name: value for name, value in options.items() if name in OPENAI_FIELDS}
-    extra = {name: value for name, value in options.items() if name not in OPENAI_FIELDS}
-    if known:
-        known["allowed_openai_params"] = sorted(set(known) - {"temperature", "stream_options"})
-    if extra:
-        known["extra_body"] = extra
-    return known
-
-
-def _plain(obj: Any) -> dict:
-    """A litellm response or chunk as OpenAI's JSON: no None fields, none of litellm's own."""
-    data = obj.model_dump(exclude_none=True) if hasattr(obj, "model_dump") else dict(obj)
-    data.pop("provider_specific_fields", None)
-    for choice in data.get("choices") or []:
-        choice.pop("provider_specific_fields", None)
-        for part in ("message", "delta"):
-            if isinstance(choice.get(part), dict):
-                choice[part].pop("provider_specific_fields", None)
-    if isinstance(data.get("usage"), dict):
-        data["usage"] = {k: v for k, v in data["usage"].items() if v is not None}
-    return data
-
-
-def completion(cfg: LLMConfig, messages: list[dict], **options: Any) -> dict:
-    """The upstream's whole answer in OpenAI's shape (choices with tool calls and log-probabilities,
-    usage...), for a proxy that hands it on; the content without a leading <think> block. options:
-    the client's request fields, passed through (_pass_through)."""
-    response = _completion(cfg, messages, **_pass_through(options))
-    try:
-        data = _plain(response)
-        for choice in data["choices"]:
-            if isinstance(choice.get("message", {}).get("content"), str):
-                choice["message"]["content"] = strip_think(choice["message"]["content"])
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise _llm_error(cfg, exc) from exc
-    return data
-
-
-def completion_chunks(cfg: LLMConfig, messages: list[dict], **options: Any) -> Iterator[dict]:
-    """The upstream's streamed chunks in OpenAI's shape (content, tool-call deltas, a usage chunk
-    when stream_options asks for one), a leading <think> block left out of the content; options as
-    for `completion`."""
-    stream = _completion(cfg, messages, **_pass_through(options), stream=True)
-    think = _ThinkFilter()
-    try:
-        for chunk in stream:
-            data = _plain(chunk)
-            choices = data.get("choices") or []
-            delta = choices[0].get("delta") if choices else None
-            if isinstance(delta, dict) and delta.get("content"):
-                delta["content"] = think.feed(delta["content"])
-                if not delta["content"] and len(delta) == 1 and not choices[0].get("finish_reason") \
-                        and "usage" not in data:
-                    continue  # all of it inside <think>
-            yield data
-    except LLMError:
-        raise
-    except Exception as exc:  # the connection can also break mid-stream
-        raise _llm_error(cfg, exc) from exc
-    if rest := think.flush():
-        yield {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": rest}}]}
 
 
 def chat(cfg: LLMConfig, messages: list[dict], **options: Any) -> str:

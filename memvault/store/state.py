@@ -41,11 +41,15 @@ CREATE TABLE IF NOT EXISTS superseded (
 );
 CREATE INDEX IF NOT EXISTS superseded_path ON superseded (path);
 CREATE TABLE IF NOT EXISTS unscanned (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS learned (id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 # unscanned: the files a sync that does not look for secrets (a search's) read as they are and indexed, with
 # the hash it read: edited by hand, not taken in (scanned, committed) yet. A record made before the table
 # existed gets it at its next write (no version change: an older memvault ignores it).
 _UNSCANNED_TABLE = "CREATE TABLE IF NOT EXISTS unscanned (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID"
+# `learned`: the user turns learned from that taught nothing (learn.mark_quietly): marked here instead of
+# in a commit of their own. A record without the table (written before it) has none: it is made by the
+# next write, and read as empty until then.
 # What the files declare superseded (store/supersession.py): one row per (declaring file, old memory).
 BACKFILL = "backfill_superseded"
 _COLUMNS = ("id", "size", "mtime_ns", "ctime_ns", "sha256", "oid", "live")
@@ -183,6 +187,36 @@ class State:
             raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+
+    def learned(self, ids: Iterable[str]) -> set[str]:
+        """The ones of these user turn ids recorded as learned from (`mark_learned`)."""
+        wanted, found = sorted(set(ids)), set()
+        try:
+            db = self._conn()
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                found.update(row[0] for row in db.execute(
+                    "SELECT id FROM learned WHERE id IN (" + ", ".join("?" * len(chunk)) + ")", chunk))
+        except (sqlite3.OperationalError, FileNotFoundError):  # no table yet, or no record: none recorded
+            return set()
+        except sqlite3.DatabaseError as exc:
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+        return found
+
+    def mark_learned(self, ids: Iterable[str]) -> None:
+        """Record these user turns as learned from, in a transaction of its own (on a connection of its
+        own: the caller holds no lock, and a sync may be writing the record meanwhile)."""
+        rows = [(i,) for i in sorted(set(ids))]
+        if not rows or not self.path.exists():
+            return
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS learned (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.executemany("INSERT OR IGNORE INTO learned VALUES (?)", rows)
+        except sqlite3.DatabaseError as exc:
+            raise Unreadable(f"index state {self.path} is unreadable ({exc})") from None
+        finally:
+            db.close()
 
     def dirty(self) -> dict[str, str]:
         """{path: blob id at the synced commit ("" where it had none)} for the paths where the record

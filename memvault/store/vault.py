@@ -49,6 +49,10 @@ class Vault:
         # The threads of one process (a server's) queue here for their writes, in turn, rather than
         # all polling the flock, which favours none of them (docs/design.md, "Locking").
         self._writers = threading.RLock()
+        # Group commit (`grouped`): the writes waiting, and whether a thread is writing a group now.
+        self._group = threading.Condition()
+        self._group_waiting: list[_GroupWrite] = []
+        self._group_writing = False
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -225,6 +229,9 @@ class Vault:
                             change.journal.done(record.subject, record.message(), git, head,
                                                 [self.relative(p) for p in change.accepted_paths])
                         change.index_pending(last=True)
+                        for readable in change.after_index:  # its files searchable now, before the commit
+                            with contextlib.suppress(Exception):
+                                readable()
                         if git:
                             from memvault.store import gitrepo
 
@@ -237,6 +244,68 @@ class Vault:
                     from memvault.store import secret_scan
 
                     self.say(secret_scan.notice(change.withheld, self.root))
+
+    def grouped(self, command: str, write: Callable[["Change"], str | None]) -> Any:
+        """One small write (`write(change)`, which may return the commit subject's title for its part)
+        made with the others of this process that wait meanwhile, in one change: one lock, one
+        index update, one commit (group commit, docs/design.md, "Locking"). Twenty conversations'
+        stores then make one commit instead of queueing twenty on the vault lock, while one write alone
+        is committed at once, as `change` would. Returns what `write` returned; an exception of `write`
+        is raised here (the others' writes are committed all the same), as is one of the commit."""
+        mine = _GroupWrite(write)
+        with self._group:
+            self._group_waiting.append(mine)
+            while not mine.done and self._group_writing:
+                self._group.wait()
+            if mine.done:
+                return mine.outcome()
+            self._group_writing = True  # this thread writes every write waiting now, its own among them
+            group, self._group_waiting = self._group_waiting, []
+        try:
+            self._write_group(command, group)
+        finally:
+            with self._group:
+                self._group_writing = False
+                for each in group:
+                    each.done = True
+                self._group.notify_all()
+        return mine.outcome()
+
+    def _write_group(self, command: str, group: list["_GroupWrite"]) -> None:
+        titles: list[str] = []
+        try:
+            with self.change(command) as change:
+                for each in group:
+                    change.title = None
+                    try:
+                        each.result = each.write(change)
+                    except BaseException as exc:  # noqa: BLE001 (its caller raises it; the others go on)
+                        each.error = exc
+                    if change.title:
+                        titles.append(change.title)
+                change.title = _group_title(titles)
+        except BaseException as exc:  # the commit failed: every write of the group says so
+            for each in group:
+                each.error = each.error or exc
+
+    def write_aside(self, command: str, memory: Memory) -> Memory:
+        """Write a new memory's file without the vault lock, neither indexed nor committed: a chat's
+        user turn, on disk before the model is asked, which the change storing the exchange indexes and
+        commits. No lock, so that a message's start waits for no other conversation's store (it writes
+        a file of its own, atomically; the lock is taken when the vault has no repository yet)."""
+        from memvault.store import gitrepo
+
+        if self.settings.enable_git_versioning and not gitrepo.is_repo(self.root):
+            with self.change(command, commit=False, index=False) as change:
+                return change.add(memory)
+        self._make_folders()
+        change = Change(self, command, index=False)
+        change.add(memory)
+        if change.withheld:
+            from memvault.store import secret_scan
+
+            self.say(secret_scan.notice(change.withheld, self.root))
+        return memory
 
     def settle_interrupted(self, held: bool = False) -> None:
         """A change a killed memvault process left half done (.memvault/change.journal) rolled back or
@@ -331,6 +400,51 @@ class Vault:
             owner = self.index.owner_of(pool[0].id)
             return next((m for m in pool if owner and self.relative(m.path) == owner), pool[0])
         return pool[0]
+
+
+class _GroupWrite:
+    """One write of a group (Vault.grouped) and how it went."""
+
+    __slots__ = ("write", "done", "result", "error")
+
+    def __init__(self, write: Callable[["Change"], Any]):
+        self.write, self.done, self.result, self.error = write, False, None, None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _group_title(titles: list[str]) -> str | None:
+    """A group's commit subject: its one write's title, or its writes' titles with the same words once
+    and the conversations of each ("exchange (a)", "exchange (b)": "2 exchanges (a, b)")."""
+    if len(titles) <= 1:
+        return titles[0] if titles else None
+    import re
+
+    kinds: dict[str, tuple[int, list[str]]] = {}
+    for title in titles:
+        found = re.fullmatch(r"(.*?) \((.*)\)", title)
+        what, where = (found.group(1), found.group(2)) if found else (title, "")
+        count, wheres = kinds.get(what, (0, []))
+        kinds[what] = (count + 1, wheres + ([where] if where and where not in wheres else []))
+    parts = []
+    for what, (count, wheres) in kinds.items():
+        shown = ", ".join(wheres[:3]) + (", …" if len(wheres) > 3 else "")
+        parts.append(f"{count} {_plural(what) if count > 1 else what}" + (f" ({shown})" if shown else ""))
+    return "; ".join(parts)
+
+
+def _plural(words: str) -> str:
+    head, _, last = words.rpartition(" ")
+    if last.endswith("y") and last[-2:-1] not in ("a", "e", "i", "o", "u"):
+        last = last[:-1] + "ies"
+    elif last.endswith(("s", "x", "ch", "sh")):
+        last += "es"
+    else:
+        last += "s"
+    return f"{head} {last}".strip()
 
 
 # Actions a change can record, as `Event.action`; what `--json` and the change lines show.
@@ -443,6 +557,9 @@ class Change:
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
+    # Called once what the change wrote is indexed, before its commit (a server's next request, which
+    # waits to read what this one wrote, need not wait for git as well).
+    after_index: list[Callable[[], Any]] = field(default_factory=list)
     journal: Any = None  # journal.Journal: each file noted before it is written or removed (Vault.change)
 
     def _before(self, path: Path) -> None:
@@ -548,11 +665,15 @@ class Change:
         self.vault.say(f"memvault: committed the hand edit of {', '.join(edited)} first, on its own "
                        f"(`memvault undo` of this {self.command} leaves it)")
 
-    def rewrite(self, memory: Memory) -> Memory:
-        """Rewrite a live memory in place (summaries, `edit`); unknown keys are kept."""
+    def rewrite(self, memory: Memory, bookkeeping: bool = False) -> Memory:
+        """Rewrite a live memory in place (summaries, `edit`); unknown keys are kept. bookkeeping: only
+        memvault's own marks about its handling changed (a turn learned from, a message answered): the
+        file is written and committed, but no EDIT is recorded (nothing a reader sees was edited, and
+        the commit's subject and trailers do not say so)."""
         self.commit_hand_edits_first([memory.path])
         self._write(memory, memory.path)
-        self.events.append(Event(EDIT, memory))
+        if not bookkeeping:
+            self.events.append(Event(EDIT, memory))
         return memory
 
     def scrub(self, memory: Memory, moved: bool = False) -> Memory:
