@@ -112,8 +112,9 @@ def parse_messages(body: dict, headers, default_conversation: str, withheld: tup
             raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
                                 f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
         texts.append(message_text(message.get("content"), f"{where}.content") if message["role"] == "user" else "")
-    # The user's message: the last user message with words of the user's. After it, a tool round: the
-    # assistant's tool_use, the client's tool_result blocks (a user message without such words).
+    # The user's message: the last user message with words of the user's. After it, a tool round (the
+    # assistant's tool_use, the client's tool_result blocks: a user message without such words) and
+    # system messages (claude's).
     at = max((n for n, text in enumerate(texts) if text.strip()), default=None)
     if at is None:
         raise ApiError(400, "no user message with text: memvault serve answers a user message with memories",
@@ -129,7 +130,8 @@ def parse_messages(body: dict, headers, default_conversation: str, withheld: tup
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "model must be a string naming the model", "model")
-    forward = upstream.Forward(upstream.ANTHROPIC_MESSAGES, body, at, stream, tool_round=at != len(messages) - 1,
+    tool_round = any(m["role"] == "assistant" for m in messages[at + 1:])
+    forward = upstream.Forward(upstream.ANTHROPIC_MESSAGES, body, at, stream, tool_round=tool_round,
                                headers=upstream.passed_headers(headers, withheld), query=query)
     return ChatCall(texts[at], conversation_of(headers, default_conversation), stream, model, forward,
                     resent=(headers.get(RETRY_HEADER) or "0").strip() not in ("", "0"))

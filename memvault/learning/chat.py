@@ -16,7 +16,8 @@ answers or thinks, so another command (a cron `add`, a search, a second chat) go
 
 A proxy (serve) hands the client's request on as it came (`ChatOptions.forward`, store/upstream.py)
 and says what its client got (`ChatTurn.delivery`): one message keeps one user turn and one reply,
-the one the client got (docs/design.md, "serve": one reply per message, the truth about delivery).
+the one the client got (docs/design.md, "The library API and its faces": serve, one reply per message,
+the truth about delivery).
 """
 
 from __future__ import annotations

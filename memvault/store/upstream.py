@@ -1,5 +1,5 @@
-"""A proxy's call to the upstream model (docs/design.md, "serve"): the client's request as it sent it,
-with one change, the memory block, posted with httpx to the upstream's HTTP endpoint; its answer handed
+"""A proxy's call to the upstream model (docs/design.md, "The library API and its faces": serve): the
+client's request as it sent it, with one change, the memory block, posted with httpx to the upstream's HTTP endpoint; its answer handed
 back as it came, byte for byte in a stream, and read on the way for what is stored (the reply's text and
 tool calls).
 
@@ -62,7 +62,7 @@ class Event:
 
 
 class Dialect:
-    """One protocol's view of a request and its answer (docs/design.md, "serve")."""
+    """One protocol's view of a request and its answer (docs/design.md, "The library API and its faces": serve)."""
 
     path = ""
 
