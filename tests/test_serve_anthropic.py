@@ -2,7 +2,8 @@
 `anthropic` package (streamed and not, tools, system as a string and as blocks, errors), in front of a
 scripted Anthropic upstream (tests/fake_anthropic.py, a real HTTP server: anthropic_base_url), the
 learning done by the scripted OpenAI-protocol LLM of the settings (tests/fake_llm.py); the vault is
-real files, git and LanceDB. The end-to-end test with the real `claude` CLI is in the slow step.
+real files, git and LanceDB. The tests that start a server of their own (a serve key; the real `claude`
+CLI, end to end) are in the slow step.
 
 One server for the module (it takes seconds to start), each test in a conversation of its own (the
 X-Memvault-Conversation header), waiting for it to be idle before and after.
@@ -101,6 +102,22 @@ def test_a_fact_told_is_injected_as_one_more_system_block_and_the_exchange_store
     assert "Your wife is Anne." in [r["text"] for r in found]
 
 
+def test_images_and_reminders_go_to_the_model_and_only_the_users_words_are_stored(proxy):
+    upstream, vault = proxy.upstream, proxy.vault
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    content = [{"type": "text", "text": "<system-reminder>\nThe date is today.\n</system-reminder>"},
+               {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}},
+               {"type": "text", "text": "What colour is this pixel?"}]
+    upstream.push("Red.")
+    answer = client(proxy, "images").messages.create(model="claude-test-1", max_tokens=10,
+                                                     messages=[{"role": "user", "content": content}])
+    assert answer.content[0].text == "Red."
+    assert upstream.requests[-1]["messages"] == [{"role": "user", "content": content}]  # as the client sent it
+    proxy.idle()
+    [user] = memories_of(vault, "images", "turns/user")
+    assert user.text == "What colour is this pixel?"
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 def test_a_tool_round_is_one_message_with_one_reply(proxy, streamed):
     upstream, vault = proxy.upstream, proxy.vault
@@ -156,6 +173,12 @@ def test_the_upstreams_errors_reach_the_client_as_it_sent_them(proxy):
         with talk.messages.stream(model="claude-test-1", max_tokens=10, messages=asked) as stream:
             list(stream.text_stream)
     assert "gave up" in str(gave_up.value)
+    # An upstream that dies mid-reply: memvault's error event, in Anthropic's shape, says so.
+    upstream.push({"chunks": ["Hel"], "cut": True})
+    with pytest.raises(anthropic.APIStatusError) as cut:
+        with talk.messages.stream(model="claude-test-1", max_tokens=10, messages=asked) as stream:
+            list(stream.text_stream)
+    assert "broke off its reply mid-stream" in str(cut.value) and "anthropic_base_url" in str(cut.value)
     proxy.idle()
     # The message is kept once, unanswered: the upstream failed to answer it (as the OpenAI face keeps it).
     [user] = memories_of(vault, "errors", "turns/user")
@@ -184,6 +207,38 @@ def test_count_tokens_and_the_model_list_are_the_upstreams(proxy):
     assert talk.models.retrieve("claude-test-1").id == "claude-test-1"
     # Without anthropic-version it is OpenAI's model list (the LLM of the settings).
     assert proxy.http("GET", "/v1/models").json()["object"] == "list"
+
+
+@pytest.mark.slow  # a server of its own
+def test_with_a_serve_key_the_client_sends_it_as_its_api_key_and_memvaults_anthropic_key_goes_on(tmp_path):
+    """MEMVAULT_SERVE_API_KEY set: an Anthropic client authenticates with it (x-api-key), which stays here;
+    the upstream gets anthropic_api_key. A wrong key: 401 in Anthropic's shape."""
+    llm, upstream = FakeLLM(), FakeAnthropic()
+    llm.default = NOTHING_LEARNED
+    env = server_env(tmp_path, llm.base_url, anthropic_base_url=upstream.base_url, serve_api_key="serve-secret",
+                     anthropic_api_key="sk-ant-memvault")
+    try:
+        with serving(env=env) as server:
+            upstream.push("Hi.", "Hi again.")
+            answer = client(server, api_key="serve-secret").messages.create(
+                model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "Hello"}])
+            assert answer.content[0].text == "Hi."
+            # As claude sends ANTHROPIC_API_KEY: x-api-key.
+            again = server.http("POST", "/v1/messages", headers={"x-api-key": "serve-secret", "anthropic-version":
+                                                                 "2023-06-01"},
+                                json={"model": "claude-test-1", "max_tokens": 10,
+                                      "messages": [{"role": "user", "content": "Hello again"}]})
+            assert again.status_code == 200 and again.json()["content"][0]["text"] == "Hi again."
+            for sent in upstream.headers[-2:]:
+                assert sent["x-api-key"] == "sk-ant-memvault" and "serve-secret" not in str(sent.items())
+            with pytest.raises(anthropic.AuthenticationError) as refused:
+                client(server, api_key="wrong").messages.create(model="claude-test-1", max_tokens=10,
+                                                                messages=[{"role": "user", "content": "Hello"}])
+            assert refused.value.body["error"]["type"] == "authentication_error"
+            server.idle()
+    finally:
+        llm.close()
+        upstream.close()
 
 
 # -- the real `claude` CLI (slow) -----------------------------------------------------------------------
