@@ -356,6 +356,8 @@ class Exchanges:
                 reply_callback(reply)
 
         turn.on_reply = on_reply
+        # The next request of the conversation may read once the turns are indexed (the commit may follow).
+        turn.on_indexed = lambda: answered and self.storing.end(conversation, answered[0])
         try:
             read()
         except BaseException as exc:

@@ -252,6 +252,8 @@ class ChatTurn:
         # What the client got (a proxy's face says so: Delivery); None: the reader of this turn got
         # what it read.
         self.delivery: Delivery | None = None
+        # Called once the exchange's turns are written and indexed (searchable), before their commit.
+        self.on_indexed: Callable[[], None] | None = None
         self._stored = False
         self._store_lock = threading.Lock()  # abandon() may store from another thread than the reader's
         self._finished = False
@@ -369,6 +371,8 @@ class ChatTurn:
         this one, and kept otherwise."""
         result, conversation, root = self.result, self.options.conversation, self.vault.root
         wrote = False
+        if self.on_indexed is not None:
+            change.after_index.append(self.on_indexed)
         if self.options.history is None and self.options.forward is None and \
                 (self.session.fresh_reason or self._folded_until is not None):
             sessions.save(change, self.session, self.now, folded_until=self._folded_until,
