@@ -184,8 +184,9 @@ CREDENTIALS = ("x-api-key", "authorization")
 _NOT_PASSED = {"host", "content-length", "content-type", "connection", "keep-alive", "transfer-encoding", "te",
                "trailer", "upgrade", "accept-encoding", "proxy-authorization", "proxy-connection", "expect"}
 # Of the upstream's answer, what a client reads (request-id, retry-after, anthropic-ratelimit-*...): all
-# but what belongs to the connection or that the server sets itself.
-_NOT_RETURNED = _NOT_PASSED | {"content-encoding", "date", "server", "set-cookie", "alt-svc", "via"}
+# but what belongs to the connection or that the server sets itself (a stream's cache-control among them).
+_NOT_RETURNED = _NOT_PASSED | {"content-encoding", "date", "server", "set-cookie", "alt-svc", "via", "cache-control",
+                               "x-accel-buffering"}
 
 
 def passed_headers(headers, withheld: tuple[str, ...] = ()) -> dict[str, str]:
