@@ -243,11 +243,13 @@ def test_with_a_serve_key_the_client_sends_it_as_its_api_key_and_memvaults_anthr
 
 # -- the real `claude` CLI (slow) -----------------------------------------------------------------------
 
+GIVEN_CLAUDE = os.environ.get("MEMVAULT_TEST_CLAUDE")  # read at import: each test runs without MEMVAULT_* (conftest)
+
+
 def claude_command() -> str | None:
     """MEMVAULT_TEST_CLAUDE, else the one .ci/run installs into .pytest_cache/claude-code, else `claude` on PATH."""
-    given = os.environ.get("MEMVAULT_TEST_CLAUDE")
-    if given:
-        return given
+    if GIVEN_CLAUDE:
+        return GIVEN_CLAUDE
     local = REPO / ".pytest_cache" / "claude-code" / "node_modules" / ".bin" / "claude"
     return str(local) if local.exists() else shutil.which("claude")
 
