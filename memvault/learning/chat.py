@@ -523,8 +523,8 @@ def begin(vault, message: str, options: ChatOptions,
     message = (message or "").strip()
     if not message:
         raise NothingGiven("nothing to send: the message is empty", params="message")
-    files.check_text(message, "message")  # refuse what could not be stored (a text over a memory's size
-    # is stored as far as it fits: fitted)
+    files.check_text(message, "message")  # refuse what could not be stored before any model runs (a text
+    # over a memory's size is stored as far as it fits: fitted)
     cfg = LLMConfig.from_settings(vault.settings)
     if options.model is not None:
         cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", options.model, "option model", param="model")})

@@ -603,8 +603,7 @@ def learn_from_turns(learner: Learner, turns: list[Memory], progress: Callable[[
     """The one loop that learns from stored user turns (a catch-up, an import's --extract, a batch's
     add --jsonl --extract): each turn, oldest first as given, in a commit of its own when it taught
     something (marked learned from in it); those that taught nothing marked MARK_BATCH to a commit
-    (learner.quietly: in the index's record).
-    A turn the model gives no valid answer for stays waiting (a warning); an LLM that is down stops
+    (or, `learner.quietly`, in the index's record). A turn the model gives no valid answer for stays waiting (a warning); an LLM that is down stops
     it (`stopped`; the rest stays waiting). strict: either raises instead. title: after "facts from a
     turn of <conversation>" in each commit's title."""
     from memvault.errors import LLMError, LLMNoValidAnswer
@@ -637,8 +636,8 @@ def learn_from_turns(learner: Learner, turns: list[Memory], progress: Callable[[
 
 
 def catch_up(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None) -> CatchUp:
-    """Learn from each turn still owed learning (learn_from_turns), the turns that taught nothing marked
-    in the index's record (no commit: `mark_quietly`); what stopped it, said for `memvault learn`."""
+    """Learn from each turn still owed learning (learn_from_turns), those that taught nothing marked in the
+    index's record (no commit: `mark_quietly`); what stopped it, said for `memvault learn`."""
     learner.quietly = True
     outcome = CatchUp(turns=list(turns), learned=learner.learned)
     done = learn_from_turns(learner, turns, progress, title=" (caught up)")

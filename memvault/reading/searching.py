@@ -99,6 +99,8 @@ class Reader:
         if all_conversations and conversation is not None:
             raise UsageError("conversation and all_conversations do not go together",
                              params=("conversation", "all_conversations"))
+        if not isinstance(text, str) or not text.strip():
+            raise NothingGiven("nothing to search for: the query is empty", params="query")
         conversation = conversation or DEFAULT_CONVERSATION
         query = self.query(text, conversation=conversation, all_conversations=all_conversations, **options)
         if not all_conversations:

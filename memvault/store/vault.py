@@ -194,8 +194,8 @@ class Vault:
                 yield change
             finally:
                 try:
-                    git = commit and self.settings.enable_git_versioning
                     if change.touched:
+                        git = commit and self.settings.enable_git_versioning
                         head = None
                         if git and change.journal.opened:
                             from memvault.store import gitrepo
@@ -207,13 +207,13 @@ class Vault:
                             change.journal.done(record.subject, record.message(), git, head,
                                                 [self.relative(p) for p in change.accepted_paths])
                         change.index_pending(last=True)
-                    for readable in change.after_index:  # its files searchable now, before the commit
-                        with contextlib.suppress(Exception):
-                            readable()
-                    if change.touched and git:
-                        from memvault.store import gitrepo
+                        for readable in change.after_index:  # its files searchable now, before the commit
+                            with contextlib.suppress(Exception):
+                                readable()
+                        if git:
+                            from memvault.store import gitrepo
 
-                        change.commit_sha = gitrepo.commit_paths(self.root, record, change.commit_paths())
+                            change.commit_sha = gitrepo.commit_paths(self.root, record, change.commit_paths())
                 except BaseException:
                     change.journal.release()  # indexed or committed in part: the next command finishes it
                     raise
@@ -535,14 +535,14 @@ class Change:
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
+    # Called once what the change wrote is indexed, before its commit (a server's next request, which
+    # waits to read what this one wrote, need not wait for git as well).
+    after_index: list[Callable[[], Any]] = field(default_factory=list)
     journal: Any = None  # journal.Journal: each file noted before it is written or removed (Vault.change)
 
     def _before(self, path: Path) -> None:
         if self.journal is not None:
             self.journal.before(path)
-    # Called once what the change wrote is indexed, before its commit (a server's next request, which
-    # waits to read what this one wrote, need not wait for git as well).
-    after_index: list[Callable[[], Any]] = field(default_factory=list)
 
     def index_pending(self, last: bool = False) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
