@@ -92,10 +92,7 @@ class Reader:
 
     def search(self, text: str, *, all_conversations: bool = False, conversation: str | None = None,
                **options: Any):
-        """`Memvault.search`: one conversation (None: global) and global, or every conversation; not both.
-        An empty query is NothingGiven."""
-        if not isinstance(text, str) or not text.strip():
-            raise NothingGiven("nothing to search for: the query is empty", params="query")
+        """`Memvault.search`: one conversation (None: global) and global, or every conversation; not both."""
         if all_conversations and conversation is not None:
             raise UsageError("conversation and all_conversations do not go together",
                              params=("conversation", "all_conversations"))
