@@ -101,7 +101,7 @@ complete -c memvault -n __memvault_needs_command -a review -d 'Look over what me
 complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a soft delete (moved under deleted/, reason user), committed'
 complete -c memvault -n __memvault_needs_command -a scrub -d 'Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
-complete -c memvault -n __memvault_needs_command -a serve -d 'Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API'
+complete -c memvault -n __memvault_needs_command -a serve -d 'Serve the vault as a memory proxy for OpenAI and Anthropic clients, and a memory API'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
 complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'

@@ -71,6 +71,19 @@ class LLMError(MemvaultError):
         self.status = status
 
 
+class UpstreamAnswered(LLMError):
+    """A proxy's upstream answered the client's request with an error (an error status, or an error
+    event mid-stream): what it sent, kept as it came (`body`: the response's body or the event's bytes;
+    `content_type`; `headers`: those a client reads, retry-after and the like), so that a face that
+    hands the upstream's answers on as they came hands this one on too (serve's Anthropic face). Its
+    one line is an LLMError's, and the table answers it as one for every other face."""
+
+    def __init__(self, message: str, status: int | None = None, body: bytes = b"",
+                 content_type: str = "application/json", headers: dict | None = None, event: bool = False):
+        super().__init__(message, status=status)
+        self.body, self.content_type, self.headers, self.event = body, content_type, dict(headers or {}), event
+
+
 class LLMTimeout(LLMError):
     """The LLM endpoint did not answer within llm_timeout."""
 
@@ -172,24 +185,25 @@ def for_client(message: str, root) -> str:
 
 # -- what each face makes of a failure ---------------------------------------------------------------
 #
-# One table, read by every face (docs/design.md, "Layers"): the CLI's exit code, serve's HTTP status and
-# OpenAI error `type` and `code`, whether a client's retry can help; MCP's error result is the message
-# itself. A face that speaks another protocol adds its column here (a field of Answer and a value in
+# One table, read by every face (docs/design.md, "Layers"): the CLI's exit code, serve's HTTP status,
+# OpenAI's error `type` and `code`, Anthropic's error `type` (serve's Messages face), whether a client's
+# retry can help; MCP's error result is the message itself. A face that speaks another protocol adds its column here (a field of Answer and a value in
 # each row), and reads it through `answer_for`.
 
 class Answer:
     """What the faces answer to one class of failure (a plain class: `import memvault` loads this
     module, and dataclasses would cost it ~10 ms)."""
 
-    __slots__ = ("exit_code", "status", "openai_type", "code", "retry")
+    __slots__ = ("exit_code", "status", "openai_type", "code", "retry", "anthropic_type")
 
     def __init__(self, exit_code: int = 1, status: int = 500, openai_type: str = "server_error",
-                 code: str | None = None, retry: bool | None = None):
+                 code: str | None = None, retry: bool | None = None, anthropic_type: str = "api_error"):
         self.exit_code = exit_code  # the CLI's
         self.status = status  # HTTP
         self.openai_type = openai_type  # OpenAI's error `type`
         self.code = code  # OpenAI's error `code` (also a stable name for the failure)
         self.retry = retry  # False: no retry can mend it (serve's x-should-retry: false)
+        self.anthropic_type = anthropic_type  # Anthropic's error `type` (serve's /v1/messages)
 
     def __repr__(self) -> str:
         return f"Answer({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
@@ -206,21 +220,23 @@ class Row:
 
 _REFUSED = "invalid_request_error"
 
+_BAD = "invalid_request_error"  # Anthropic's word for it too
+
 ERROR_TABLE: tuple[Row, ...] = (
-    #   the failure                               exit  HTTP  OpenAI type           code                    retry
-    Row(IndexUnreadable,          Answer(1,    503,  "server_error",       "index_unreadable")),
-    Row(AlreadyDeleted,           Answer(1,    409,  _REFUSED,             "memory_deleted")),
-    Row(NotFound,                 Answer(1,    404,  "not_found_error",    "memory_not_found")),
-    Row(LLMTimeout,               Answer(1,    504,  "upstream_error",     "upstream_timeout",     False)),
-    Row(LLMError,                 Answer(1,    400,  _REFUSED,             "upstream_refused"),
+    #   the failure                               exit  HTTP  OpenAI type           code                    retry  Anthropic type
+    Row(IndexUnreadable,          Answer(1,    503,  "server_error",       "index_unreadable",     None,  "api_error")),
+    Row(AlreadyDeleted,           Answer(1,    409,  _REFUSED,             "memory_deleted",       None,  _BAD)),
+    Row(NotFound,                 Answer(1,    404,  "not_found_error",    "memory_not_found",     None,  "not_found_error")),
+    Row(LLMTimeout,               Answer(1,    504,  "upstream_error",     "upstream_timeout",     False, "timeout_error")),
+    Row(LLMError,                 Answer(1,    400,  _REFUSED,             "upstream_refused",     None,  _BAD),
         when=lambda e: getattr(e, "status", None) in (400, 422)),  # the upstream refused the client's options
-    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable"),
+    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable", None,  "api_error"),
         when=lambda e: (getattr(e, "status", None) or 0) >= 500),  # a failed upstream may mend
-    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable", False)),
-    Row(UsageError,               Answer(2,    400,  _REFUSED)),
-    Row(NothingGiven,             Answer(1,    400,  _REFUSED)),
-    Row(LockTimeout,              Answer(1,    503,  "server_error",       "vault_busy")),
-    Row(VaultStateError,          Answer(1,    409,  "server_error",       "vault_state")),
+    Row(LLMError,                 Answer(1,    502,  "upstream_error",     "upstream_unavailable", False, "api_error")),
+    Row(UsageError,               Answer(2,    400,  _REFUSED,             None,                   None,  _BAD)),
+    Row(NothingGiven,             Answer(1,    400,  _REFUSED,             None,                   None,  _BAD)),
+    Row(LockTimeout,              Answer(1,    503,  "server_error",       "vault_busy",           None,  "overloaded_error")),
+    Row(VaultStateError,          Answer(1,    409,  "server_error",       "vault_state",          None,  "api_error")),
     Row(MemvaultError,            Answer(1,    500,  "server_error")),
     Row(OSError,                  Answer(1,    500,  "server_error")),  # the system said no: disk, permissions
 )

@@ -357,7 +357,8 @@ CHAT = Request(
                required=True, faces={"cli": "MESSAGE words or stdin, read by the CLI",
                                      "serve": "the last user message of the request"}),
         _conversation("Conversation id.", "global",
-                      serve="the X-Memvault-Conversation header, metadata.conversation_id or user"),
+                      serve="the X-Memvault-Conversation header (OpenAI's protocol: also metadata.conversation_id "
+                            "or user)"),
         Option("stream", bool, "Print the reply as it comes.", default=True, negate="Print the reply in one piece.",
                faces={"cli": {"name": "no_stream", "flags": ("--no-stream",)}, "serve": "the request's `stream`"}),
         Option("learn", bool, "Learn facts from this message.", default=True,
@@ -385,7 +386,9 @@ CHAT = Request(
         Option("resent", bool, "The client's retry of this message.", default=False,
                faces={"cli": "the CLI does not retry", "serve": "the header x-stainless-retry-count"}),
     ),
-    where={"cli": "memvault chat"},  # serve's POST /v1/chat/completions speaks OpenAI's protocol
+    # serve's POST /v1/chat/completions (OpenAI's protocol) and POST /v1/messages (Anthropic's) are chats
+    # whose request is the client's own: `forward`.
+    where={"cli": "memvault chat"},
     own={"cli": ("ctx", "message", "context", "clear", "json_output")},
 )
 

@@ -168,6 +168,7 @@ FAILURES = [
     errors.LLMError("the LLM at http://x refused the option", status=400),
     errors.LLMError("the LLM at http://x failed", status=503),
     errors.LLMError("the LLM at http://x is unreachable"),
+    errors.UpstreamAnswered("Anthropic endpoint http://x answered HTTP 529: overloaded", status=529, body=b"{}"),
     errors.VaultStateError("a merge is in progress"),
     errors.IndexUnreadable("the index under .memvault/ is unreadable"),
     PermissionError(13, "Permission denied", "/vault/entries"),
@@ -185,8 +186,9 @@ def test_every_face_maps_a_failure_from_the_one_table(exc):
     failure = errors.answer_for(exc)
     assert failure.expected and failure.message and "\n" not in failure.message
     answered = as_api_error(exc)
-    assert (answered.status, answered.kind, answered.code, answered.message) == (
-        failure.answer.status, failure.answer.openai_type, failure.answer.code, failure.message)
+    assert (answered.status, answered.kind, answered.code, answered.message, answered.anthropic_kind) == (
+        failure.answer.status, failure.answer.openai_type, failure.answer.code, failure.message,
+        failure.answer.anthropic_type)
     assert str(_failure(exc)) == failure.message
     if isinstance(exc, errors.MemvaultError):
         assert type(exc).exit_code == failure.answer.exit_code  # the class's own says the same

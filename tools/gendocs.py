@@ -76,6 +76,11 @@ SETTING_HELP = {
     "serve_api_key": "The key clients of memvault serve must send (Authorization: Bearer KEY); required to "
                      "bind an address other than the loopback one. Only from the environment "
                      "(MEMVAULT_SERVE_API_KEY), never from memvault.toml, which is committed.",
+    "anthropic_base_url": "The Anthropic Messages endpoint (its root, without /v1) that memvault serve's "
+                          "POST /v1/messages hands requests to, as the client sent them, memories added.",
+    "anthropic_api_key": "The key memvault serve sends that endpoint (x-api-key) when the client sends no "
+                         "credentials of its own. Only from the environment (MEMVAULT_ANTHROPIC_API_KEY), "
+                         "never from memvault.toml, which is committed.",
     "agent": "The CLI's warm path: off (every command loads what it needs itself), use (a running memvault "
              "agent of the vault carries the commands out) or auto (also start one in the background on the "
              "first command; it exits after agent_idle_minutes without one). Same output and exit codes either way.",

@@ -1608,13 +1608,15 @@ def serve(
                                      help="Conversation of the requests that name none."),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", min=0.001, help="Largest request body, in MB (413 above)."),
 ) -> None:
-    """Serve the vault as an OpenAI-compatible proxy: chat completions with memory, and a memory API.
+    """Serve the vault as a memory proxy for OpenAI and Anthropic clients, and a memory API.
 
     Point any OpenAI client's base URL at http://HOST:PORT/v1: each chat request gets the memories
     that fit its user message, is answered by the configured LLM (llm_model, llm_base_url), with
     whatever else the client sent (tools, usage, ...) passed through, and its text is stored; facts
-    are learned after the response. Also /v1/models, /health and /v1/memories (list, add, search,
-    get, delete). Stops cleanly on SIGTERM, SIGHUP or Ctrl-C.
+    are learned after the response. Claude Code and other Anthropic clients: ANTHROPIC_BASE_URL=
+    http://HOST:PORT; POST /v1/messages goes to anthropic_base_url as sent, the memories one more
+    system block. Also /v1/models, /health and /v1/memories (list, add, search, get, delete). Stops
+    cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
     from memvault.faces.lifecycle import LongLived
     from memvault.store import signals

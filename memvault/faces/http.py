@@ -17,6 +17,7 @@ and serve.build_app includes it (`app.include_router`).
 
 from __future__ import annotations
 
+import hmac
 import json
 from typing import Annotated, Any, Callable
 
@@ -25,21 +26,40 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from memvault.errors import answer_for, for_client, validation_problem
+from memvault.errors import UpstreamAnswered, answer_for, for_client, validation_problem
+
+# Anthropic's error `type` of a status, for a refusal a face makes itself (the table's column says it
+# for the library's failures: errors.ERROR_TABLE).
+ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                   404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
+                   429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error"}
 
 
 class ApiError(Exception):
-    """A refusal with its HTTP status, in OpenAI's error shape (`kind`: its `type`)."""
+    """A refusal with its HTTP status, in OpenAI's error shape (`kind`: its `type`), or in Anthropic's
+    on the Messages face (`anthropic_kind`: its `type`, by default the status's)."""
 
     def __init__(self, status: int, message: str, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None, retry: bool | None = None):
+                 code: str | None = None, retry: bool | None = None, anthropic_kind: str | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
         self.retry = retry  # False: a retry cannot help (the header x-should-retry, which openai clients obey)
+        self.anthropic_kind = anthropic_kind or ANTHROPIC_TYPES.get(status, "api_error")
 
 
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error_body(message: str, kind: str) -> dict:
+    """Anthropic's error shape (its SDK reads `error.type` and `error.message`)."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def speaks_anthropic(path: str, headers) -> bool:
+    """Whether a request is one of the Anthropic Messages face's (routes_anthropic.py): its paths, and
+    the model list asked with an anthropic-version header (OpenAI's has the same path)."""
+    return path.startswith("/v1/messages") or (path.startswith("/v1/models") and "anthropic-version" in headers)
 
 
 def as_api_error(exc: BaseException, root=None) -> ApiError:
@@ -51,7 +71,20 @@ def as_api_error(exc: BaseException, root=None) -> ApiError:
     failure = answer_for(exc)
     answer = failure.answer
     return ApiError(answer.status, for_client(failure.message, root), failure.param, kind=answer.openai_type,
-                    code=answer.code, retry=answer.retry)
+                    code=answer.code, retry=answer.retry, anthropic_kind=answer.anthropic_type)
+
+
+def carries_key(headers, api_key: str | None) -> str | None:
+    """The header that carries serve's key (`authorization`: Bearer <key>; `x-api-key`, what an Anthropic
+    client sends), or None. An Anthropic client's other credentials go on to its upstream; this one not."""
+    if not api_key:
+        return None
+    scheme, _, key = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), api_key.encode()):
+        return "authorization"
+    if hmac.compare_digest((headers.get("x-api-key") or "").strip().encode(), api_key.encode()):
+        return "x-api-key"
+    return None
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None, background=None) -> Response:
@@ -62,6 +95,20 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 def refusal(exc: ApiError) -> Response:
     headers = {"x-should-retry": "false"} if exc.retry is False else None
     return json_response(error_body(exc.message, exc.kind, exc.param, exc.code), exc.status, headers=headers)
+
+
+def refusal_for(request: Request, exc: BaseException, root=None) -> Response:
+    """A failure as the response its face gives: on the Anthropic face, an error the upstream answered
+    as it came (status, body, headers such as retry-after), memvault's own in Anthropic's shape; else
+    OpenAI's (`refusal`)."""
+    if not speaks_anthropic(request.url.path, request.headers):
+        return refusal(as_api_error(exc, root))
+    if isinstance(exc, UpstreamAnswered) and exc.status and not exc.event:
+        return Response(exc.body, status_code=exc.status, media_type=exc.content_type, headers=exc.headers)
+    failure = as_api_error(exc, root)
+    headers = {"x-should-retry": "false"} if failure.retry is False else None
+    return json_response(anthropic_error_body(failure.message, failure.anthropic_kind), failure.status,
+                         headers=headers)
 
 
 def checked(model: type[BaseModel], body: dict) -> Any:

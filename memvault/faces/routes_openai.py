@@ -3,26 +3,24 @@
 `GET /v1/models/{id}` (`Memvault.llm_models`). A request is checked and turned into a ChatCall
 (`parse_chat`) whose `forward` is the request as it came (store/upstream.py: handed to the upstream
 with the memory block added, nothing else changed); the upstream's answer goes back as it came, as
-one response (`complete`) or its stream's events (`stream`), and the face says what its client got
-(chat.Delivery: serving.Handed, serving.HandedStream). Another chat protocol is one more module like
-this one, with its dialect in store/upstream.py.
+one response or its stream's events (serving.complete, serving.stream: every protocol's), and the face
+says what its client got (chat.Delivery: serving.Handed, serving.HandedStream); a failure mid-stream is
+OpenAI's error event (`error_event`). Another chat protocol is one more module like this one
+(routes_anthropic.py), with its dialect in store/upstream.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import threading
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
 from memvault.errors import UsageError
 from memvault.faces.http import (ApiError, ExchangesDep, OptionsDep, VaultDep, as_api_error, blocking, error_body,
                                  json_object, json_response)
-from memvault.faces.serving import ChatCall, Exchanges, Handed, HandedStream
+from memvault.faces import serving
+from memvault.faces.serving import ChatCall
 from memvault.store import files, upstream
 
 CONVERSATION_HEADER = "x-memvault-conversation"
@@ -65,8 +63,8 @@ async def chat_completions(request: Request, options: OptionsDep, exchanges: Exc
     if name != call.model:  # a model the upstream does not serve (or none named): the configured one
         call.forward.body = {**call.forward.body, "model": name}
     if call.stream:
-        return await stream(exchanges, call)
-    return await complete(exchanges, call, request)
+        return await serving.stream(exchanges, call, error_event)
+    return await serving.complete(exchanges, call, request)
 
 
 def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
@@ -146,97 +144,8 @@ def conversation_of(body: dict, headers, default: str) -> str:
     return default
 
 
-async def complete(ex: Exchanges, call: ChatCall, request: Request) -> Response:
-    def run(answer: Callable[[Any], None]):
-        turn = ex.start(call)
-        response = []  # the upstream's one answer (iterating the turn gives it)
-
-        def on_reply(reply: str) -> None:  # respond now; the turns are stored once the client has it
-            answer((turn, response[0]))
-
-        turn.on_reply = on_reply
-        ex.finish(turn, lambda: response.extend(turn))  # read to the end
-        return turn, response[0]
-
-    turn, answer = await ex.wait(ex.in_thread(run))
-    if await request.is_disconnected():  # the client gave up waiting (its timeout): it never gets this one
-        turn.delivery.settle(False)
-    # The upstream's answer as it came (id, usage, tool calls, log-probabilities: its bytes), and the
-    # delivery's word once it is sent.
-    return Handed(answer.raw, answer.status, answer.content_type, ex.headers(call, turn), turn.delivery,
-                  turn.received)
-
-
-async def stream(ex: Exchanges, call: ChatCall) -> Response:
-    loop = asyncio.get_running_loop()
-    pieces_in: asyncio.Queue = asyncio.Queue()
-    cancel = threading.Event()
-
-    def put(kind: str, value: Any = None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
-            loop.call_soon_threadsafe(pieces_in.put_nowait, (kind, value))
-
-    def read() -> None:
-        # One thread reads the reply from the model and hands on each event as it comes.
-        try:
-            turn = ex.start(call)
-        except BaseException as exc:
-            put("error", exc)
-            return
-        put("turn", turn)
-        turn.on_reply = lambda reply: put("end")  # the upstream's stream is over; stored once the client has it
-
-        def pieces() -> None:
-            for piece in turn:
-                put("piece", piece)
-                if cancel.is_set():  # the client hung up: keep what it was sent, marked partial
-                    turn.close()
-                    break
-
-        try:
-            ex.finish(turn, pieces)
-        except BaseException as exc:  # an LLMError: the user's turn is stored, unanswered
-            put("error", exc)
-
-    ex.workers.run(read)
-
-    async def next_item() -> tuple[str, Any]:
-        return await ex.wait(asyncio.ensure_future(pieces_in.get()))
-
-    try:
-        kind, turn = await next_item()
-        if kind == "error":
-            raise turn
-        first = await next_item()  # the model has begun (or failed: then a proper error status)
-    except BaseException:
-        cancel.set()
-        raise
-    if first[0] == "error":
-        raise first[1]
-    delivery = turn.delivery
-
-    async def events():
-        try:
-            kind, value = first
-            while kind == "piece":
-                yield value.raw  # the upstream's event as it came
-                delivery.handed(value.text)  # sent: the client has been handed it
-                try:
-                    kind, value = await next_item()
-                except ApiError as stopping:
-                    kind, value = "error", stopping
-            if kind == "error":  # after the headers: OpenAI's way, an error event, and the end
-                if not (isinstance(value, ApiError) and value.code == "stopping"):
-                    cancel.set()  # (a server that stops stores the reply itself, as far as it was sent)
-                delivery.settle(False)
-                failure = as_api_error(value, ex.vault.root)
-                body = error_body(failure.message, failure.kind, failure.param, failure.code)
-                yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
-                return
-            delivery.settle(True)  # every event of the upstream's stream, its end among them, is out
-        except BaseException:  # the client hung up (cancelled), or the server is stopping
-            cancel.set()
-            raise
-
-    return HandedStream(events(), delivery, media_type="text/event-stream", headers={
-        **ex.headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+def error_event(failure: BaseException, root) -> bytes:
+    """A failure after the stream began, OpenAI's way: an error event (then the stream ends)."""
+    failed = as_api_error(failure, root)
+    body = error_body(failed.message, failed.kind, failed.param, failed.code)
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()

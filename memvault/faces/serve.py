@@ -28,7 +28,6 @@ its start and stop those of every long-lived face (lifecycle.py).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import ipaddress
 import json
 import socket
@@ -43,8 +42,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault import __version__
 from memvault.errors import MemvaultError, UsageError, answer_for
-from memvault.faces import routes_memories, routes_openai
-from memvault.faces.http import ApiError, as_api_error, error_body, json_response, refusal
+from memvault.faces import routes_anthropic, routes_memories, routes_openai
+from memvault.faces.http import (ApiError, anthropic_error_body, carries_key, error_body, json_response,
+                                 refusal_for, speaks_anthropic)
 from memvault.faces.lifecycle import LongLived
 from memvault.faces.serving import GRACE_REQUESTS, Exchanges
 from memvault.store import files, signals
@@ -52,7 +52,9 @@ from memvault.store import files, signals
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
 SWITCH_INTERVAL = 0.001  # seconds; proxy overhead 52 -> 49 ms (bench/serve.py, 10,000 memories)
-ROUTERS = (routes_openai.router, routes_memories.router)  # a new face on serve: one more router here
+# A new face on serve: one more router here. Anthropic's first: its GET /v1/models answers only requests
+# with an anthropic-version header, the others go on to OpenAI's.
+ROUTERS = (routes_anthropic.router, routes_openai.router, routes_memories.router)
 
 
 @dataclass
@@ -79,19 +81,23 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.api_key and scope["path"] != "/health" and not self._authorized(headers.get("authorization", "")):
-            await self._send(send, 401, error_body(
-                "missing or wrong API key: send the header `Authorization: Bearer <key>` with the key set in "
-                "MEMVAULT_SERVE_API_KEY", "invalid_request_error", code="invalid_api_key"))
+        anthropic = speaks_anthropic(scope["path"], headers)
+        if self.api_key and scope["path"] != "/health" and not self._authorized(headers):
+            said = ("missing or wrong API key: send the header `Authorization: Bearer <key>`"
+                    + (" or `x-api-key: <key>`" if anthropic else "") + " with the key set in MEMVAULT_SERVE_API_KEY")
+            await self._send(send, 401, anthropic_error_body(said, "authentication_error") if anthropic else
+                             error_body(said, "invalid_request_error", code="invalid_api_key"))
             return
         too_large = ApiError(413, f"request body over {self.max_body:,} bytes (memvault serve --max-body-mb)",
                              code="request_too_large")
+        too_large_body = anthropic_error_body(too_large.message, too_large.anthropic_kind) if anthropic else \
+            error_body(too_large.message, too_large.kind, code=too_large.code)
         try:
             declared = int(headers.get("content-length") or 0)
         except ValueError:
             declared = 0
         if declared > self.max_body:
-            await self._send(send, 413, error_body(too_large.message, too_large.kind, code=too_large.code))
+            await self._send(send, 413, too_large_body)
             return
         # The whole body, counted as it comes (a chunked one has no length), then handed on.
         body, more = bytearray(), True
@@ -101,7 +107,7 @@ class Guard:
                 return
             body += message.get("body", b"")
             if len(body) > self.max_body:
-                await self._send(send, 413, error_body(too_large.message, too_large.kind, code=too_large.code))
+                await self._send(send, 413, too_large_body)
                 return
             more = message.get("more_body", False)
         given = False
@@ -115,9 +121,8 @@ class Guard:
 
         await self.app(scope, replay, send)
 
-    def _authorized(self, header: str) -> bool:
-        scheme, _, key = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), self.api_key.encode())
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        return carries_key(headers, self.api_key) is not None
 
     @staticmethod
     async def _send(send, status: int, body: dict) -> None:
@@ -141,18 +146,19 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
 
     @app.exception_handler(ApiError)
     async def _api_error(request, exc: ApiError):
-        return refusal(exc)
+        return refusal_for(request, exc)
 
     @app.exception_handler(MemvaultError)
     async def _library_error(request, exc: MemvaultError):
-        return refusal(as_api_error(exc, vault.root))
+        return refusal_for(request, exc, vault.root)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc: StarletteHTTPException):
         if exc.status_code == 404:
-            return refusal(ApiError(404, f"no route {request.method} {request.url.path} (memvault serve has "
-                                         "/v1/chat/completions, /v1/models, /v1/memories, /v1/stats, /health)",
-                                    kind="not_found_error", code="unknown_route"))
+            return refusal_for(request, ApiError(
+                404, f"no route {request.method} {request.url.path} (memvault serve has /v1/chat/completions, "
+                     "/v1/messages, /v1/models, /v1/memories, /v1/stats, /health)", kind="not_found_error",
+                code="unknown_route"))
         if exc.status_code == 405:
             allow = allowed_methods(app, request.scope)
             path = request.url.path
@@ -160,10 +166,10 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             if path.rstrip("/") == "/v1/memories/search":
                 said += " (search is POST /v1/memories/search with a JSON body {\"query\": ...}; GET /v1/memories " \
                         "lists the newest)"
-            refused = refusal(ApiError(405, said, code="method_not_allowed"))
+            refused = refusal_for(request, ApiError(405, said, code="method_not_allowed"))
             refused.headers["Allow"] = ", ".join(allow)  # every method of every route of this path
             return refused
-        refused = refusal(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+        refused = refusal_for(request, ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
         refused.headers.update(exc.headers or {})
         return refused
 
@@ -173,7 +179,7 @@ def build_app(vault, options: ServeOptions, notice: Callable[[str], None]) -> tu
             import traceback
 
             notice("memvault: " + "".join(traceback.format_exception(exc)).rstrip())
-        return refusal(as_api_error(exc, vault.root))
+        return refusal_for(request, exc, vault.root)
 
     @app.get("/health")
     async def health():

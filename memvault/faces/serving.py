@@ -6,8 +6,9 @@ the client got (`Handed`, `HandedStream`: chat.Delivery), and `Exchanges`, which
 (docs/design.md, "The library API and its faces": serve).
 
 A router turns its protocol's request into a `ChatCall` (its `forward`: the request as it came, for the
-upstream), and hands the upstream's answer on in a `Handed` or a `HandedStream`; routes_openai.py is
-the example (`complete`, `stream`).
+upstream), and hands the upstream's answer on with `complete` (a `Handed`) or `stream` (a `HandedStream`,
+a failure after the first event in its protocol's error event); routes_openai.py and routes_anthropic.py
+are the two.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
+from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from memvault.errors import MemvaultError, answer_for
@@ -409,3 +411,102 @@ class Exchanges:
 
 def _count(number: int, one: str, many: str) -> str:
     return f"{number} {one if number == 1 else many}"
+
+
+# -- handing an answer on (every protocol's router) ---------------------------------------------------
+
+async def complete(ex: Exchanges, call: ChatCall, request: Request) -> Response:
+    """The upstream's one answer, handed on as it came once it is whole (`turn.delivery` told when it is out)."""
+    def run(answer: Callable[[Any], None]):
+        turn = ex.start(call)
+        response = []  # the upstream's one answer (iterating the turn gives it)
+
+        def on_reply(reply: str) -> None:  # respond now; the turns are stored once the client has it
+            answer((turn, response[0]))
+
+        turn.on_reply = on_reply
+        ex.finish(turn, lambda: response.extend(turn))  # read to the end
+        return turn, response[0]
+
+    turn, answer = await ex.wait(ex.in_thread(run))
+    if await request.is_disconnected():  # the client gave up waiting (its timeout): it never gets this one
+        turn.delivery.settle(False)
+    # The upstream's answer as it came (id, usage, tool calls, log-probabilities: its bytes), and the
+    # delivery's word once it is sent.
+    return Handed(answer.raw, answer.status, answer.content_type, {**answer.headers, **ex.headers(call, turn)},
+                  turn.delivery, turn.received)
+
+
+async def stream(ex: Exchanges, call: ChatCall, error_event: Callable[[BaseException, Any], bytes]) -> Response:
+    """The upstream's stream handed on event by event as each comes (`turn.delivery` told what went out);
+    a failure after the first event is the protocol's error event (`error_event(failure, vault root)`)."""
+    loop = asyncio.get_running_loop()
+    pieces_in: asyncio.Queue = asyncio.Queue()
+    cancel = threading.Event()
+
+    def put(kind: str, value: Any = None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the server stopped
+            loop.call_soon_threadsafe(pieces_in.put_nowait, (kind, value))
+
+    def read() -> None:
+        # One thread reads the reply from the model and hands on each event as it comes.
+        try:
+            turn = ex.start(call)
+        except BaseException as exc:
+            put("error", exc)
+            return
+        put("turn", turn)
+        turn.on_reply = lambda reply: put("end")  # the upstream's stream is over; stored once the client has it
+
+        def pieces() -> None:
+            for piece in turn:
+                put("piece", piece)
+                if cancel.is_set():  # the client hung up: keep what it was sent, marked partial
+                    turn.close()
+                    break
+
+        try:
+            ex.finish(turn, pieces)
+        except BaseException as exc:  # an LLMError: the user's turn is stored, unanswered
+            put("error", exc)
+
+    ex.workers.run(read)
+
+    async def next_item() -> tuple[str, Any]:
+        return await ex.wait(asyncio.ensure_future(pieces_in.get()))
+
+    try:
+        kind, turn = await next_item()
+        if kind == "error":
+            raise turn
+        first = await next_item()  # the model has begun (or failed: then a proper error status)
+    except BaseException:
+        cancel.set()
+        raise
+    if first[0] == "error":
+        raise first[1]
+    delivery = turn.delivery
+
+    async def events():
+        try:
+            kind, value = first
+            while kind == "piece":
+                yield value.raw  # the upstream's event as it came
+                delivery.handed(value.text)  # sent: the client has been handed it
+                try:
+                    kind, value = await next_item()
+                except ApiError as stopping:
+                    kind, value = "error", stopping
+            if kind == "error":  # after the headers: the protocol's error event, and the end
+                if not (isinstance(value, ApiError) and value.code == "stopping"):
+                    cancel.set()  # (a server that stops stores the reply itself, as far as it was sent)
+                delivery.settle(False)
+                yield error_event(value, ex.vault.root)
+                return
+            delivery.settle(True)  # every event of the upstream's stream, its end among them, is out
+        except BaseException:  # the client hung up (cancelled), or the server is stopping
+            cancel.set()
+            raise
+
+    return HandedStream(events(), delivery, media_type="text/event-stream", headers={
+        **turn.upstream_headers, **ex.headers(call, turn), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

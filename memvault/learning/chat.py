@@ -244,6 +244,7 @@ class ChatTurn:
         self._pieces = self._reply()
         self.received: list[str] = []  # the reply's text pieces so far
         self._whole: Any = None  # upstream.Reply: a proxy's reply once it has ended
+        self.upstream_headers: dict = {}  # a proxy's: the upstream's response headers a client reads
         self._ended = False  # the model's reply came to its end
         # Called with the whole reply once the model has finished, before the turns are stored: a
         # server answers its client then, and stores while the response goes out.
@@ -293,14 +294,18 @@ class ChatTurn:
         from memvault.store import upstream
 
         forward = self.options.forward
+        cfg = forward.dialect.config(self.cfg, self.vault.settings)  # its protocol's upstream
         if not forward.stream:
-            answer = upstream.post(self.cfg, forward.dialect, self.messages)
+            answer = upstream.post(cfg, forward.dialect, self.messages, forward.headers, forward.query)
+            self.upstream_headers = answer.headers
             self._whole = forward.dialect.reply_of(answer.data)
             self.received.append(self._whole.text)
             yield answer
             return
         reading = forward.dialect.reading()
-        for event in upstream.stream(self.cfg, forward.dialect, self.messages, reading):
+        for event in upstream.stream(cfg, forward.dialect, self.messages, reading, forward.headers,
+                                     forward.query):
+            self.upstream_headers = reading.headers
             if event.text:
                 self.received.append(event.text)
             yield event

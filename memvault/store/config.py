@@ -52,6 +52,10 @@ class Settings:
     # (memvault/store/secret_scan.py). Off: stored, learned and pushed as said (docs/design.md, "Secrets").
     secret_scan: bool = True
     serve_api_key: str | None = field(default=None, repr=False)
+    # serve's Anthropic Messages face (POST /v1/messages) hands its requests to this endpoint, as they came
+    # (docs/design.md section 11); the key goes as x-api-key when the client sends no credentials of its own.
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: str | None = field(default=None, repr=False)
     # The CLI's warm path (memvault/faces/warm.py, docs/design.md section 19): off, use (an agent that
     # runs carries the command out), auto (also start one in the background, which exits after
     # agent_idle_minutes without a request). use by default: no resident process nobody asked for.
@@ -69,7 +73,7 @@ class Settings:
 
 
 # Keys that must never be written to memvault.toml, which is committed to git.
-SECRET_KEYS = {"llm_api_key", "serve_api_key"}
+SECRET_KEYS = {"llm_api_key", "serve_api_key", "anthropic_api_key"}
 
 # (low, high) inclusive bounds for numeric keys; None means unbounded.
 BOUNDS: dict[str, tuple[float | None, float | None]] = {

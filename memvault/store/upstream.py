@@ -10,9 +10,12 @@ ones; `developer` rewritten as `system` for others; fields it does not know drop
 rebuilds the answer (usage fields the upstream never sent, a zero usage when it sent none). A proxy
 must hand on what the client chose and what the upstream answered.
 
-What differs between protocols is a `Dialect`: the path, the headers, where the memory block goes, and
-how a reply's text and tool calls are read from an answer or from its stream's events. OpenAI's chat
-completions is `OPENAI_CHAT`; another protocol's face (Anthropic's Messages) adds one.
+What differs between protocols is a `Dialect`: the endpoint and the path, the headers, where the memory
+block goes, and how a reply's text and tool calls are read from an answer or from its stream's events.
+OpenAI's chat completions is `OPENAI_CHAT` (the endpoint of the LLM settings, memvault's key); Anthropic's
+Messages is `ANTHROPIC_MESSAGES` (anthropic_base_url; the client's own headers, its key and
+anthropic-version / anthropic-beta among them, passed on as they came; the memory block one more
+`system` block). An error the upstream answers is `errors.UpstreamAnswered`, its body kept as it came.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from memvault.errors import LLMError
+from memvault.errors import LLMError, UpstreamAnswered
 
-__all__ = ["Answer", "Delivery", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply", "post", "stream"]
+__all__ = ["ANTHROPIC_MESSAGES", "Answer", "Delivery", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply",
+           "passed_headers", "post", "relay", "stream"]
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Answer:
     content_type: str
     raw: bytes
     data: Any
+    headers: dict = field(default_factory=dict)  # those a client reads (passed_headers)
 
 
 @dataclass
@@ -61,8 +66,17 @@ class Dialect:
 
     path = ""
 
-    def headers(self, api_key: str | None) -> dict[str, str]:
+    def config(self, cfg, settings):
+        """The endpoint, key and timeout of this protocol's upstream (an LLMConfig), given the LLM settings'."""
+        return cfg
+
+    def headers(self, api_key: str | None, passed: dict[str, str]) -> dict[str, str]:
+        """The request's headers besides its content type: the client's `passed` on, and memvault's key."""
         return {}
+
+    def reworded(self, exc: LLMError) -> LLMError:
+        """An LLMError of llm.py's (whose words name the LLM settings) in this upstream's words."""
+        return exc
 
     def with_block(self, body: dict, at: int, block: str) -> dict:
         """The request with the memory block put in, the client's own fields untouched."""
@@ -82,6 +96,7 @@ class Reading:
     `ended` whether the protocol's end came (else the upstream broke off)."""
 
     ended = False
+    headers: dict = {}  # the response's (those a client reads), once the stream has begun
 
     def feed(self, data: Any) -> str:
         raise NotImplementedError
@@ -98,7 +113,7 @@ INSTRUCTION_ROLES = ("system", "developer")
 class _OpenAIChat(Dialect):
     path = "/chat/completions"
 
-    def headers(self, api_key: str | None) -> dict[str, str]:
+    def headers(self, api_key: str | None, passed: dict[str, str]) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def with_block(self, body: dict, at: int, block: str) -> dict:
@@ -161,6 +176,143 @@ class _OpenAIReading(Reading):
 OPENAI_CHAT = _OpenAIChat()
 
 
+# -- Anthropic's Messages -------------------------------------------------------------------------------
+
+ANTHROPIC_VERSION = "2023-06-01"  # what an Anthropic client sends; said for one that sent none
+CREDENTIALS = ("x-api-key", "authorization")
+# Not handed on: what belongs to the connection (httpx makes its own), and memvault's own headers.
+_NOT_PASSED = {"host", "content-length", "content-type", "connection", "keep-alive", "transfer-encoding", "te",
+               "trailer", "upgrade", "accept-encoding", "proxy-authorization", "proxy-connection", "expect"}
+# Of the upstream's answer, what a client reads (request-id, retry-after, anthropic-ratelimit-*...): all
+# but what belongs to the connection or that the server sets itself (a stream's cache-control among them).
+_NOT_RETURNED = _NOT_PASSED | {"content-encoding", "date", "server", "set-cookie", "alt-svc", "via", "cache-control",
+                               "x-accel-buffering"}
+
+
+def passed_headers(headers, withheld: tuple[str, ...] = ()) -> dict[str, str]:
+    """A client's request headers to hand to an Anthropic upstream: all of them (anthropic-version,
+    anthropic-beta, x-api-key, user-agent, x-stainless-*...) but the connection's, memvault's own
+    (x-memvault-*) and those `withheld` (the one that carried serve's own key)."""
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_PASSED and not
+            k.lower().startswith("x-memvault-") and k.lower() not in withheld}
+
+
+def _returned(headers) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_RETURNED}
+
+
+class _AnthropicMessages(Dialect):
+    path = "/v1/messages"
+
+    def config(self, cfg, settings):
+        from memvault.store.llm import LLMConfig
+
+        return LLMConfig(model=cfg.model, base_url=settings.anthropic_base_url, api_key=settings.anthropic_api_key,
+                         timeout=settings.llm_timeout)
+
+    def headers(self, api_key: str | None, passed: dict[str, str]) -> dict[str, str]:
+        """The client's headers as they came; anthropic_api_key as x-api-key when it sent no credentials
+        (with serve's key set, the one it sent for memvault is not passed on)."""
+        headers = dict(passed)
+        lower = {k.lower() for k in headers}
+        if api_key and not lower & set(CREDENTIALS):
+            headers["x-api-key"] = api_key
+        if "anthropic-version" not in lower:
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+        return headers
+
+    def reworded(self, exc: LLMError) -> LLMError:
+        said = str(exc)
+        for theirs, ours in (
+                ("llm_model (MEMVAULT_LLM_MODEL) / llm_base_url (MEMVAULT_LLM_BASE_URL)",
+                 "the request's model / anthropic_base_url (MEMVAULT_ANTHROPIC_BASE_URL)"),
+                ("llm_base_url (MEMVAULT_LLM_BASE_URL)", "anthropic_base_url (MEMVAULT_ANTHROPIC_BASE_URL)"),
+                ("llm_api_key (MEMVAULT_LLM_API_KEY)",
+                 "the client's key (x-api-key) or anthropic_api_key (MEMVAULT_ANTHROPIC_API_KEY)"),
+                ("points at an OpenAI-compatible /v1 API", "points at an Anthropic Messages API"),
+                ("OpenAI-style JSON", "JSON"), ("LLM endpoint", "Anthropic endpoint")):
+            said = said.replace(theirs, ours)
+        exc.args = (said,)
+        return exc
+
+    def with_block(self, body: dict, at: int, block: str) -> dict:
+        """The block one more `system` text block after the client's own, which stay as they are (a
+        string becomes the first block, its text unchanged; none: the block is the system prompt)."""
+        system = body.get("system")
+        if system is None or system == "" or system == []:
+            return {**body, "system": block}
+        own = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
+        return {**body, "system": [*own, {"type": "text", "text": block}]}
+
+    def reply_of(self, data: Any) -> Reply:
+        content = data.get("content") if isinstance(data, dict) else None
+        text, calls = [], []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                text.append(block["text"])
+            elif block.get("type") in ("tool_use", "server_tool_use"):
+                calls.append({"name": str(block.get("name") or ""), "arguments": _arguments(block.get("input"))})
+        return Reply("".join(text), calls)
+
+    def reading(self) -> Reading:
+        return _AnthropicReading()
+
+
+def _arguments(value: Any) -> str:
+    """A tool call's input as the JSON text stored (what OpenAI's `arguments` holds)."""
+    if isinstance(value, str):  # a stream's pieces, joined
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return value
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
+
+
+class _AnthropicReading(Reading):
+    """Anthropic's stream: content_block_start / content_block_delta (text_delta, input_json_delta;
+    thinking is not the reply) per block, message_stop at the end, an `error` event on failure."""
+
+    def __init__(self):
+        self.pieces: list[str] = []
+        self.calls: dict[int, dict] = {}
+
+    def feed(self, data: Any) -> str:
+        if not isinstance(data, dict):
+            return ""
+        kind = data.get("type")
+        if kind == "message_stop":
+            self.ended = True
+        elif kind == "error":
+            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            raise UpstreamSaid(str(error.get("message") or error.get("type") or "an error"))
+        text = ""
+        if kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            block = data["content_block"]
+            if block.get("type") in ("tool_use", "server_tool_use"):
+                start = block.get("input")
+                self.calls[data.get("index", len(self.calls))] = {
+                    "name": str(block.get("name") or ""), "arguments": json.dumps(start) if start else ""}
+            elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                text = block["text"]
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            delta = data["delta"]
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+                text = delta["text"]
+            elif delta.get("type") == "input_json_delta" and data.get("index") in self.calls:
+                self.calls[data["index"]]["arguments"] += str(delta.get("partial_json") or "")
+        self.pieces.append(text)
+        return text
+
+    def reply(self) -> Reply:
+        calls = [{"name": c["name"], "arguments": _arguments(c["arguments"])} for _, c in sorted(self.calls.items())]
+        return Reply("".join(self.pieces), calls)
+
+
+ANTHROPIC_MESSAGES = _AnthropicMessages()
+
+
 class UpstreamSaid(Exception):
     """An error event in an upstream's stream (its words)."""
 
@@ -199,13 +351,16 @@ class Delivery:
 class Forward:
     """A client's request for the upstream: `body` as the client sent it (`model` the name the upstream
     gets), `at` the position of the user's message in it, `tool_round` whether messages after it
-    carry a tool round (the same message, sent again with the tools' results)."""
+    carry a tool round (the same message, sent again with the tools' results), `headers` the client's
+    headers its dialect passes on."""
 
     dialect: Dialect
     body: dict
     at: int
     stream: bool
     tool_round: bool = False
+    headers: dict = field(default_factory=dict)  # the client's, passed on (Anthropic's: passed_headers)
+    query: str = ""  # the request's query, passed on (claude's `?beta=true`)
 
 
 # -- the call -----------------------------------------------------------------------------------------
@@ -227,38 +382,80 @@ def _client(base_url: str, timeout: float):
         return client
 
 
-def _url(cfg, dialect: Dialect) -> str:
-    return cfg.base_url.rstrip("/") + dialect.path
+def _url(cfg, path: str) -> str:
+    return cfg.base_url.rstrip("/") + path
 
 
-def _request(cfg, dialect: Dialect, body: dict):
+def _with(path: str, query: str) -> str:
+    return f"{path}?{query}" if query else path
+
+
+def _request(cfg, dialect: Dialect, body: dict | None, headers: dict | None, method: str = "POST", path: str = ""):
     client = _client(cfg.base_url, cfg.timeout)
-    headers = {"Content-Type": "application/json", **dialect.headers(cfg.api_key)}
-    return client.build_request("POST", _url(cfg, dialect), content=json.dumps(body, ensure_ascii=False).encode(),
-                                headers=headers)
+    sent = dialect.headers(cfg.api_key, headers or {})
+    content = None
+    if body is not None:
+        sent = {"Content-Type": "application/json", **sent}
+        content = json.dumps(body, ensure_ascii=False).encode()
+    return client.build_request(method, _url(cfg, path or dialect.path), content=content, headers=sent)
 
 
-def post(cfg, dialect: Dialect, body: dict) -> Answer:
-    """The upstream's answer to `body` (not streamed), as it came; LLMError (llm.py's words, naming
-    the endpoint) when it could not be had or was an error status."""
+def _failed(cfg, dialect: Dialect, exc: BaseException, response=None) -> LLMError:
+    """The failure in llm.py's one line (the endpoint named, never a key), in the dialect's words; an
+    error status the upstream answered: UpstreamAnswered, its body, type and headers kept."""
     from memvault.store import llm
 
+    said = dialect.reworded(llm._llm_error(cfg, exc))
+    if response is None:
+        return said
+    return UpstreamAnswered(str(said), status=response.status_code, body=response.content,
+                            content_type=response.headers.get("content-type", "application/json"),
+                            headers=_returned(response.headers))
+
+
+def post(cfg, dialect: Dialect, body: dict, headers: dict | None = None, query: str = "") -> Answer:
+    """The upstream's answer to `body` (not streamed), as it came; LLMError (llm.py's words, naming
+    the endpoint) when it could not be had, UpstreamAnswered when it was an error status."""
     client = _client(cfg.base_url, cfg.timeout)
     try:
-        response = client.send(_request(cfg, dialect, body))
+        response = client.send(_request(cfg, dialect, body, headers, path=_with(dialect.path, query)))
         response.read()
+    except Exception as exc:
+        raise _failed(cfg, dialect, exc) from exc
+    try:
         response.raise_for_status()
         data = response.json()
     except Exception as exc:
-        raise llm._llm_error(cfg, exc) from exc
+        raise _failed(cfg, dialect, exc, response if response.status_code >= 400 else None) from exc
     return Answer(response.status_code, response.headers.get("content-type", "application/json"),
-                  response.content, data)
+                  response.content, data, _returned(response.headers))
 
 
-def stream(cfg, dialect: Dialect, body: dict, reading: Reading) -> Iterator[Event]:
+def relay(cfg, dialect: Dialect, method: str, path: str, body: dict | None = None,
+          headers: dict | None = None) -> Answer:
+    """A request that carries no message (Anthropic's count_tokens, its model list) handed to the
+    upstream as it came, and its answer as it came, an error status too; LLMError when none could be
+    had. `path`: the upstream's, with its query."""
+    client = _client(cfg.base_url, cfg.timeout)
+    try:
+        response = client.send(_request(cfg, dialect, body, headers, method, path))
+        response.read()
+    except Exception as exc:
+        raise _failed(cfg, dialect, exc) from exc
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    return Answer(response.status_code, response.headers.get("content-type", "application/json"),
+                  response.content, data, _returned(response.headers))
+
+
+def stream(cfg, dialect: Dialect, body: dict, reading: Reading, headers: dict | None = None,
+           query: str = "") -> Iterator[Event]:
     """The upstream's stream for `body`, event by event as each comes, each with the reply text it
-    carries (`reading`, the dialect's, holds the whole reply at the end); LLMError when it could not be
-    had, was an error status, or broke off before its end."""
+    carries (`reading`, the dialect's, holds the whole reply at the end; `reading.headers` the
+    response's); LLMError when it could not be had or broke off before its end, UpstreamAnswered when
+    it was an error status or an error event (`event`: its bytes as they came)."""
     import httpx
 
     from memvault.store import llm
@@ -266,15 +463,18 @@ def stream(cfg, dialect: Dialect, body: dict, reading: Reading) -> Iterator[Even
     client = _client(cfg.base_url, cfg.timeout)
     url = llm.display_url(cfg.base_url)
     try:
-        response = client.send(_request(cfg, dialect, body), stream=True)
-        if response.status_code >= 400:
-            try:
-                response.read()
-                response.raise_for_status()
-            finally:
-                response.close()
+        response = client.send(_request(cfg, dialect, body, headers, path=_with(dialect.path, query)), stream=True)
     except Exception as exc:
-        raise llm._llm_error(cfg, exc) from exc
+        raise _failed(cfg, dialect, exc) from exc
+    if response.status_code >= 400:
+        try:
+            response.read()
+            response.raise_for_status()
+        except Exception as exc:
+            raise _failed(cfg, dialect, exc, response) from exc
+        finally:
+            response.close()
+    reading.headers = _returned(response.headers)
     try:
         lines: list[str] = []
         for line in response.iter_lines():
@@ -282,22 +482,26 @@ def stream(cfg, dialect: Dialect, body: dict, reading: Reading) -> Iterator[Even
                 lines.append(line)
                 continue
             if lines:
-                yield _event(lines, reading)
+                try:
+                    yield _event(lines, reading)
+                except UpstreamSaid as said:
+                    raise UpstreamAnswered(dialect.reworded(LLMError(
+                        f"LLM endpoint {url} failed mid-stream ({llm._first_line(said)}); "
+                        "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")).args[0],
+                        body=("\n".join(lines) + "\n\n").encode(), content_type="text/event-stream",
+                        event=True) from None
                 lines = []
         # Lines after the last blank line are an event never finished: an upstream that broke off.
-    except UpstreamSaid as said:
-        raise LLMError(f"LLM endpoint {url} failed mid-stream ({llm._first_line(said)}); "
-                       "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)") from None
     except httpx.TimeoutException as exc:
-        raise llm._llm_error(cfg, exc) from exc
+        raise _failed(cfg, dialect, exc) from exc
     except httpx.HTTPError as exc:  # the connection broke mid-stream
-        raise LLMError(f"LLM endpoint {url} broke off its reply mid-stream ({llm._first_line(exc)}); "
-                       "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)") from exc
+        raise dialect.reworded(LLMError(f"LLM endpoint {url} broke off its reply mid-stream ({llm._first_line(exc)}); "
+                                        "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")) from exc
     finally:
         response.close()
     if not reading.ended:
-        raise LLMError(f"LLM endpoint {url} broke off its reply mid-stream (the stream ended before its end); "
-                       "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")
+        raise dialect.reworded(LLMError(f"LLM endpoint {url} broke off its reply mid-stream (the stream ended "
+                                        "before its end); check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)"))
 
 
 def _event(lines: list[str], reading: Reading) -> Event:
