@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from memvault.faces.cli import app
 from fixtures_models import *  # noqa: F401,F403  (embedder, tiny_reranker_dir)
 from fake_llm import *  # noqa: F401,F403  (fake_llm, refused_url)
+from fake_anthropic import *  # noqa: F401,F403  (fake_anthropic, request_text)
 
 REPO = Path(__file__).resolve().parent.parent
 
