@@ -783,6 +783,123 @@ class Memvault:
             self._say(f"memvault: warning: episode not closed, the turns wait for the next close: {exc}")
             return []
 
+    # -- coding agents (docs/design.md, "Coding agents"; learning/agent_sessions.py) ----------
+    def project_conversation(self, cwd: str | Path) -> str:
+        """The conversation of a coding agent working in `cwd`: the `project_conversations` setting's entry
+        for the deepest folder holding it, else its project (git root, else the folder), `~/...` under
+        the home folder."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.project_conversation(self.settings, cwd)
+
+    def agent_context(self, conversation: str, *, max_tokens: int | None = None,
+                      now: datetime | str | None = None):
+        """What a coding agent is told when its session starts: the conversation's rolling summary, open
+        decisions, recent episodes and notes, then every project's decisions and notes, newest first, within
+        max_tokens (None: the hook_context_tokens setting). No model, no index. Returns
+        agent_sessions.AgentContext (its `text` "" when the vault holds nothing for it)."""
+        from memvault.learning import agent_sessions
+
+        files.check_conversation_id(conversation)
+        budget = self.settings.hook_context_tokens if max_tokens is None else max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise UsageError(f"max_tokens must be a whole number of at least 0, not {budget!r}", params="max_tokens")
+        return agent_sessions.context(self._vault, conversation, budget, _time(now, "now") or files.utcnow())
+
+    def prompt_context(self, prompt: str, *, conversation: str = DEFAULT_CONVERSATION, agent: str | None = None,
+                       session: str | None = None, top_k: int | None = None, now: datetime | str | None = None):
+        """The memories that fit a coding agent's prompt, as the chat's dated block: the conversation's and
+        `global`'s, the turns the agent's `session` stored left out (the agent has them); nothing when
+        nothing matches well enough (the search's relevance floor, its threshold). Returns
+        agent_sessions.PromptContext."""
+        from memvault.learning import agent_sessions
+
+        files.check_conversation_id(conversation)
+        out = agent_sessions.PromptContext(conversation)
+        prompt = (prompt or "").strip()
+        if not prompt or not self.exists():
+            return out
+        own = agent_sessions.session_turns(self._vault, conversation, agent, session) if agent else []
+        out.skipped_turns = len(own)
+        clock = _time(now, "now") or files.utcnow()
+        outcome = self._run_search(self._query(prompt, top_k=top_k, conversation=conversation, now=clock,
+                                               skip_ids=tuple(t.id for t in own)))
+        out.results = [r for r in outcome.results if not r.meta.get("unanswered")]
+        out.text = agent_sessions.prompt_block(self._vault, out.results, clock)
+        return out
+
+    def store_exchange(self, *, conversation: str, agent: str, session: str | None = None,
+                       transcript: str | Path | None = None, cwd: str | Path | None = None, turn: str | None = None,
+                       prompt: str | None = None, reply: str | None = None, last_only: bool = True,
+                       learn: bool = True, close: str | None = None, now: datetime | str | None = None):
+        """Store a coding agent's exchange as two turns in one commit (the user's owing learning): read from
+        its `transcript` (the exchange of `turn`, else the last one; every one not stored yet without
+        last_only), else `prompt` and `reply` as given; `reply` (the agent's final text, as its hook gives
+        it) wins over the transcript's. An exchange this session stored already is not stored again.
+        Learning, and with `close` (an episode boundary: session-end, compact) the open episode's close,
+        are queued for `hook_upkeep`, which another process runs. Returns agent_sessions.StoredExchange."""
+        from memvault.learning import agent_sessions
+        from memvault.learning.episodes import BOUNDARIES
+
+        files.check_conversation_id(conversation)
+        if agent not in agent_sessions.AGENTS:
+            raise UsageError(f"unknown agent {agent!r} (one of {', '.join(agent_sessions.AGENTS)})", params="agent")
+        if close is not None and close not in BOUNDARIES:
+            raise UsageError(f"unknown episode boundary {close!r} (one of {', '.join(BOUNDARIES)})", params="close")
+        exchanges: list = []
+        if transcript:
+            try:
+                exchanges = agent_sessions.read_transcript(agent, transcript, cwd)
+            except OSError as exc:
+                if not prompt:
+                    raise
+                self._say(f"memvault: transcript not read ({transcript}: {exc.strerror or exc}); storing the prompt given")
+        if last_only and exchanges:
+            chosen = next((e for e in reversed(exchanges) if turn and e.turn == turn), exchanges[-1])
+            if prompt and chosen.prompt.strip() != prompt.strip() and not (turn and chosen.turn == turn):
+                chosen = agent_sessions.Exchange(prompt.strip(), turn=turn)  # the transcript is behind the hook
+            exchanges = [chosen]
+        if not exchanges and prompt and prompt.strip():
+            exchanges = [agent_sessions.Exchange(prompt.strip(), turn=turn)]
+        if reply and reply.strip() and exchanges:
+            exchanges[-1].reply = reply.strip()
+        clock = _time(now, "now") or files.utcnow()
+        stored = agent_sessions.store(self._vault, exchanges, conversation, agent, session, learn=learn, now=clock)
+        if stored.learning_owed or close:
+            agent_sessions.queue_upkeep(self._vault, conversation, close)
+        return stored
+
+    def end_session(self, conversation: str, *, close: str = "session-end") -> None:
+        """Queue the close of the conversation's open episode (and the learning owed) for `hook_upkeep`."""
+        from memvault.learning import agent_sessions
+
+        files.check_conversation_id(conversation)
+        agent_sessions.queue_upkeep(self._vault, conversation, close)
+
+    def upkeep_waiting(self) -> bool:
+        """Whether upkeep a hook queued waits for `hook_upkeep`."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.upkeep_waiting(self._vault)
+
+    def hook_upkeep(self, on_done: Callable[[str, Any], None] | None = None) -> int:
+        """Run the upkeep the hooks queued, unless another process runs it: for each conversation, learn from
+        its turns still owed learning, then close its episodes that have closed (the open one too when a
+        session ended or compacted). A model that is down leaves the turns waiting (the next upkeep, `learn`,
+        a serve or mcp start take them). on_done(conversation, result) after each. Returns how many
+        conversations were done."""
+        from memvault.learning import agent_sessions
+
+        def work(request) -> None:
+            caught = self.learn(request.conversation)
+            closed = self.close_episodes(request.conversation, end=request.close, now=files.utcnow(), command="hook")
+            if on_done is not None:
+                on_done(request.conversation, (caught, closed))
+
+        if not self.exists():
+            return 0
+        return agent_sessions.run_upkeep(self._vault, work)
+
     # -- looking over what was learned -------------------------------------------------------
     def review(self, conversation: str | None = None, *, limit: int | None = None) -> list:
         """The learned facts not reviewed yet, newest first (review.ReviewItem: the fact, its status

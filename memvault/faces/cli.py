@@ -1600,6 +1600,53 @@ def serve(
         os._exit(0)  # as run() leaves: the native libraries' teardown is not waited for
 
 
+class CodingAgent(str, Enum):
+    claude_code = "claude-code"
+    codex = "codex"
+    gemini = "gemini"
+
+
+def _vault_root(state: State) -> Path:
+    from memvault.store.config import default_vault_path
+
+    return Path(os.path.abspath(state.vault_path if state.vault_path is not None else default_vault_path()))
+
+
+@app.command()
+def hook(
+    ctx: typer.Context,
+    agent: CodingAgent = typer.Argument(..., help="The coding agent whose hook event is on stdin."),
+) -> None:
+    """Answer one hook event of a coding agent (its JSON on stdin): what the session should know at its
+    start, the memories that fit a prompt, the exchange stored when a turn ends, the session closed as an
+    episode when it ends. Set up by `memvault setup AGENT`.
+
+    Never in the agent's way: exit 0 whatever happens, stdout only the hook's JSON (or nothing), a failure
+    one line in .memvault/hook.log, at most hook_timeout seconds for the events the agent waits for; the
+    vault's agent (started for it unless the agent setting is off) keeps it fast.
+    """
+    from memvault.faces import hooks
+
+    state = _state(ctx)
+    raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    raise typer.Exit(hooks.run(agent.value, raw, _vault_root(state), lambda **notice: _open_with(state, **notice)))
+
+
+def _open_with(state: State, notice) -> Any:
+    from memvault.api import open_vault
+
+    return open_vault(state.vault_path, notice=notice, **state.overrides)
+
+
+@app.command("hook-upkeep", hidden=True)
+def hook_upkeep(ctx: typer.Context) -> None:
+    """The learning and episode closing hooks queued (started by `memvault hook`, in the background)."""
+    from memvault.faces import hooks
+
+    state = _state(ctx)
+    raise typer.Exit(hooks.upkeep(_vault_root(state), lambda **notice: _open_with(state, **notice)))
+
+
 class AgentAction(str, Enum):
     start = "start"
     status = "status"
