@@ -43,7 +43,7 @@ from memvault.store.files import DEFAULT_CONVERSATION, Memory
 #   store      vault (Vault, Change), ingest (add, duplicates), reindex (reindex, check, watch), index,
 #              lock, gitrepo, config, models, llm, native_memory
 
-__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault"]
+__all__ = ["Memvault", "SessionView", "ReconcileOutcome", "open_vault", "clone_vault", "project_folder"]
 
 Notice = Callable[[str], None]
 
@@ -82,6 +82,14 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
 
     root = Path(path).expanduser() if path is not None else default_vault_path()
     return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
+
+
+def project_folder(cwd: str | Path) -> Path:
+    """The project a coding agent works in from `cwd`: the git work tree holding it, else cwd itself
+    (`memvault setup --scope project` writes there; docs/design.md, "Coding agents")."""
+    from memvault.learning.agent_sessions import project_root
+
+    return project_root(Path(cwd))
 
 
 class Added(list):

@@ -35,6 +35,9 @@ from memvault.faces import agent_socket
 
 # The events whose answer the coding agent waits for (context to inject): the time limit applies.
 ANSWERED = {"SessionStart", "UserPromptSubmit", "BeforeAgent"}
+# The events that write (an exchange, a close): done in the background when no agent takes them. Any
+# other event (one memvault does not answer, a broken one) is said in the log at once.
+WRITES = {"Stop", "PreCompact", "SessionEnd", "AfterAgent", "PreCompress"}
 STARTS = {"SessionStart"}  # answered without a model: cold is fast enough, the agent is not waited for
 NOTHING = {"gemini": "{}"}  # what an agent reads when the hook has nothing to say (Gemini CLI parses JSON)
 LOG_NAME = "hook.log"
@@ -106,7 +109,7 @@ def main(argv: list[str]) -> int:
     root = vault_root(argv)
     timeout, mode = _settings(root)
     deadline = started + timeout
-    waits = name in ANSWERED
+    waits = name not in WRITES
     if root is not None and (root / ".memvault").is_dir() and mode != "off":
         outcome = _warm(argv, data, root, agent, name, deadline, waits)
         if outcome is not None:
