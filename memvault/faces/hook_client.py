@@ -77,15 +77,15 @@ def _tail(path: Path, size: int = 8192) -> str:
 
 
 def _settings(root: Path | None) -> tuple[float, str]:
-    """(hook_timeout, agent mode) of the vault; the defaults when its settings do not load (the face then
-    logs why)."""
+    """(hook_timeout, agent mode) of the vault; when its settings do not load, the default time limit and
+    no agent (it would not start either): the face, cold, logs why."""
     from memvault.errors import MemvaultError
     from memvault.store.config import Settings, load_settings
 
     try:
         settings = load_settings(root if root is not None and root.is_dir() else None)
     except (MemvaultError, OSError):
-        settings = Settings()
+        return Settings().hook_timeout, "off"
     return settings.hook_timeout, settings.agent
 
 
