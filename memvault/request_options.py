@@ -336,7 +336,7 @@ DELETE = Request(
 SUMMARY = Request(
     call="summary",
     options=(Option("conversation", help="The conversation id, such as 'global' or 'work'.", default="global",
-                    faces={"cli": "`memvault summarize --print` shows it",
+                    faces={"cli": "memvault summarize --print shows it",
                            "serve": "not over HTTP yet",
                            "mcp": {"required": True}}),),
     where={"mcp": "conversation_summary"},

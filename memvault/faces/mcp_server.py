@@ -285,23 +285,26 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
                      log_level="WARNING", life=life if warm_up else None)
     read_only = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    def tool(request: Request, run, render, output, title: str, doc: str, hints: dict | None = None, **more):
-        server.tool_for(request, run, render, output, title=title, doc=doc,
+    def tool(request: Request, run, render, output, title: str, hints: dict | None = None, **more):
+        # The description is run's docstring: what the model reads about the tool.
+        server.tool_for(request, run, render, output, title=title, doc=run.__doc__,
                         annotations=ToolAnnotations(title=title, **(hints or read_only)), **more)
 
     def search(asked: dict, given: dict):
+        """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
+        first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at,
+        score and tags."""
         asked.setdefault("all_conversations", "conversation" not in asked)  # none named: every conversation
         return vault.search(**asked)
 
     tool(SEARCH, search, lambda outcome, _: SearchResults(results=[
         SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id, created_at=r.created_at,
                   text=r.text, tags=_tags(r.meta), score=round(r.score, 4), earlier=(r.superseded or {}).get("note"))
-        for r in outcome.results]), SearchResults, "Search memory",
-        """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
-        first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at,
-        score and tags.""")
+        for r in outcome.results]), SearchResults, "Search memory")
 
     def add(asked: dict, given: dict):
+        """Store a memory in the user's long-term memory: a markdown file, committed to git. Returns what was
+        stored and, with extract, what was updated or replaced (older memories are set aside, never erased)."""
         if given.get("extract"):
             conversation = asked.pop("conversation", files.DEFAULT_CONVERSATION)
             vault.check_extract(**{k: v for k, v in asked.items() if k != "text"})
@@ -320,50 +323,71 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
         return AddResult(changes=[Change(event="ADD", **_item(m)) for m in result], note=note)
 
     tool(ADD, add, added, AddResult, "Add a memory",
-         """Store a memory in the user's long-term memory: a markdown file, committed to git. Returns what was
-         stored and, with extract, what was updated or replaced (older memories are set aside, never erased).""",
          hints=dict(read_only_hint=False, destructive_hint=True,  # extract may replace memories
                     idempotent_hint=False, open_world_hint=True),  # extract sends the text to the configured LLM
          own={"extract": (bool, Field(False, description="Let memvault's LLM pick out the facts of the text and "
                                       "retire the memories they contradict, instead of storing the text as it is "
                                       "(kind fact, no tags)."))})
-    tool(GET, lambda asked, _: vault.get(**asked), lambda memory, _: _detail(vault, memory), MemoryDetail,
-         "Get a memory",
-         """One memory with its whole front matter; deleted and replaced ones too (then `deleted` is true and
-         `replaced_by` names the memory that replaced it).""")
-    tool(DELETE, lambda asked, _: vault.remove(**asked), lambda removed, _: _detail(vault, removed[0]), MemoryDetail,
-         "Delete a memory",
-         """Delete a memory: it leaves search and is moved aside (under deleted/, with the reason), in one git
-         commit, so it can still be read with get_memory and restored. Returns the deleted memory.""",
+
+    def get(asked: dict, given: dict):
+        """One memory with its whole front matter; deleted and replaced ones too (then `deleted` is true and
+        `replaced_by` names the memory that replaced it)."""
+        return vault.get(**asked)
+
+    tool(GET, get, lambda memory, _: _detail(vault, memory), MemoryDetail, "Get a memory")
+
+    def delete(asked: dict, given: dict):
+        """Delete a memory: it leaves search and is moved aside (under deleted/, with the reason), in one git
+        commit, so it can still be read with get_memory and restored. Returns the deleted memory."""
+        return vault.remove(**asked)
+
+    tool(DELETE, delete, lambda removed, _: _detail(vault, removed[0]), MemoryDetail, "Delete a memory",
          hints=dict(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False))
 
     def recent(asked: dict, given: dict):
+        """The newest memories, newest first (deleted ones left out; with as_of, those held then)."""
         asked.setdefault("kinds", list(RECENT_KINDS))  # what a user or an agent stored, not chat turns
         return vault.recent(**asked)
 
     tool(RECENT, recent, lambda page, _: RecentMemories(memories=[MemoryItem(**_item(m)) for m in page],
                                                         next_cursor=page.next_cursor), RecentMemories,
-         "Recent memories", """The newest memories, newest first (deleted ones left out; with as_of, those held then).""")
-    # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
-    tool(LOG, lambda asked, _: vault.log_for_model(**asked, max_changes=MAX_HISTORY_CHANGES),
-         lambda entries, _: History(entries=[HistoryEntry(**entry) for entry in entries]), History, "Memory history",
-         """What changed in the memory and when, newest first, read from git (what `memvault log` shows):
-         each commit with the memories it added, edited, replaced or deleted.""")
-    tool(STATS, lambda asked, _: vault.stats(**asked), lambda data, _: _stats(data), VaultStats, "Vault stats",
-         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
-         deleted ones, files left out, the last commit, and whether the search index is in step with
-         the files.""")
-    tool(SUMMARY, lambda asked, _: vault.summary(**asked), _summary, ConversationSummary, "Conversation summary",
-         """The rolling summary memvault keeps of a conversation, if it has one yet.""")
-    tool(REVIEW, lambda asked, _: vault.review(**asked), lambda items, _: ReviewList(facts=[ReviewEntry(
+         "Recent memories")
+
+    def history(asked: dict, given: dict):
+        """What changed in the memory and when, newest first, read from git (what `memvault log` shows):
+        each commit with the memories it added, edited, replaced or deleted."""
+        # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
+        return vault.log_for_model(**asked, max_changes=MAX_HISTORY_CHANGES)
+
+    tool(LOG, history, lambda entries, _: History(entries=[HistoryEntry(**entry) for entry in entries]), History,
+         "Memory history")
+
+    def stats(asked: dict, given: dict):
+        """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
+        deleted ones, files left out, the last commit, and whether the search index is in step with
+        the files."""
+        return vault.stats(**asked)
+
+    tool(STATS, stats, lambda data, _: _stats(data), VaultStats, "Vault stats")
+
+    def summary(asked: dict, given: dict):
+        """The rolling summary memvault keeps of a conversation, if it has one yet."""
+        return vault.summary(**asked)
+
+    tool(SUMMARY, summary, _summary, ConversationSummary, "Conversation summary")
+
+    def review(asked: dict, given: dict):
+        """What memvault learned that the user has not reviewed yet, newest first: each fact with the words
+        it came from, and the user's facts it would replace. Keeping or rejecting them is the user's call
+        (`memvault review`)."""
+        return vault.review(**asked)
+
+    tool(REVIEW, review, lambda items, _: ReviewList(facts=[ReviewEntry(
         id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
         created_at=files.format_time(i.memory.created_at), text=i.memory.text, said=i.said,
         would_replace=[ReviewFact(id=m.id, text=m.text) for m in i.would_replace],
         replaced=[ReviewFact(id=m.id, text=m.text) for m in i.replaced]) for i in items]), ReviewList,
-        "Learned facts to review",
-        """What memvault learned that the user has not reviewed yet, newest first: each fact with the words
-        it came from, and the user's facts it would replace. Keeping or rejecting them is the user's call
-        (`memvault review`).""")
+        "Learned facts to review")
     return server
 
 

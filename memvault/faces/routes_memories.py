@@ -17,13 +17,13 @@ from memvault.faces import shapes
 from memvault.faces.http import (ApiError, OptionsDep, VaultDep, blocking, body_of, json_response, query_of)
 from memvault.request_options import ADD, DELETE, GET, RECENT, REVIEW, SEARCH, STATS
 
-AddBody = shapes.model_for(ADD, "serve", "AddBody", doc="POST /v1/memories: what `memvault add` takes.", own={
+AddBody = shapes.model_for(ADD, "serve", "AddBody", doc="POST /v1/memories: what memvault add takes.", own={
     "extract": (bool, Field(False, description="Let the LLM pick out the facts of the text and reconcile them, "
                                                "instead of storing the text as it is."))})
-SearchBody = shapes.model_for(SEARCH, "serve", "SearchBody", doc="POST /v1/memories/search: what `memvault search` takes.")
-ListQuery = shapes.model_for(RECENT, "serve", "ListQuery", doc="GET /v1/memories: what `memvault ls` takes, newest "
+SearchBody = shapes.model_for(SEARCH, "serve", "SearchBody", doc="POST /v1/memories/search: what memvault search takes.")
+ListQuery = shapes.model_for(RECENT, "serve", "ListQuery", doc="GET /v1/memories: what memvault ls takes, newest "
                              "first, a page at a time: `cursor` is the `next_cursor` of the page before.")
-ReviewQuery = shapes.model_for(REVIEW, "serve", "ReviewQuery", doc="GET /v1/memories/review: what `memvault review` lists.")
+ReviewQuery = shapes.model_for(REVIEW, "serve", "ReviewQuery", doc="GET /v1/memories/review: what memvault review lists.")
 GetQuery = shapes.model_for(GET, "serve", "GetQuery", leave=("memory_id",))
 DeleteQuery = shapes.model_for(DELETE, "serve", "DeleteQuery", leave=("memory_id",))
 StatsQuery = shapes.model_for(STATS, "serve", "StatsQuery")
