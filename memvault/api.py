@@ -863,10 +863,16 @@ class Memvault:
                     raise
                 self._say(f"memvault: transcript not read ({transcript}: {exc.strerror or exc}); storing the prompt given")
         if last_only and exchanges:
-            chosen = next((e for e in reversed(exchanges) if turn and e.turn == turn), exchanges[-1])
-            if prompt and chosen.prompt.strip() != prompt.strip() and not (turn and chosen.turn == turn):
-                chosen = agent_sessions.Exchange(prompt.strip(), turn=turn)  # the transcript is behind the hook
-            exchanges = [chosen]
+            chosen = next((e for e in reversed(exchanges) if turn and e.turn == turn), None)
+            if chosen is None and not turn:
+                chosen = exchanges[-1]
+            if chosen is None or (prompt and chosen.prompt.strip() != prompt.strip() and not (turn and chosen.turn == turn)):
+                # The transcript is behind the hook: the prompt given, else nothing now (the session's end
+                # stores every exchange not stored yet), never the reply pinned to an earlier prompt.
+                chosen = agent_sessions.Exchange(prompt.strip(), turn=turn) if prompt and prompt.strip() else None
+            exchanges = [chosen] if chosen is not None else []
+            if not exchanges:
+                self._say(f"memvault: the prompt of turn {turn} is not in {transcript} yet; the session's end stores it")
         if not exchanges and prompt and prompt.strip():
             exchanges = [agent_sessions.Exchange(prompt.strip(), turn=turn)]
         if reply and reply.strip() and exchanges:

@@ -24,6 +24,7 @@ import memvault
 from conftest import REPO, run_memvault
 from fake_anthropic import request_text
 from fake_llm import refused_url
+from test_hooks import _stop_upkeep as wait_for_upkeep
 
 pytestmark = pytest.mark.slow
 PREFIX = REPO / ".pytest_cache" / "claude-code"
@@ -107,7 +108,7 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
         assert second.returncode == 0, second.stderr
     finally:
         run_memvault("--vault", str(vault), "agent", "stop")
-        _wait_for_upkeep(vault)
+        wait_for_upkeep(vault)
 
     # The exchange of session 1, as turns, committed, from Claude Code's own transcript.
     assert turns["user"].text == "My favourite city is Lisbon." and turns["assistant"].text == "Noted."
@@ -124,24 +125,3 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
     assert "UserPromptSubmit hook additional context" in injected[0]
     log = vault / ".memvault" / "hook.log"
     assert "a bug" not in (log.read_text() if log.exists() else "")
-
-
-def _wait_for_upkeep(vault: Path, quiet_for: float = 3.0, timeout: float = 180) -> None:
-    """What the hooks left running (a Stop or SessionEnd done in the background, the upkeep it started)
-    ends before the test does: wait until no upkeep is asked for nor holds its lock for `quiet_for` s."""
-    sidecar = vault / ".memvault"
-    deadline, quiet_since = time.monotonic() + timeout, time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - quiet_since < quiet_for:
-        waiting = any((sidecar / "hook-upkeep").glob("*.json")) if (sidecar / "hook-upkeep").is_dir() else False
-        busy = waiting
-        if (sidecar / "hook-upkeep.lock").exists():
-            fd = os.open(sidecar / "hook-upkeep.lock", os.O_RDWR)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                busy = True
-            finally:
-                os.close(fd)
-        if busy:
-            quiet_since = time.monotonic()
-        time.sleep(0.2)

@@ -11,10 +11,11 @@ setting (2 s) for the events whose answer the agent waits for (a session's start
    use (the default) or auto, an absent agent is started in the background (hooks are what `auto` is
    for): a session's start does not wait for it (its answer needs no model), a prompt waits for it up
    to the time limit;
-3. else runs the hook itself (cold): a session's start or a prompt under a watchdog that leaves at the
-   time limit with nothing said; an event that writes (the end of a turn, a compaction, a session's
-   end) in a child process of its own session, the parent leaving at once, so the agent never waits for
-   the embedding model, git or a lock.
+3. else runs the hook itself (cold), a session's start or a prompt under a watchdog that leaves at the
+   time limit with nothing said. An event that writes (the end of a turn, a compaction, a session's end)
+   is always answered at once: a child process of its own session hands it to the agent (waiting for a
+   busy one as long as it takes) or runs it cold, so the coding agent never waits for the embedding
+   model, git or a lock, and no write is lost to a time limit.
 
 Every failure and every time limit reached is one line in `.memvault/hook.log`.
 """
@@ -41,6 +42,7 @@ WRITES = {"Stop", "PreCompact", "SessionEnd", "AfterAgent", "PreCompress"}
 STARTS = {"SessionStart"}  # answered without a model: cold is fast enough, the agent is not waited for
 NOTHING = {"gemini": "{}"}  # what an agent reads when the hook has nothing to say (Gemini CLI parses JSON)
 LOG_NAME = "hook.log"
+WRITE_WAIT_S = 600.0  # how long an event that writes waits, in the background, for the agent (the lock's own wait)
 MAX_EVENT_BYTES = 64 << 20
 answered = threading.Event()  # set by the face once it has written its answer: the watchdog then stays quiet
 
@@ -110,7 +112,10 @@ def main(argv: list[str]) -> int:
     timeout, mode = _settings(root)
     deadline = started + timeout
     waits = name not in WRITES
-    if root is not None and (root / ".memvault").is_dir() and mode != "off":
+    warm = root is not None and (root / ".memvault").is_dir() and mode != "off"
+    if not waits:
+        return _in_background(argv, data, root if warm else None, agent, name)
+    if warm:
         outcome = _warm(argv, data, root, agent, name, deadline, waits)
         if outcome is not None:
             if outcome:
@@ -119,8 +124,6 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write(NOTHING[agent])
             sys.stdout.flush()
             return 0
-    if not waits:
-        return _in_background(argv, data, agent)
     return _cold(argv, data, deadline, root, agent, name)
 
 
@@ -262,9 +265,11 @@ def _cold(argv, data: bytes | None, deadline: float | None = None, root: Path | 
     return 0
 
 
-def _in_background(argv, data: bytes, agent: str) -> int:
-    """An event that writes, with no agent to take it: done by a child in a session of its own, its
-    streams on /dev/null (the face logs), while this process answers at once."""
+def _in_background(argv, data: bytes, root: Path | None, agent: str, name: str | None) -> int:
+    """An event that writes: done by a child in a session of its own, its streams on /dev/null (the face
+    logs), while this process answers at once. The child hands it to the vault's agent when one runs or
+    starts (root given), waiting as long as it takes (a busy agent takes it after the command it is
+    carrying out), else runs it itself."""
     if agent in NOTHING:
         sys.stdout.write(NOTHING[agent])
     sys.stdout.flush()
@@ -280,7 +285,8 @@ def _in_background(argv, data: bytes, agent: str) -> int:
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         try:
-            _cold(argv, data)
+            if root is None or _warm(argv, data, root, agent, name, time.monotonic() + WRITE_WAIT_S, True) is None:
+                _cold(argv, data)
         except SystemExit:
             pass
     finally:
