@@ -215,17 +215,18 @@ def test_secrets_in_an_exchange_are_withheld(vault_dir, project, tmp_path):
 def test_bad_input_and_a_time_limit_exit_0_with_nothing_said_and_one_log_line(vault_dir, project):
     seed("The deploy target is staging-eu", conversation="~/src/shop")
     log = vault_dir / ".memvault" / "hook.log"
-    broken = run_memvault("hook", "claude-code", input=b"{not json", env={"MEMVAULT_AGENT": "off"})
+    patient = {"MEMVAULT_AGENT": "off", "MEMVAULT_HOOK_TIMEOUT": "120"}  # a loaded machine: the limit is tested below
+    broken = run_memvault("hook", "claude-code", input=b"{not json", env=patient)
     assert (broken.returncode, broken.stdout) == (0, b"")
     assert "not JSON" in log.read_text() and len(log.read_text().splitlines()) == 1
-    gemini = run_memvault("hook", "gemini", input=b"[]", env={"MEMVAULT_AGENT": "off"})
+    gemini = run_memvault("hook", "gemini", input=b"[]", env=patient)
     assert (gemini.returncode, gemini.stdout) == (0, b"{}")  # Gemini CLI parses stdout as JSON
     prompt = json.dumps(recorded_event(PROMPT, project, prompt="what is the deploy target?")).encode()
     late = run_memvault("hook", "claude-code", input=prompt, env={"MEMVAULT_AGENT": "off", "MEMVAULT_HOOK_TIMEOUT": "0.1"})
     assert (late.returncode, late.stdout) == (0, b"")
     assert "time limit" in log.read_text().splitlines()[-1]
     (vault_dir / "memvault.toml").write_text("default_top_k = 'many'\n")
-    unreadable = run_memvault("hook", "claude-code", input=prompt, env={"MEMVAULT_AGENT": "off"})
+    unreadable = run_memvault("hook", "claude-code", input=prompt, env=patient)
     assert (unreadable.returncode, unreadable.stdout) == (0, b"")
     assert "memvault.toml" in log.read_text().splitlines()[-1]
 

@@ -87,7 +87,10 @@ def _settings(root: Path | None) -> tuple[float, str]:
     try:
         settings = load_settings(root if root is not None and root.is_dir() else None)
     except (MemvaultError, OSError):
-        return Settings().hook_timeout, "off"
+        try:
+            return load_settings(None).hook_timeout, "off"  # the environment's time limit still holds
+        except (MemvaultError, OSError):
+            return Settings().hook_timeout, "off"
     return settings.hook_timeout, settings.agent
 
 
