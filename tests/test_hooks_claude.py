@@ -87,7 +87,8 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
            if key in os.environ}
     env.update(HOME=str(home), ANTHROPIC_BASE_URL=fake_anthropic.base_url, ANTHROPIC_API_KEY="sk-test",
                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
-               MEMVAULT_LLM_BASE_URL=hook_env["MEMVAULT_LLM_BASE_URL"])  # hooks take memvault's settings from here
+               MEMVAULT_LLM_BASE_URL=hook_env["MEMVAULT_LLM_BASE_URL"],  # hooks take memvault's settings from here
+               MEMVAULT_HOOK_TIMEOUT="8")  # what is tested is the memory's way, on a loaded machine (speed: bench/hooks.py)
     try:
         first = claude(claude_bin, "My favourite city is Lisbon.", project / "src", env)
         assert first.returncode == 0 and first.stdout.strip() == "Noted.", first.stderr
