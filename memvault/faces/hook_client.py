@@ -130,9 +130,11 @@ def main(argv: list[str]) -> int:
     return _cold(argv, data, deadline, root, agent, name)
 
 
-def _warm(argv, data: bytes, root: Path, agent: str, name: str | None, deadline: float, waits: bool) -> str | None:
+def _warm(argv, data: bytes, root: Path, agent: str, name: str | None, deadline: float, waits: bool,
+          background: bool = False) -> str | None:
     """The agent's answer (its stdout, "" for none), or None to go cold. A time limit reached is "" (logged):
-    nothing is injected, and the event is the agent's to finish."""
+    nothing is injected, and the event is the agent's to finish. background: an agent that did not come up
+    is None too (the write is then done cold, never dropped)."""
     sidecar = root / ".memvault"
     try:
         conn = agent_socket.connect(sidecar)
@@ -151,6 +153,8 @@ def _warm(argv, data: bytes, root: Path, agent: str, name: str | None, deadline:
             return None  # cold: no model needed, or a write that goes to the background
         conn = agent_socket.wait_for_agent(sidecar, deadline - 0.15, child)
         if conn is None:
+            if background:
+                return None
             log_line(root, agent, name, "the agent was starting and did not answer within the time limit; "
                                         "nothing injected")
             return ""
@@ -288,7 +292,8 @@ def _in_background(argv, data: bytes, root: Path | None, agent: str, name: str |
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         try:
-            if root is None or _warm(argv, data, root, agent, name, time.monotonic() + WRITE_WAIT_S, True) is None:
+            if root is None or _warm(argv, data, root, agent, name, time.monotonic() + WRITE_WAIT_S, True,
+                                     background=True) is None:
                 _cold(argv, data)
         except SystemExit:
             pass
