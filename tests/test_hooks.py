@@ -284,9 +284,23 @@ def _stop_upkeep(vault: Path, quiet_for: float = 2.0, timeout: float = 180) -> N
                 busy = True
             finally:
                 os.close(fd)
+        busy = busy or _upkeep_running(vault)
         if busy:
             quiet_since = time.monotonic()
         time.sleep(0.1)
+
+
+def _upkeep_running(vault: Path) -> bool:
+    """Whether a `memvault --vault VAULT hook-upkeep` process runs (it starts before it takes its lock)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                words = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"hook-upkeep" in words and os.fsencode(str(vault)) in words:
+                return True
+    return False
 
 
 # -- the upkeep ---------------------------------------------------------------------------------

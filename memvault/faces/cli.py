@@ -1629,7 +1629,20 @@ def hook(
 
     state = _state(ctx)
     raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
-    raise typer.Exit(hooks.run(agent.value, raw, _vault_root(state), lambda **notice: _open_with(state, **notice)))
+    _leave(hooks.run(agent.value, raw, _vault_root(state), lambda **notice: _open_with(state, **notice)))
+
+
+def _leave(code: int) -> None:
+    """End a hook's process at once, its answer written: the coding agent waits for the process to exit,
+    and ONNX Runtime's and LanceDB's teardown alone can take seconds (as `mcp` leaves). In the vault's
+    agent, the command just ends."""
+    from memvault.faces.agent import in_agent
+
+    if in_agent():
+        raise typer.Exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _open_with(state: State, notice) -> Any:
@@ -1644,7 +1657,7 @@ def hook_upkeep(ctx: typer.Context) -> None:
     from memvault.faces import hooks
 
     state = _state(ctx)
-    raise typer.Exit(hooks.upkeep(_vault_root(state), lambda **notice: _open_with(state, **notice)))
+    _leave(hooks.upkeep(_vault_root(state), lambda **notice: _open_with(state, **notice)))
 
 
 class Scope(str, Enum):
