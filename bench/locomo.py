@@ -429,7 +429,7 @@ def fmt_table(rows: list[tuple[str, str, dict, float]], n_queries: int, note: st
 def reranker_available(vault: str) -> tuple[bool, str]:
     import memvault
 
-    status = memvault.open_vault(vault).models()["reranker_model"]
+    status = memvault.open_vault(vault).models().reranker_model
     return bool(status["available"]), status.get("name", "")
 
 

@@ -177,9 +177,8 @@ SEARCH = Request(
                argument=True, faces={"cli": {"required": False}}),
         Option("top_k", int, "How many results (default: the default_top_k setting).", ge=1,
                setting="default_top_k", flags=("-k", "--top-k"), faces={"serve": {"le": 1000}, "mcp": {"le": 50}}),
-        _conversation("The conversation to search, plus global.", "global",
-                      mcp={"default": None, "help": "Search this conversation plus 'global'; leave out to search "
-                                                    "every conversation."}),
+        _conversation("The conversation to search, plus global (default: global; not with all_conversations).",
+                      mcp={"help": "Search this conversation plus 'global'; leave out to search every conversation."}),
         Option("all_conversations", bool, "Search every conversation.", default=False,
                flags=("--all-conversations", "-a"),
                faces={"mcp": "a search without a conversation searches every conversation"}),
@@ -240,11 +239,16 @@ ADD = Request(
         Option("allow_duplicate", bool, "Store a text even when a live memory of the conversation already says "
                                         "exactly that.", default=False,
                faces={"mcp": "an agent never needs a copy"}),
+        Option("extract", bool, "Let memvault's LLM pick out the facts of the text and retire the memories they "
+                                "contradict, instead of storing the text as it is (kind fact, no tags).",
+               default=False,
+               faces={"cli": {"help": "Let the LLM extract facts from what the text states (never from a question "
+                                      "or request) and reconcile them instead of storing the text verbatim (with "
+                                      "--jsonl: learn from the turns, cut them into episodes)."}}),
         Option("progress", help="A callback (done, total) while a long add runs.", faces=_CALLBACK),
     ),
     where={"cli": "memvault add", "serve": "POST /v1/memories", "mcp": "add_memory"},
-    own={"cli": ("ctx", "text", "file", "jsonl", "extract", "json_output"), "serve": ("extract",),
-         "mcp": ("extract",)},
+    own={"cli": ("ctx", "text", "file", "jsonl", "json_output")},
 )
 
 RECENT = Request(

@@ -114,7 +114,9 @@ def test_json_shapes_are_the_cli_s(vault_dir):
     assert log == json.loads(json.dumps([e.to_json() for e in vault.log()], default=str))
     lines = "\n".join(json.dumps({"qid": q, "query": q, "now": NOW}) for q in ("bees", "leeks"))
     cli_many = [json.loads(line) for line in run_cli("search", "--queries", "-", input=lines).stdout.splitlines()]
-    api_many = [{"qid": qid, "results": outcome.to_json()} for qid, outcome in vault.search_many(lines.splitlines())]
+    # The library takes the requests as mappings; reading them from JSON lines is the CLI's (--queries).
+    requests = [json.loads(line) for line in lines.splitlines()]
+    api_many = [{"qid": qid, "results": outcome.to_json()} for qid, outcome in vault.search_many(requests)]
     assert cli_many == api_many and [row["results"][0]["text"] for row in api_many] == [
         "The user keeps bees", "The user grows leeks"]
 

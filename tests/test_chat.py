@@ -176,6 +176,22 @@ def test_reconcile_failure_adds_all_new_facts(vault_dir, llm_env, monkeypatch):
     assert live(vault_dir) == ["The user plays chess", "The user plays chess on Sundays"]
 
 
+def test_a_chat_whose_learning_failed_still_has_a_learned_result(vault_dir, llm_env):
+    """README's library example (`for change in result.learned.to_json()`) raised AttributeError when the
+    model could not be asked for facts: `learned` was None. It is a result that says learning failed."""
+    vault = memvault.open_vault(vault_dir, enable_summarization=False)
+    llm_env.push("Noted.", {"status": 500})  # the reply, then an LLM that is down for the facts
+    turn = vault.chat("Anne's birthday is on 12 May.", stream=False)
+    assert "".join(turn) == "Noted."
+    result = turn.finish()
+    assert result.learned.to_json() == [] and result.upkeep_error
+    assert result.learned.error.startswith("learning failed: ") and "memvault learn" in result.learned.error
+    llm_env.push("Hello.")
+    quiet = vault.chat("Just saying hello.", stream=False, learn=False)
+    list(quiet)
+    assert quiet.finish().learned.skipped == "learning is off for this message"
+
+
 def test_extract_with_endpoint_down_is_one_line(vault_dir, monkeypatch):
     url = refused_url()
     monkeypatch.setenv("MEMVAULT_LLM_BASE_URL", url)

@@ -177,7 +177,8 @@ def test_a_change_said_only_in_turns_puts_the_new_statement_first(vault_dir):
 
 
 def test_an_agent_sees_the_older_fact_marked_through_mcp(vault_dir):
-    """MCP's search_memory gives each result's `earlier` note (in-process SDK client, as test_mcp.py)."""
+    """MCP's search_memory gives each result's `earlier` note, as `search --json` does: `superseded.note`
+    (in-process SDK client, as test_mcp.py)."""
     from test_mcp import call, with_client
 
     from memvault.store import files
@@ -195,5 +196,5 @@ def test_an_agent_sees_the_older_fact_marked_through_mcp(vault_dir):
 
     found = with_client(vault_dir, body)["results"]
     assert [r["text"] for r in found][:2] == ["The user lives in Madrid now", "I live in Lisbon"], found
-    assert found[0]["earlier"] is None
-    assert found[1]["earlier"] == f"earlier; since 2026-06-01, waiting for review: {madrid.text}"
+    assert found[0]["superseded"] is None
+    assert found[1]["superseded"]["note"] == f"earlier; since 2026-06-01, waiting for review: {madrid.text}"

@@ -418,5 +418,5 @@ def test_mcp_add_memory_says_why_a_duplicate_changed_nothing(vault_dir):
             return result.structured_content
 
     answer = anyio.run(body)
-    assert answer["changes"] == []
+    assert [(m["id"], m["stored"]) for m in answer["memories"]] == [(held.id, False)] and answer["changes"] == []
     assert answer["note"] == f"nothing stored: memory {held.id} (fact, conversation global) already says exactly this"

@@ -13,7 +13,9 @@ import pytest
 from conftest import git, run_memvault
 
 LIVE = os.environ.get("MEMVAULT_LIVE_LLM")
-pytestmark = pytest.mark.skipif(not LIVE, reason="set MEMVAULT_LIVE_LLM=<base url> to run against a real model")
+# `-m live` selects these (and `-m "not live"` leaves them out); without MEMVAULT_LIVE_LLM they skip, saying why.
+pytestmark = [pytest.mark.live,
+              pytest.mark.skipif(not LIVE, reason="set MEMVAULT_LIVE_LLM=<base url> to run against a real model")]
 
 
 @pytest.fixture

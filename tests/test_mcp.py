@@ -115,8 +115,11 @@ def test_tools_have_descriptions_typed_schemas_and_annotations(vault_dir):
     for name in ("add_memory", "delete_memory"):
         assert tools[name].annotations.read_only_hint is False and tools[name].annotations.destructive_hint is True
     assert tools["add_memory"].annotations.open_world_hint is True  # extract talks to the configured LLM
-    assert set(tools["search_memory"].output_schema["$defs"]["SearchHit"]["properties"]) >= {
-        "id", "text", "kind", "conversation", "created_at", "score"}
+    # The field names of `--json` and REST (docs/design.md, "The library API and its faces").
+    assert set(tools["search_memory"].output_schema["$defs"]["SearchRow"]["properties"]) >= {
+        "id", "text", "role", "conversation_id", "created_at", "score", "meta", "superseded"}
+    assert set(tools["get_memory"].output_schema["properties"]) >= {
+        "id", "path", "role", "kind", "conversation_id", "created_at", "text", "meta", "deleted"}
 
 
 def test_search_without_top_k_returns_default_top_k_results(vault_dir):
@@ -142,10 +145,10 @@ def test_a_new_vault_answers_empty_until_the_first_add_creates_it(vault_dir):
         return empty, missing, added, await call(client, "search_memory", query="bees")
 
     empty, missing, added, found = with_client(vault_dir, body)
-    assert empty == [{"results": []}, {"memories": [], "next_cursor": None}, {"entries": []},
-                     {"conversation": "global", "summary": None, "updated_at": None}]
+    assert empty == [{"results": []}, {"data": [], "has_more": False, "next_cursor": None}, {"entries": []},
+                     {"conversation_id": "global", "summary": None, "updated_at": None}]
     assert "no memory with id 'abcd1234'" in missing
-    assert search_texts(found) == ["The user keeps bees"] and added["changes"][0]["event"] == "ADD"
+    assert search_texts(found) == ["The user keeps bees"] and added["memories"][0]["stored"] is True
     assert git(vault_dir, "log", "--format=%s") == "memvault add: 1 memory (global)\nmemvault init: new vault\n"
 
 
@@ -169,7 +172,7 @@ def test_a_warm_up_that_fails_leaves_calls_an_error_to_report_not_a_wait(vault_d
     finally:
         vault.close()
     assert "nowhere/no-such-model" in failed
-    assert [m["text"] for m in recent["memories"]] == ["The user keeps bees"]
+    assert [m["text"] for m in recent["data"]] == ["The user keeps bees"]
     assert "memvault: warm-up failed:" in capfd.readouterr().err
 
 
@@ -191,7 +194,7 @@ def test_parallel_calls_all_land(vault_dir):
 
     outcomes, recent = with_client(vault_dir, body)
     assert [i for i, result in outcomes.items() if result.is_error] == []
-    assert sorted(m["text"] for m in recent["memories"]) == sorted(f"parallel memory {i}" for i in range(0, 12, 3))
+    assert sorted(m["text"] for m in recent["data"]) == sorted(f"parallel memory {i}" for i in range(0, 12, 3))
     assert git(vault_dir, "status", "--porcelain") == ""
     assert git(vault_dir, "log", "--format=%s").count("memvault add: 1 memory") == 4
 
@@ -209,12 +212,12 @@ def test_add_then_search_finds_it_with_files_and_commits_as_the_cli_makes_them(v
         return added, found, only_decisions, elsewhere, in_work
 
     added, found, only_decisions, elsewhere, in_work = with_client(vault_dir, body)
-    [change] = added["changes"]
-    assert change.items() >= {"event": "ADD", "kind": "decision", "conversation": "work",
-                                 "text": "Chose Postgres for billing"}.items()
+    [change] = added["memories"]
+    assert change.items() >= {"stored": True, "kind": "decision", "role": "decision", "conversation_id": "work",
+                              "text": "Chose Postgres for billing"}.items()
     best = found["results"][0]
     assert best["id"] == change["id"] and best["text"] == "Chose Postgres for billing"
-    assert best["kind"] == "decision" and best["conversation"] == "work" and best["tags"] == ["billing", "db"]
+    assert best["role"] == "decision" and best["conversation_id"] == "work" and best["meta"]["tags"] == ["billing", "db"]
     assert 0 < best["score"] <= 1 and best["created_at"].endswith("+00:00")
     assert search_texts(only_decisions) == ["Chose Postgres for billing"]
     assert elsewhere["results"] == []  # conversation 'home' (plus global) holds none of them
@@ -253,9 +256,9 @@ def test_extract_stores_the_fact_and_sets_aside_the_one_it_contradicts(vault_dir
     assert hates["text"] == "The user hates pizza"
     assert events["REPLACE"]["id"] == loves["id"] and events["REPLACE"]["replaced_by"] == hates["id"]
     assert search_texts(found) == ["The user hates pizza"]
-    assert old["deleted"] is True and old["replaced_by"] == hates["id"]
-    assert old["deleted_reason"] == "contradiction" and old["front_matter"]["replaced_by"] == hates["id"]
-    assert nothing == {"changes": [], "note": "no facts found in the text"}
+    assert old["deleted"] is True and old["meta"]["replaced_by"] == hates["id"]
+    assert old["meta"]["deleted_reason"] == "contradiction"
+    assert nothing == {"memories": [], "changes": [], "note": "no facts found in the text"}
     assert f"Memvault-Replaced: {loves['id']} -> {hates['id']}" in git(vault_dir, "log", "-1", "--format=%b")
     assert git(vault_dir, "status", "--porcelain") == ""
     assert "Honestly, I hate pizza now" in llm_env.requests[1]["messages"][-1]["content"]
@@ -263,7 +266,7 @@ def test_extract_stores_the_fact_and_sets_aside_the_one_it_contradicts(vault_dir
 
 def test_delete_then_search_does_not_find_it_and_get_and_history_tell_why(vault_dir):
     async def body(client):
-        [bees] = (await call(client, "add_memory", text="The user keeps bees"))["changes"]
+        [bees] = (await call(client, "add_memory", text="The user keeps bees"))["memories"]
         await call(client, "add_memory", text="The user keeps goats")
         commits = git(vault_dir, "rev-list", "--count", "HEAD")
         deleted = await call(client, "delete_memory", id=bees["id"][:8], reason="sold the hives")
@@ -275,7 +278,7 @@ def test_delete_then_search_does_not_find_it_and_get_and_history_tell_why(vault_
         history = await call(client, "memory_history", id=bees["id"][:6])
         twice = await refused(client, "delete_memory", id=bees["id"])
         # As of before the deletion (issue 29): the bees were still there.
-        moment = (datetime.fromisoformat(deleted["front_matter"]["deleted_at"]) - timedelta(microseconds=1)).isoformat()
+        moment = (datetime.fromisoformat(deleted["meta"]["deleted_at"]) - timedelta(microseconds=1)).isoformat()
         then = await call(client, "search_memory", query="the user keeps bees", top_k=5, as_of=moment)
         then_recent = await call(client, "recent_memories", as_of=moment)
         then_get = await call(client, "get_memory", id=bees["id"], as_of=moment)
@@ -288,18 +291,18 @@ def test_delete_then_search_does_not_find_it_and_get_and_history_tell_why(vault_
 
     bees, commits, deleted, after, found, again, recent, history, twice, as_of = with_client(vault_dir, body)
     then, then_recent, then_get, (first, second, bad_cursor) = as_of
-    assert [m["text"] for m in first["memories"]] == ["The user keeps goats"] and first["next_cursor"]
-    assert [m["text"] for m in second["memories"]] == ["The user keeps bees"] and second["next_cursor"] is None
+    assert [m["text"] for m in first["data"]] == ["The user keeps goats"] and first["next_cursor"]
+    assert [m["text"] for m in second["data"]] == ["The user keeps bees"] and second["next_cursor"] is None
     assert "cursor 'nonsense' is not one a listing gave" in bad_cursor
     assert "The user keeps bees" in search_texts(then)
-    assert "The user keeps bees" in [m["text"] for m in then_recent["memories"]]
+    assert "The user keeps bees" in [m["text"] for m in then_recent["data"]]
     assert then_get["deleted"] is False and then_get["text"] == "The user keeps bees"
     assert int(after) == int(commits) + 1  # one commit
     assert deleted["id"] == bees["id"] and deleted["deleted"] is True and "/deleted/facts/" in deleted["path"]
     assert "The user keeps bees" not in search_texts(found) and "The user keeps goats" in search_texts(found)
-    assert again["deleted"] is True and again["deleted_reason"] == "user"
-    assert again["front_matter"]["deleted_note"] == "sold the hives" and again["replaced_by"] is None
-    assert [m["text"] for m in recent["memories"]] == ["The user keeps goats"]
+    assert again["deleted"] is True and again["meta"]["deleted_reason"] == "user"
+    assert again["meta"]["deleted_note"] == "sold the hives" and "replaced_by" not in again["meta"]
+    assert [m["text"] for m in recent["data"]] == ["The user keeps goats"]
     [removal, addition] = history["entries"]
     assert removal["command"] == "rm" and removal["changes"][0].items() >= {
         "id": bees["id"], "action": "deleted", "reason": "user", "note": "sold the hives"}.items()
@@ -394,18 +397,18 @@ def test_recent_memories_and_the_conversation_summary(vault_dir):
                 await call(client, "conversation_summary", conversation="global"))
 
     everything, work, turns, summary_work, summary_global = with_client(vault_dir, body)
-    assert [m["text"] for m in everything["memories"]] == ["Read about error budgets", "Standup moved to 9:15",
+    assert [m["text"] for m in everything["data"]] == ["Read about error budgets", "Standup moved to 9:15",
                                                           "The user keeps bees"]
-    assert work["memories"][0].items() >= {"text": "Read about error budgets", "kind": "note", "conversation": "work"}.items()
-    assert [m["text"] for m in turns["memories"]] == ["hello"]
-    assert summary_work == {"conversation": "work", "summary": "Dana works on billing; standups at 9:15.",
+    assert work["data"][0].items() >= {"text": "Read about error budgets", "kind": "note", "conversation_id": "work"}.items()
+    assert [m["text"] for m in turns["data"]] == ["hello"]
+    assert summary_work == {"conversation_id": "work", "summary": "Dana works on billing; standups at 9:15.",
                             "updated_at": "2026-01-04T00:00:00+00:00"}
-    assert summary_global == {"conversation": "global", "summary": None, "updated_at": None}
+    assert summary_global == {"conversation_id": "global", "summary": None, "updated_at": None}
 
 
 def test_the_next_call_sees_hand_edits_and_other_processes(vault_dir):
     async def body(client):
-        [bees] = (await call(client, "add_memory", text="The user keeps bees"))["changes"]
+        [bees] = (await call(client, "add_memory", text="The user keeps bees"))["memories"]
         assert run_memvault("add", "-c", "farm", "The user keeps two goats").returncode == 0  # another terminal
 
         async def goats():
@@ -451,7 +454,7 @@ def test_memvault_mcp_over_stdio_as_an_agent_starts_it(vault_dir, tmp_path):
             added = await call(client, "add_memory", text=f"The user prefers tea ({mode})")
             found = await call(client, "search_memory", query="what does the user drink?", top_k=1)
             bad = await refused(client, "get_memory", id="0000ffff")
-            shown = await call(client, "get_memory", id=added["changes"][0]["id"])
+            shown = await call(client, "get_memory", id=added["memories"][0]["id"])
             return client.protocol_version, names, found, bad, shown
 
     try:
@@ -543,7 +546,7 @@ def test_stdout_carries_only_protocol_messages(vault_dir):
     assert "result" in answers[3], answers[3]
     assert answers[3]["result"]["structuredContent"]["results"][0]["text"] == "The user keeps bees"
     assert answers[4]["result"]["isError"] is True
-    assert answers[5]["result"]["structuredContent"]["changes"][0]["text"] == "The user keeps hens"
+    assert answers[5]["result"]["structuredContent"]["memories"][0]["text"] == "The user keeps hens"
     said = err.decode()
     assert "stray print from a library" in said and "stray bytes on fd 1" in said
     assert "building it from 2 files" in said
@@ -597,7 +600,7 @@ def test_vault_stats_says_what_reindex_check_says(vault_dir):
         assert first["memories"] == 1 and first["index"]["in_step"] is True
         bees.path.write_text(bees.path.read_text().replace("bees", "hens"))
         stale = await call(client, "vault_stats")
-        assert stale["index"] == {"rows": 1, "in_step": False, "out_of_step": "1 changed"}
+        assert stale["index"].items() >= {"rows": 1, "in_step": False, "out_of_step": "1 changed"}.items()
         assert run_cli("reindex", "--check").exit_code == 1
         assert not json.loads(run_cli("stats", "--json").stdout)["index"]["in_step"]
         await call(client, "search_memory", query="hens")  # a read takes the hand edit in
@@ -640,3 +643,27 @@ def test_a_stop_signal_mid_write_leaves_the_vault_whole_and_exits_0(vault_dir, s
     stored = [m.text for m in memvault.open_vault(vault_dir).recent()]
     committed = git(vault_dir, "log", "--format=%s")
     assert ("The user keeps hens" in stored) == (committed.count("memvault add") == 2)
+
+
+def test_the_tools_answer_with_the_field_names_of_json_and_rest(vault_dir):
+    """MCP rendered its own names (`conversation` and `kind` where `--json` says `conversation_id` and
+    `role`) and its own copy of a history change: one shape per answer now, the library's to_json."""
+    vault = memvault.open_vault(vault_dir)
+    [bees] = vault.add("The user keeps bees", tags=["farm"])
+    vault.close()
+
+    async def body(client):
+        return (await call(client, "get_memory", id=bees.id), await call(client, "search_memory", query="bees"),
+                await call(client, "recent_memories"), await call(client, "memory_history"),
+                await call(client, "vault_stats"))
+
+    got, found, recent, history, stats = with_client(vault_dir, body)
+    shown = json.loads(run_cli("show", "--json", bees.id).stdout)
+    assert got == shown
+    searched = json.loads(run_cli("search", "--json", "bees").stdout)
+    assert [set(r) for r in found["results"]] == [set(r) for r in searched]
+    assert [r["id"] for r in found["results"]] == [r["id"] for r in searched]
+    assert recent["data"] == json.loads(run_cli("ls", "--json").stdout)
+    assert history["entries"] == json.loads(run_cli("log", "--json").stdout)
+    listed = json.loads(run_cli("stats", "--json").stdout)
+    assert set(stats) == set(listed) and stats["by_kind"] == listed["by_kind"]

@@ -256,7 +256,7 @@ def test_mcp_add_memory_stores_the_placeholder_and_its_history_shows_no_secret(v
         added, history = anyio.run(main)
     finally:
         vault.close()
-    [change] = added["changes"]
+    [change] = added["memories"]
     assert change["text"] == f"the AWS secret key for deploys is [secret: aws-secret-key …{AWS_SECRET[-4:]}]"
     assert AWS_SECRET not in json.dumps(history) and GITHUB_TOKEN not in json.dumps(history)
     assert "[secret: github-token" in json.dumps(history)

@@ -679,6 +679,7 @@ HINT_TESTS = {
     ("faces/mcp_server.py", "memvault review"):
         "test_learning_trust.py::test_with_learned_review_every_learned_fact_waits_until_kept",
     ("learning/learn.py", "memvault learn"): "test_learning_trust.py::test_a_chat_whose_upkeep_failed_is_caught_up_by_learn",
+    ("learning/chat.py", "memvault learn"): "test_learning_trust.py::test_a_chat_whose_upkeep_failed_is_caught_up_by_learn",
     ("learning/learn.py", "memvault summarize --rebuild"): "test_chat.py::test_summarize_rebuild_depth_by_size",
     ("changing/review.py", "memvault rm"):
         "test_learning_trust.py::test_review_rejects_a_fact_and_what_it_replaced_comes_back",

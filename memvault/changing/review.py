@@ -269,3 +269,20 @@ def _ids(value: Any) -> list[str]:
 
 def _shown(events: list) -> list:
     return [e for e in events if e.memory.role != "summary"]
+
+
+def decide(vault, keep_ids=(), reject_ids=(), text: str | None = None, reason: str | None = None,
+           now: datetime | None = None) -> ReviewOutcome:
+    """Keep or reject, by the rules every face gives: the ids of learned facts to keep or to reject (one
+    of the two), `text` only with keep, `reason` only with reject (UsageErrors naming the parameters)."""
+    keep_ids, reject_ids = list(keep_ids or ()), list(reject_ids or ())
+    if bool(keep_ids) == bool(reject_ids):
+        raise UsageError("give the ids of learned facts to keep or to reject (one of the two)",
+                         params=("keep", "reject"))
+    if text is not None and not keep_ids:
+        raise UsageError("text goes with keep", params=("text", "keep"))
+    if reason is not None and not reject_ids:
+        raise UsageError("reason goes with reject", params=("reason", "reject"))
+    if keep_ids:
+        return keep(vault, keep_ids, text=text, now=now)
+    return reject(vault, reject_ids, reason=reason, now=now)

@@ -272,10 +272,6 @@ def add(
         help="One JSON object per line: text, and optional conversation_id, created_at, kind, role "
              "(user or assistant: a chat turn), tags, source, rationale, alternatives, meta.",
     ),
-    extract: bool = typer.Option(False, "--extract", help="Let the LLM extract facts from what the text states (never "
-                                                           "from a question or request) and reconcile them instead of "
-                                                           "storing the text verbatim (with --jsonl: learn from the "
-                                                           "turns, cut them into episodes)."),
     json_output: bool = json_option("Print the stored memories as JSON."),
 ) -> None:
     """Store memories: from arguments, stdin, --file or --jsonl.
@@ -288,28 +284,27 @@ def add(
     sources = [bool(text and text != ["-"]), file is not None, jsonl is not None]
     if sum(sources) > 1:
         raise UsageError("give the text one way: arguments, --file or --jsonl")
-    conversation = asked.pop("conversation", "global")
-    each_line = asked.pop("each_line", False)
-    if extract and jsonl is None:
+    extract = asked.get("extract", False)
+    if extract and jsonl is None:  # refused before anything is opened (add checks it again)
         from memvault.api import Memvault
 
-        Memvault.check_extract(**asked)
+        Memvault.check_extract(**{k: v for k, v in asked.items() if k not in ("conversation", "each_line", "extract")})
     vault = state.open()
     started = time.perf_counter()
     with term.progress_bar(not state.quiet, label="adding") as bar:
         if jsonl is not None:
             raw = _read_stdin(ctx) if jsonl == "-" else _read_path(Path(jsonl))
-            allow_duplicate = asked.pop("allow_duplicate", False)
-            added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=allow_duplicate,
-                                    extract=extract, progress=bar, conversation_id=conversation, **asked)
+            defaults = {k: v for k, v in asked.items() if k not in ("each_line", "allow_duplicate", "extract")}
+            defaults["conversation_id"] = defaults.pop("conversation", "global")
+            added = vault.add_jsonl(raw, "stdin" if jsonl == "-" else jsonl, allow_duplicate=asked.get("allow_duplicate",
+                                    False), extract=extract, progress=bar, **defaults)
         else:
             raw = _read_path(file) if file is not None else (" ".join(text) if text and text != ["-"]
                                                               else _read_stdin(ctx))
+            added = vault.add(raw, progress=bar, **asked)
             if extract:
-                learned = vault.add_extracted(raw, conversation=conversation, each_line=each_line)
-                _print_learned(ctx, learned, as_json, stream=sys.stdout)
+                _print_learned(ctx, added.learned, as_json, stream=sys.stdout)
                 return
-            added = vault.add(raw, conversation=conversation, each_line=each_line, progress=bar, **asked)
     for new, held in added.duplicates:
         info(ctx, f"memvault: already stored as {held.id}: {new.first_line(60)} (--allow-duplicate stores it again)")
     if state.verbose:
@@ -574,7 +569,7 @@ def stats(
 ) -> None:
     """The vault in numbers: memories by kind and conversation, index, models, last commit, disk use."""
     state = _state(ctx)
-    data = state.open().stats(**asked)
+    data = state.open().stats(**asked).to_json()
     if json_output or state.json:
         emit_json(data)
         return
@@ -680,7 +675,6 @@ def search(
     Times the query names ("last week", "in May 2023", "two years ago") are read against the clock
     (--now) and lift the memories created then; a "when" question lifts the memories whose words say
     when ("yesterday", "last Friday"). --explain shows what each gained (time)."""
-    _exclusive(ctx, "all_conversations", "conversation")
     state = _state(ctx)
     query = asked.pop("query", None)
     if query is None and queries is None:
@@ -689,10 +683,10 @@ def search(
     if queries is not None:
         raw = _read_stdin(ctx) if queries == "-" else _read_path(Path(queries))
         origin = "stdin" if queries == "-" else queries
-        for qid, outcome in vault.search_many(raw.splitlines(), origin=origin, **asked):
+        for qid, outcome in vault.search_many(_json_lines(raw, origin), origin=origin, **asked):
             sys.stdout.write(json.dumps({"qid": qid, "results": outcome.to_json()}, ensure_ascii=False) + "\n")
         return
-    conversation = asked.get("conversation", SEARCH.option("conversation").default)
+    conversation = asked.get("conversation") or "global"
     outcome = vault.search(query, **asked)
     if outcome.rerank_note and not outcome.note_shown and (explain or state.verbose) and not outcome.reranked:
         info(ctx, f"memvault: {outcome.rerank_note}")
@@ -712,6 +706,21 @@ def search(
     if not (json_output or state.json or output_format != OutputFormat.text):
         for note in outcome.notes():
             info(ctx, f"memvault: {note}")
+
+
+def _json_lines(raw: str, origin: str):
+    """`search --queries`: one JSON object a line (blank lines skipped), each a search request for the
+    library; a line that is not one is a usage error naming it."""
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{origin} line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(request, dict) or not isinstance(request.get("query"), str):
+            raise UsageError(f"{origin} line {number}: expected an object with a 'query' string")
+        yield request
 
 
 def _print_explain(outcome) -> None:
@@ -980,7 +989,7 @@ def models(
 ) -> None:
     """Show the embedding model and reranker in use; --download fetches them."""
     state = _state(ctx)
-    status = state.open().models(download=download)
+    status = state.open().models(download=download).to_json()
     if json_output or state.json:
         emit_json(status)
     else:
@@ -1198,16 +1207,10 @@ def review(
     _exclusive(ctx, "keep", "reject")
     state = _state(ctx)
     as_json = json_output or state.json
-    if (keep or reject) != bool(memory_ids):
-        raise UsageError("--keep and --reject take the IDs of learned facts; IDs go with one of them"
-                         if memory_ids else "give the IDs to --keep or --reject")
-    if text is not None and not keep:
-        raise UsageError("--text goes with --keep")
-    if reason is not None and not reject:
-        raise UsageError("--reason goes with --reject")
     vault = state.open()
-    if keep or reject:
-        outcome = vault.review_keep(memory_ids, text=text) if keep else vault.review_reject(memory_ids, reason=reason)
+    if keep or reject or memory_ids or text is not None or reason is not None:  # the rules are the library's
+        outcome = vault.review_decide(keep=memory_ids or () if keep else (), reject=memory_ids or () if reject else (),
+                                      text=text, reason=reason)
         if as_json:
             emit_json(outcome.to_json())
         else:

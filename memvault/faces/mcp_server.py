@@ -18,12 +18,11 @@ stop the server answering others. 1.x ran such tools on the event loop and wrote
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from typing import Any, Callable, Literal
 
 import anyio
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -51,98 +50,104 @@ INSTRUCTIONS = (
 )
 
 # -- results -------------------------------------------------------------------------------------
+# Each tool answers with the library's to_json rows, the field names `--json` and serve's REST API give
+# (docs/design.md, "The library API and its faces"); these models say the fields an agent reads, with
+# what they mean (the output schema), and let every other key of the row through as it is.
 
-class MemoryItem(BaseModel):
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class MemoryRow(_Row):
+    """A memory as `memvault show --json` and GET /v1/memories/{id} give it (files.Memory.to_json)."""
+
     id: str = Field(description="The memory's id (a unique prefix of 4 or more characters also works).")
-    kind: str = Field(description="fact, note, decision, or turn (a chat message).")
-    conversation: str
+    path: str | None = Field(None, description="The file, relative to the vault.")
+    role: str = Field(description="memory (a fact), note, decision, user or assistant (a chat turn), episode, ...")
+    kind: str = Field(description="fact, note, decision, turn (a chat message) or episode.")
+    conversation_id: str
     created_at: str = Field(description="ISO 8601, UTC.")
     text: str
-    tags: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict, description="The file's other front matter: tags, source, "
+                                 "deleted_reason, replaced_by, ...")
+    deleted: bool = Field(False, description="True for a memory that was deleted or replaced (it is kept aside).")
 
 
-class SearchHit(MemoryItem):
+class SearchRow(_Row):
+    """A search result as `memvault search --json` and POST /v1/memories/search give it."""
+
+    id: str
+    role: str
+    conversation_id: str
+    created_at: str = Field(description="ISO 8601, UTC.")
+    text: str
     score: float = Field(description="0 to 1; higher is more relevant (relevance, then a little recency).")
-    earlier: str | None = Field(None, description="Set when something newer took this memory's place: since when, "
-                                "and what ('earlier; since 2026-05-03: Lena lives in Lisbon'). Prefer the newer one.")
+    meta: dict[str, Any] = Field(default_factory=dict, description="tags, source, ...")
+    superseded: dict[str, Any] | None = Field(None, description="Set when something newer took this memory's "
+                                              "place: `note` says since when, and what. Prefer the newer one.")
 
 
 class SearchResults(BaseModel):
-    results: list[SearchHit] = Field(description="Best first.")
+    results: list[SearchRow] = Field(description="Best first.")
 
 
-class MemoryDetail(MemoryItem):
-    deleted: bool = Field(description="True for a memory that was deleted or replaced (it is kept aside).")
-    deleted_reason: str | None = Field(None, description="user, contradiction, update or evicted.")
-    replaced_by: str | None = Field(None, description="The id of the memory that replaced this one.")
-    path: str = Field(description="The file, relative to the vault.")
-    front_matter: dict[str, Any] = Field(description="Every key of the file's YAML front matter.")
+class ChangeRow(_Row):
+    """One change, as `add --extract --json` prints it (vault.Event.to_json)."""
 
-
-class Change(BaseModel):
     event: Literal["ADD", "UPDATE", "REPLACE", "DELETE", "EVICT", "WITHHELD"] = Field(
         description="ADD: stored. UPDATE: stored, refining the memory `replaces`. REPLACE: this older memory "
                     "was made untrue by `replaced_by` and set aside. DELETE, EVICT: set aside. WITHHELD: not "
                     "learned, because it held a secret (no id; its text has a placeholder instead).")
     id: str | None
-    kind: str
-    conversation: str
+    role: str
+    conversation_id: str
     text: str
-    replaces: str | None = None
-    old_text: str | None = None
-    replaced_by: str | None = None
-    new_text: str | None = None
-    reason: str | None = None
-    would_replace: list[str] | None = Field(None, description="ADD of a proposal: the facts the user added it "
-                                                               "would retire; they stay until the user keeps it.")
 
 
 class AddResult(BaseModel):
-    changes: list[Change]
+    memories: list[MemoryRow] = Field(default_factory=list, description="What was stored (`stored`: true), and "
+                                      "for a text already held the memory that holds it (`stored`: false), as "
+                                      "`add --json` prints them.")
+    changes: list[ChangeRow] = Field(default_factory=list, description="With extract: every change it made.")
     note: str | None = Field(None, description="Why nothing changed, when nothing did.")
 
 
-class ReviewFact(BaseModel):
-    id: str
-    text: str
+class ReviewRow(_Row):
+    """A learned fact not reviewed yet, as `memvault review --json` lists it."""
 
-
-class ReviewEntry(BaseModel):
     id: str
     status: Literal["pending", "proposal", "learned"] = Field(
         description="pending: waits, unused, until the user keeps it (setting learned_review); proposal: live, "
                     "and would retire facts the user added, which stay until it is kept; learned: live.")
-    conversation: str
-    created_at: str
+    conversation_id: str
     text: str
     said: str | None = Field(None, description="The user's words it was learned from.")
-    would_replace: list[ReviewFact] = Field(description="Facts the user added that it would retire once kept.")
-    replaced: list[ReviewFact] = Field(description="Learned facts it retired (rejecting it brings them back).")
+    would_replace: list[dict[str, str]] = Field(description="Facts the user added that it would retire once kept.")
+    replaced: list[dict[str, str]] = Field(description="Learned facts it retired (rejecting it brings them back).")
 
 
 class ReviewList(BaseModel):
-    facts: list[ReviewEntry] = Field(description="Newest first. `memvault review` keeps or rejects them.")
+    facts: list[ReviewRow] = Field(description="Newest first. `memvault review` keeps or rejects them.")
 
 
 class RecentMemories(BaseModel):
-    memories: list[MemoryItem] = Field(description="Newest first.")
+    """As GET /v1/memories gives it."""
+
+    data: list[MemoryRow] = Field(description="Newest first.")
+    has_more: bool
     next_cursor: str | None = Field(None, description="Pass as cursor for the older ones; none: there are no more.")
 
 
-class HistoryChange(BaseModel):
+class HistoryChange(_Row):
     id: str
     action: str = Field(description="added, edited, deleted, replaced, evicted, restored, removed, purged, or "
                                     "resolved (a sync settled a conflict over it: `cause` says how).")
     text: str
-    path: str
-    reason: str | None = None
-    replaced_by: str | None = None
-    replaces: str | None = None
-    note: str | None = Field(None, description="The reason given for a deletion.")
-    cause: str | None = Field(None, description="What replaced, deleted or resolved it: a message, a command.")
 
 
-class HistoryEntry(BaseModel):
+class HistoryEntry(_Row):
+    """A commit as `memvault log --json` prints it."""
+
     commit: str
     date: str
     command: str = Field(description="The memvault command that made the commit, or 'hand edit'.")
@@ -155,25 +160,21 @@ class History(BaseModel):
     entries: list[HistoryEntry] = Field(description="Newest first.")
 
 
-class IndexState(BaseModel):
-    rows: int = Field(description="Memories the search index holds.")
-    in_step: bool = Field(description="Whether the index holds exactly the files (what `memvault reindex --check` "
-                                      "answers; a search brings hand edits in).")
-    out_of_step: str = Field(description="What differs, in words (empty when in step).")
+class VaultStats(_Row):
+    """What `memvault stats --json` and GET /v1/stats give."""
 
-
-class VaultStats(BaseModel):
     memories: int = Field(description="Live memories (files the index leaves out not counted).")
     by_kind: dict[str, int]
     deleted: int
     skipped: int = Field(description="Files left out: unreadable, or claiming an id another file has.")
     conversations: dict[str, int] = Field(description="Live memories per conversation.")
-    index: IndexState
+    index: dict[str, Any] = Field(description="rows, in_step (what `memvault reindex --check` answers), "
+                                              "out_of_step (what differs, in words), ...")
     last_commit: dict[str, str] | None = None
 
 
 class ConversationSummary(BaseModel):
-    conversation: str
+    conversation_id: str
     summary: str | None = Field(description="The rolling summary; null when the conversation has none yet.")
     updated_at: str | None = None
 
@@ -249,31 +250,6 @@ def _failure(exc: BaseException) -> ToolError:
     return ToolError(answer_for(exc).message)
 
 
-def _item(memory) -> dict[str, Any]:
-    return {"id": memory.id, "kind": memory.kind, "conversation": memory.conversation_id,
-            "created_at": files.format_time(memory.created_at), "text": memory.text, "tags": memory.tags}
-
-
-def _detail(vault, memory) -> MemoryDetail:
-    front_matter = json.loads(json.dumps(memory.front_matter(), default=str))  # YAML dates and the like as text
-    return MemoryDetail(**_item(memory), deleted=memory.is_deleted,
-                        deleted_reason=memory.extra.get("deleted_reason"),
-                        replaced_by=memory.extra.get("replaced_by"),
-                        path=vault.relative(memory.path), front_matter=front_matter)
-
-
-def _change(row: dict[str, Any]) -> Change:
-    return Change(event=row["event"], id=row["id"], kind=files.kind_of_role(row["role"]),
-                  conversation=row["conversation_id"], text=row["text"], replaces=row.get("replaces"),
-                  old_text=row.get("old_text"), replaced_by=row.get("replaced_by"), new_text=row.get("new_text"),
-                  reason=row.get("reason"), would_replace=row.get("would_replace"))
-
-
-def _tags(meta: dict[str, Any]) -> list[str]:
-    tags = meta.get("tags") or []
-    return [str(t) for t in tags] if isinstance(tags, list) else [str(tags)]
-
-
 def build_server(vault, warm_up: bool = False, life: LongLived | None = None) -> MCPServer:
     """The MCP server of one open vault (a `Memvault`, ideally opened with watch=True). warm_up: load
     the models in a thread once the client has listed the tools (or made a first call, which waits
@@ -292,64 +268,56 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
 
     def search(asked: dict, given: dict):
         """Search the user's long-term memory: semantic and keyword matching, the most relevant and recent
-        first, near-duplicates left out. Returns each memory's id, text, kind, conversation, created_at,
-        score and tags."""
+        first, near-duplicates left out. Returns each memory's id, text, role, conversation_id, created_at,
+        score, meta (tags, ...) and, for one something newer replaced, `superseded`."""
         asked.setdefault("all_conversations", "conversation" not in asked)  # none named: every conversation
         return vault.search(**asked)
 
-    tool(SEARCH, search, lambda outcome, _: SearchResults(results=[
-        SearchHit(id=r.id, kind=files.kind_of_role(r.role), conversation=r.conversation_id, created_at=r.created_at,
-                  text=r.text, tags=_tags(r.meta), score=round(r.score, 4), earlier=(r.superseded or {}).get("note"))
-        for r in outcome.results]), SearchResults, "Search memory")
+    tool(SEARCH, search, lambda outcome, _: SearchResults(results=outcome.to_json()), SearchResults, "Search memory")
 
     def add(asked: dict, given: dict):
         """Store a memory in the user's long-term memory: a markdown file, committed to git. Returns what was
         stored and, with extract, what was updated or replaced (older memories are set aside, never erased)."""
-        if given.get("extract"):
-            conversation = asked.pop("conversation", files.DEFAULT_CONVERSATION)
-            vault.check_extract(**{k: v for k, v in asked.items() if k != "text"})
-            return vault.add_extracted(asked["text"], conversation=conversation)
         return vault.add(**asked)
 
     def added(result, given: dict) -> AddResult:
-        if given.get("extract"):
-            changes = [_change(row) for row in result.to_json()]
+        if result.learned is not None:  # extract
+            changes = result.learned.to_json()
             return AddResult(changes=changes, note=None if changes else "no facts found in the text")
         note = None
         if not result and result.duplicates:
             held = result.duplicates[0][1]
             note = (f"nothing stored: memory {held.id} ({held.kind}, conversation {held.conversation_id}) "
                     "already says exactly this")
-        return AddResult(changes=[Change(event="ADD", **_item(m)) for m in result], note=note)
+        return AddResult(memories=result.to_json(vault.root), note=note)
 
     tool(ADD, add, added, AddResult, "Add a memory",
          hints=dict(read_only_hint=False, destructive_hint=True,  # extract may replace memories
-                    idempotent_hint=False, open_world_hint=True),  # extract sends the text to the configured LLM
-         own={"extract": (bool, Field(False, description="Let memvault's LLM pick out the facts of the text and "
-                                      "retire the memories they contradict, instead of storing the text as it is "
-                                      "(kind fact, no tags)."))})
+                    idempotent_hint=False, open_world_hint=True))  # extract sends the text to the configured LLM
 
     def get(asked: dict, given: dict):
-        """One memory with its whole front matter; deleted and replaced ones too (then `deleted` is true and
-        `replaced_by` names the memory that replaced it)."""
+        """One memory with its whole front matter, as `show --json` gives it; deleted and replaced ones too
+        (then `deleted` is true and meta's `replaced_by` names the memory that replaced it)."""
         return vault.get(**asked)
 
-    tool(GET, get, lambda memory, _: _detail(vault, memory), MemoryDetail, "Get a memory")
+    tool(GET, get, lambda memory, _: memory.to_json(vault.root), MemoryRow, "Get a memory")
 
     def delete(asked: dict, given: dict):
         """Delete a memory: it leaves search and is moved aside (under deleted/, with the reason), in one git
         commit, so it can still be read with get_memory and restored. Returns the deleted memory."""
         return vault.remove(**asked)
 
-    tool(DELETE, delete, lambda removed, _: _detail(vault, removed[0]), MemoryDetail, "Delete a memory",
+    tool(DELETE, delete, lambda removed, _: removed[0].to_json(vault.root), MemoryRow, "Delete a memory",
          hints=dict(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False))
 
     def recent(asked: dict, given: dict):
-        """The newest memories, newest first (deleted ones left out; with as_of, those held then)."""
+        """The newest memories, newest first (deleted ones left out; with as_of, those held then), a page at
+        a time: pass next_cursor as cursor for the older ones."""
         asked.setdefault("kinds", list(RECENT_KINDS))  # what a user or an agent stored, not chat turns
         return vault.recent(**asked)
 
-    tool(RECENT, recent, lambda page, _: RecentMemories(memories=[MemoryItem(**_item(m)) for m in page],
+    tool(RECENT, recent, lambda page, _: RecentMemories(data=[m.to_json(vault.root) for m in page],
+                                                        has_more=page.next_cursor is not None,
                                                         next_cursor=page.next_cursor), RecentMemories,
          "Recent memories")
 
@@ -359,8 +327,7 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
         # git history may hold a secret from before it was withheld; the agent's model sees its placeholder
         return vault.log_for_model(**asked, max_changes=MAX_HISTORY_CHANGES)
 
-    tool(LOG, history, lambda entries, _: History(entries=[HistoryEntry(**entry) for entry in entries]), History,
-         "Memory history")
+    tool(LOG, history, lambda entries, _: History(entries=entries), History, "Memory history")
 
     def stats(asked: dict, given: dict):
         """The vault in numbers (what `memvault stats` shows): memories by kind and conversation, the
@@ -368,7 +335,7 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
         the files."""
         return vault.stats(**asked)
 
-    tool(STATS, stats, lambda data, _: _stats(data), VaultStats, "Vault stats")
+    tool(STATS, stats, lambda result, _: result.to_json(), VaultStats, "Vault stats")
 
     def summary(asked: dict, given: dict):
         """The rolling summary memvault keeps of a conversation, if it has one yet."""
@@ -382,29 +349,17 @@ def build_server(vault, warm_up: bool = False, life: LongLived | None = None) ->
         (`memvault review`)."""
         return vault.review(**asked)
 
-    tool(REVIEW, review, lambda items, _: ReviewList(facts=[ReviewEntry(
-        id=i.memory.id, status=i.status, conversation=i.memory.conversation_id,
-        created_at=files.format_time(i.memory.created_at), text=i.memory.text, said=i.said,
-        would_replace=[ReviewFact(id=m.id, text=m.text) for m in i.would_replace],
-        replaced=[ReviewFact(id=m.id, text=m.text) for m in i.replaced]) for i in items]), ReviewList,
-        "Learned facts to review")
+    tool(REVIEW, review, lambda items, _: ReviewList(facts=[item.to_json(vault.root) for item in items]), ReviewList,
+         "Learned facts to review")
     return server
-
-
-def _stats(data: dict) -> VaultStats:
-    index = data["index"]
-    return VaultStats(memories=data["memories"], by_kind=data["by_kind"], deleted=data["deleted"],
-                      skipped=data["skipped"], conversations=data["conversations"],
-                      index=IndexState(rows=index["rows"], in_step=index["in_step"], out_of_step=index["out_of_step"]),
-                      last_commit=data["last_commit"])
 
 
 def _summary(summary, given: dict) -> ConversationSummary:
     conversation = given["conversation"]
     if summary is None:
-        return ConversationSummary(conversation=conversation, summary=None)
+        return ConversationSummary(conversation_id=conversation, summary=None)
     updated = summary.extra.get("updated_at") or files.format_time(summary.created_at)
-    return ConversationSummary(conversation=conversation, summary=summary.text, updated_at=str(updated))
+    return ConversationSummary(conversation_id=conversation, summary=summary.text, updated_at=str(updated))
 
 
 def run_stdio(life: LongLived) -> None:

@@ -2,7 +2,7 @@
 JSON of the CLI's `--json`. Bodies and queries are the request definitions' (request_options.py, built
 by faces/shapes.py): an option added there is taken here and said in the OpenAPI schema.
 
-    POST /v1/memories           add, add_extracted (extract)     GET /v1/memories         recent
+    POST /v1/memories           add (extract: its changes)       GET /v1/memories         recent
     POST /v1/memories/search    search                           GET /v1/memories/{id}    get
     DELETE /v1/memories/{id}    remove                           GET /v1/stats            stats
     GET, POST /v1/memories/review   review, review_keep, review_reject
@@ -11,15 +11,13 @@ by faces/shapes.py): an option added there is taken here and said in the OpenAPI
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from memvault.faces import shapes
 from memvault.faces.http import (ApiError, OptionsDep, VaultDep, blocking, body_of, json_response, query_of)
 from memvault.request_options import ADD, DELETE, GET, RECENT, REVIEW, SEARCH, STATS
 
-AddBody = shapes.model_for(ADD, "serve", "AddBody", doc="POST /v1/memories: what memvault add takes.", own={
-    "extract": (bool, Field(False, description="Let the LLM pick out the facts of the text and reconcile them, "
-                                               "instead of storing the text as it is."))})
+AddBody = shapes.model_for(ADD, "serve", "AddBody", doc="POST /v1/memories: what memvault add takes.")
 SearchBody = shapes.model_for(SEARCH, "serve", "SearchBody", doc="POST /v1/memories/search: what memvault search takes.")
 ListQuery = shapes.model_for(RECENT, "serve", "ListQuery", doc="GET /v1/memories: what memvault ls takes, newest "
                              "first, a page at a time: `cursor` is the `next_cursor` of the page before.")
@@ -53,28 +51,24 @@ def _query(model) -> dict:
 
 @router.get("/v1/stats", openapi_extra=_query(StatsQuery))
 async def stats(vault: VaultDep, query=Depends(query_of(StatsQuery))):
-    return json_response(await blocking(vault.stats, **STATS.library_args("serve", dict(query))))
+    stats = await blocking(vault.stats, **STATS.library_args("serve", dict(query)))
+    return json_response(stats.to_json())
 
 
 @router.post("/v1/memories", openapi_extra=shapes.body_schema(AddBody))
 async def add(vault: VaultDep, options: OptionsDep, body=Depends(body_of(AddBody))):
     asked = ADD.library_args("serve", dict(body))
     asked.setdefault("conversation", options.conversation)
-    if body.extract:
-        conversation, each_line, text = asked.pop("conversation"), asked.pop("each_line", False), asked.pop("text")
-        vault.check_extract(**asked)
-        learned = await blocking(vault.add_extracted, text, conversation=conversation, each_line=each_line)
-        return json_response(learned.to_json())
     added = await blocking(vault.add, **asked)
-    return json_response(added.to_json(vault.root))
+    # With extract, the changes it made (what `add --extract --json` prints); else the memories.
+    return json_response(added.learned.to_json() if body.extract else added.to_json(vault.root))
 
 
 @router.post("/v1/memories/search", openapi_extra=shapes.body_schema(SearchBody))
 async def search(vault: VaultDep, options: OptionsDep, body=Depends(body_of(SearchBody))):
-    if body.all_conversations and body.conversation_id:
-        raise ApiError(400, "conversation_id and all_conversations do not go together", "all_conversations")
-    asked = SEARCH.library_args("serve", dict(body))
-    asked.setdefault("conversation", options.conversation)
+    asked = SEARCH.library_args("serve", dict(body))  # both named: the library's UsageError, a 400
+    if not body.all_conversations:
+        asked.setdefault("conversation", options.conversation)
     outcome = await blocking(vault.search, **asked)
     return json_response(outcome.to_json())
 
@@ -100,16 +94,8 @@ async def review_list(vault: VaultDep, query=Depends(query_of(ReviewQuery))):
 
 @router.post("/v1/memories/review", openapi_extra=shapes.body_schema(ReviewBody))
 async def review(vault: VaultDep, body=Depends(body_of(ReviewBody))):
-    if bool(body.keep) == bool(body.reject):
-        raise ApiError(400, "give the ids of learned facts to keep or to reject (one of the two)", "keep")
-    if body.text is not None and not body.keep:
-        raise ApiError(400, "text goes with keep", "text")
-    if body.reason is not None and not body.reject:
-        raise ApiError(400, "reason goes with reject", "reason")
-    if body.keep:
-        outcome = await blocking(vault.review_keep, body.keep, text=body.text)
-    else:
-        outcome = await blocking(vault.review_reject, body.reject, reason=body.reason)
+    outcome = await blocking(vault.review_decide, keep=body.keep, reject=body.reject, text=body.text,
+                             reason=body.reason)  # the rules are the library's
     return json_response(outcome.to_json())
 
 

@@ -184,6 +184,17 @@ def context(vault, conversation: str, budget_tokens: int, now: datetime, limit: 
     return out
 
 
+def context_for(vault, conversation: str, max_tokens: int | None, now: datetime) -> AgentContext:
+    """`Memvault.agent_context`: `context` within max_tokens (None: the hook_context_tokens setting)."""
+    from memvault.errors import UsageError
+
+    files.check_conversation_id(conversation)
+    budget = vault.settings.hook_context_tokens if max_tokens is None else max_tokens
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise UsageError(f"max_tokens must be a whole number of at least 0, not {budget!r}", params="max_tokens")
+    return context(vault, conversation, budget, now)
+
+
 def _why(memory: Memory, clean: Callable[[str], str]) -> str:
     rationale = memory.extra.get("rationale")
     return f" (why: {clean(' '.join(str(rationale).split()))[:200]})" if rationale else ""
@@ -214,6 +225,24 @@ def prompt_block(vault, results: list, now: datetime) -> str:
         return ""
     secret_scan.for_prompt(vault, results, None)
     return injection_block(results, None, today=now)
+
+
+def prompt_context(vault, reader, prompt: str, *, conversation: str, agent: str | None, session: str | None,
+                   top_k: int | None, now: datetime) -> PromptContext:
+    """`Memvault.prompt_context`: one search of the conversation (and global) through the front door's
+    reader (reading/searching.Reader), the session's own turns left out, the unanswered ones too."""
+    files.check_conversation_id(conversation)
+    out = PromptContext(conversation)
+    prompt = (prompt or "").strip()
+    if not prompt or not vault.exists():
+        return out
+    own = session_turns(vault, conversation, agent, session) if agent else []
+    out.skipped_turns = len(own)
+    outcome = reader.run(reader.query(prompt, top_k=top_k, conversation=conversation, now=now,
+                                      skip_ids=tuple(t.id for t in own)))
+    out.results = [r for r in outcome.results if not r.meta.get("unanswered")]
+    out.text = prompt_block(vault, out.results, now)
+    return out
 
 
 # -- the session's own turns ---------------------------------------------------------------------
@@ -524,6 +553,49 @@ def store(vault, exchanges: list[Exchange], conversation: str, agent: str, sessi
     result.commit = change.commit_sha
     result.learning_owed = learn and any(t.role == "user" for t in result.turns)
     return result
+
+
+def store_exchange(vault, *, conversation: str, agent: str, session: str | None, transcript: str | Path | None,
+                   cwd: str | Path | None, turn: str | None, prompt: str | None, reply: str | None,
+                   last_only: bool, learn: bool, close: str | None, now: datetime,
+                   warn: Callable[[str], None]) -> StoredExchange:
+    """`Memvault.store_exchange`: the exchange chosen from the transcript (or as given), stored, and the
+    upkeep queued when learning is owed or a close was asked for."""
+    from memvault.errors import UsageError
+    from memvault.learning.episodes import BOUNDARIES
+
+    files.check_conversation_id(conversation)
+    if agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r} (one of {', '.join(AGENTS)})", params="agent")
+    if close is not None and close not in BOUNDARIES:
+        raise UsageError(f"unknown episode boundary {close!r} (one of {', '.join(BOUNDARIES)})", params="close")
+    exchanges: list[Exchange] = []
+    if transcript:
+        try:
+            exchanges = read_transcript(agent, transcript, cwd)
+        except OSError as exc:
+            if not prompt:
+                raise
+            warn(f"memvault: transcript not read ({transcript}: {exc.strerror or exc}); storing the prompt given")
+    if last_only and exchanges:
+        chosen = next((e for e in reversed(exchanges) if turn and e.turn == turn), None)
+        if chosen is None and not turn:
+            chosen = exchanges[-1]
+        if chosen is None or (prompt and chosen.prompt.strip() != prompt.strip() and not (turn and chosen.turn == turn)):
+            # The transcript is behind the hook: the prompt given, else nothing now (the session's end
+            # stores every exchange not stored yet), never the reply pinned to an earlier prompt.
+            chosen = Exchange(prompt.strip(), turn=turn) if prompt and prompt.strip() else None
+        exchanges = [chosen] if chosen is not None else []
+        if not exchanges:
+            warn(f"memvault: the prompt of turn {turn} is not in {transcript} yet; the session's end stores it")
+    if not exchanges and prompt and prompt.strip():
+        exchanges = [Exchange(prompt.strip(), turn=turn)]
+    if reply and reply.strip() and exchanges:
+        exchanges[-1].reply = reply.strip()
+    stored = store(vault, exchanges, conversation, agent, session, learn=learn, now=now)
+    if stored.learning_owed or close:
+        queue_upkeep(vault, conversation, close)
+    return stored
 
 
 # -- the upkeep: learning and closing, in another process -----------------------------------------

@@ -51,7 +51,7 @@ class ChatOptions:
     # sent as it is in place of a plain {"role": "user", "content": message}.
     user_message: dict | None = None
     llm_options: dict = field(default_factory=dict)  # sampling options passed to the model (max_tokens...)
-    # A proxy's pass-through (docs/design.md, "serve"): iterating the turn gives the upstream's
+    # A proxy's pass-through (docs/design.md, "The library API and its faces": serve): iterating the turn gives the upstream's
     # objects in OpenAI's shape (the response, or its chunks: tool calls, usage, log-probabilities),
     # not text; llm_options are then every field the client sent. What is stored is the text alone.
     upstream_objects: bool = False
@@ -70,7 +70,7 @@ class ChatResult:
     conversation: str
     reply: str = ""
     memories: list[Result] = field(default_factory=list)  # what was injected
-    learned: learn.Learned | None = None
+    learned: learn.Learned = field(default_factory=learn.Learned)  # a result also when learning failed: `error`
     user_turn: files.Memory | None = None
     assistant_turn: files.Memory | None = None
     folded: int = 0  # older turns folded into the session summary before this one
@@ -82,7 +82,7 @@ class ChatResult:
     def to_json(self) -> dict:
         return {"conversation_id": self.conversation, "reply": self.reply,
                 "memories": [r.to_json() for r in self.memories],
-                "learned": self.learned.to_json() if self.learned else [],
+                "learned": self.learned.to_json(),
                 "user_turn": self.user_turn.id if self.user_turn else None,
                 "assistant_turn": self.assistant_turn.id if self.assistant_turn else None,
                 "folded_turns": self.folded, "upkeep_error": self.upkeep_error,
@@ -233,9 +233,14 @@ class ChatTurn:
         self._finished = True
         settings, result = self.vault.settings, self.result
         if not result.reply or result.partial:
+            result.learned.skipped = "the reply was cut short" if result.partial else "no reply"
             return result
         answered_at = result.assistant_turn.created_at
         per_message = settings.extraction_mode == "message"  # else learning waits for the episode to close
+        if not self.options.learn:
+            result.learned.skipped = "learning is off for this message"
+        elif not per_message:
+            result.learned.skipped = "learned from when its episode closes (extraction_mode predict-calibrate)"
         try:
             if self.options.learn and per_message:
                 learner = learn.Learner(self.vault, self.cfg, "chat", warn=self._warn)
@@ -252,7 +257,29 @@ class ChatTurn:
                                                  limit=episodes.EPISODES_PER_CHAT)
         except LLMError as exc:
             result.upkeep_error = str(exc)
+            result.learned.error = f"learning failed: {exc}; the turn waits for `memvault learn`"
         return result
+
+
+def begin(vault, message: str, options: ChatOptions,
+          search: Callable[[str, int, datetime, datetime | None, tuple[str, ...]], list[Result]],
+          warn: Callable[[str], None], refresh: Callable[[], object] | None = None) -> ChatTurn:
+    """`Memvault.chat`: the message and the options checked before any model runs (an empty message,
+    one that could not be stored, a bad conversation id or model), the LLM of the settings (or the
+    model asked for), then `start`."""
+    from memvault.errors import NothingGiven
+    from memvault.store.config import coerce
+    from memvault.store.llm import LLMConfig
+
+    files.check_conversation_id(options.conversation)
+    message = (message or "").strip()
+    if not message:
+        raise NothingGiven("nothing to send: the message is empty", params="message")
+    files.new_memory(message, "user", options.conversation)  # refuse what could not be stored
+    cfg = LLMConfig.from_settings(vault.settings)
+    if options.model is not None:
+        cfg = LLMConfig(**{**cfg.__dict__, "model": coerce("llm_model", options.model, "option model", param="model")})
+    return start(vault, cfg, message, options, search, warn=warn, refresh=refresh)
 
 
 def start(vault, cfg, message: str, options: ChatOptions,

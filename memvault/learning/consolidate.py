@@ -123,3 +123,37 @@ def apply(change, plans: list[ClusterPlan]) -> int:
                     change.soft_delete(memory, "update", replaced_by=successor)
                     changed += 1
     return changed
+
+
+@dataclass
+class ReconcileOutcome:
+    """The clusters `reconcile` found, what it decided for each, and what it changed."""
+
+    plans: list  # ClusterPlan
+    dry_run: bool
+    events: list = field(default_factory=list)  # vault.Event, empty for a dry run
+
+    @property
+    def steps(self) -> list:
+        return [step for plan in self.plans for step in plan.steps]
+
+    def to_json(self) -> list[dict]:
+        return [{"conversation_id": p.conversation, "newest": {"id": p.newest.id, "text": p.newest.text},
+                 "steps": [s.to_json() for s in p.steps]} for p in self.plans]
+
+
+def reconcile(vault, index: Index, cfg, conversation: str, all_conversations: bool, mode: str,
+              dry_run: bool) -> ReconcileOutcome:
+    """`Memvault.reconcile`: the model asked about the clusters of the conversation (or of every one that
+    has facts) without the lock, the plan applied in one commit (memories that changed meanwhile
+    skipped); nothing written for a dry run or a plan that keeps everything."""
+    conversations = [conversation]
+    if all_conversations:
+        conversations = sorted({m.conversation_id for m in vault.iter_memories(roles=("memory",))})
+    plans = [p for c in conversations for p in plan(index, cfg, c, mode)]
+    outcome = ReconcileOutcome(plans, dry_run)
+    if not dry_run and any(step.decision != "KEEP" for step in outcome.steps):
+        with vault.change("reconcile") as change:
+            apply(change, plans)
+        outcome.events = change.events
+    return outcome

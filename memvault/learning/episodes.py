@@ -496,3 +496,64 @@ def rebuild(vault, cfg, conversation: str, *, dry_run: bool = False, now: dateti
                 change.rewrite(fact)
         change.title = f"{len(out.written)} episodes rebuilt ({conversation})"
     return out
+
+
+@dataclass
+class EpisodesOutcome:
+    """A conversation's episodes (`memvault episodes`): the live ones, oldest first; the turns not in
+    one yet, cut as they would be (`pending`: the closed segments, then the open one); and what this
+    call wrote (`closed`: Closed) or replaced (`rebuilt`: Rebuilt)."""
+
+    conversation: str
+    episodes: list[Memory]
+    pending: list = field(default_factory=list)  # Segment
+    closed: list = field(default_factory=list)  # Closed
+    rebuilt: Any = None
+    dry_run: bool = False
+
+    def to_json(self, root=None) -> dict[str, Any]:
+        return {"conversation_id": self.conversation, "dry_run": self.dry_run,
+                "episodes": [episode_json(e, root) for e in self.episodes],
+                "pending": [{"started_at": files.format_time(s.started_at), "ended_at": files.format_time(s.ended_at),
+                             "turns": len(s.turns), "boundary": s.boundary} for s in self.pending],
+                "closed": [c.to_json(root) for c in self.closed],
+                "replaced": [{"id": old.id, "replaced_by": new.id} for old, new in
+                             (self.rebuilt.replaced if self.rebuilt else [])]}
+
+
+def look_over(vault, cfg, conversation: str, *, now: datetime, refresh: Callable[[], Any],
+              warn: Callable[[str], None], close_open: bool = False, rebuild_them: bool = False,
+              dry_run: bool = False) -> EpisodesOutcome:
+    """`Memvault.episodes`: the conversation's episodes, every one that has closed written now (learned
+    from in predict-calibrate); close_open: the open one too; rebuild_them: cut the covered turns again
+    (rebuild); dry_run: say what would be written, call no model, write nothing."""
+    refresh()
+    outcome = EpisodesOutcome(conversation, [], dry_run=dry_run)
+    if rebuild_them:
+        outcome.rebuilt = rebuild(vault, cfg, conversation, dry_run=dry_run, now=now, warn=warn)
+        if not dry_run:
+            refresh()
+    outcome.pending = pending_segments(vault, conversation, now, "closed" if close_open else None)
+    if not dry_run and any(s.boundary for s in outcome.pending):
+        outcome.closed = close(vault, cfg, conversation, now=now, refresh=refresh, warn=warn, segments=outcome.pending)
+        outcome.pending = [s for s in outcome.pending if s.boundary is None]
+    outcome.episodes = live_episodes(vault, conversation)
+    return outcome
+
+
+def close_or_warn(vault, cfg, conversation: str, *, now: datetime, end: str | None, command: str,
+                  refresh: Callable[[], Any], warn: Callable[[str], None], strict: bool = False) -> list:
+    """close, with its error policy: a model that fails is a warning (strict: the LLMError is raised);
+    the turns stay, and the next close (a chat, `memvault episodes`) takes them up."""
+    from memvault.errors import LLMError
+
+    if not vault.exists():
+        return []
+    refresh()
+    try:
+        return close(vault, cfg, conversation, now=now, end=end, refresh=refresh, warn=warn, command=command)
+    except LLMError as exc:
+        if strict:
+            raise
+        warn(f"memvault: warning: episode not closed, the turns wait for the next close: {exc}")
+        return []

@@ -56,11 +56,15 @@ class LearningPlan:
 
 @dataclass
 class Learned:
-    """What one message taught the vault: the facts extraction found, and every change made."""
+    """What one message taught the vault: the facts extraction found, and every change made. A result
+    also when nothing was learned: `error` says why learning failed (the LLM was down; the turn waits for
+    `memvault learn`), `skipped` why it was not tried (learning off, a reply cut short, per episode)."""
 
     facts: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     summary_updated: bool = False
+    error: str | None = None
+    skipped: str | None = None
 
     def of(self, *actions: str) -> list[Event]:
         return [e for e in self.events if e.action in actions and e.memory.role != "summary"]
@@ -89,6 +93,7 @@ class Learned:
             self.facts += other.facts
             self.events += other.events
             self.summary_updated |= other.summary_updated
+            self.error = self.error or other.error
         return self
 
 
@@ -486,6 +491,16 @@ class Learner:
             mark_extracted(change, turns)
 
 
+def owed_learning(memory: Memory, turns: list[Memory]) -> Memory:
+    """A user turn stored to be learned from (add --jsonl --extract): `extracted: false` until it has
+    been (else as it is). Each chat turn is kept in `turns` for the learning that follows the add."""
+    if memory.role == "user" and EXTRACTED not in memory.extra:
+        memory.extra[EXTRACTED] = False
+    if memory.role in ("user", "assistant"):
+        turns.append(memory)
+    return memory
+
+
 def mark_extracted(change, turns: list[Memory]) -> None:
     """Record on each user turn, still as it was, that it has been learned from."""
     for turn in turns:
@@ -544,32 +559,93 @@ def unlearned_turns(vault, conversation: str | None = None, since: datetime | No
     return turns
 
 
-def catch_up(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None) -> CatchUp:
-    """Learn from each turn (oldest first), one commit per turn that taught something, the others
-    marked MARK_BATCH to a commit. A turn the model gives no valid answer for stays waiting; an LLM
-    that is down stops it (the rest stays waiting for the next catch-up)."""
+@dataclass
+class TurnsLearned:
+    """What `learn_from_turns` did: turns learned from, turns the model gave no valid answer for
+    (they wait), and the LLMError that stopped it (the rest waits), if one did."""
+
+    done: int = 0
+    no_answer: int = 0
+    stopped: Exception | None = None
+
+
+def learn_from_turns(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None,
+                     title: str = "", strict: bool = False) -> TurnsLearned:
+    """The one loop that learns from stored user turns (a catch-up, an import's --extract, a batch's
+    add --jsonl --extract): each turn, oldest first as given, in a commit of its own when it taught
+    something (marked learned from in it); those that taught nothing marked MARK_BATCH to a commit.
+    A turn the model gives no valid answer for stays waiting (a warning); an LLM that is down stops
+    it (`stopped`; the rest stays waiting). strict: either raises instead. title: after "facts from a
+    turn of <conversation>" in each commit's title."""
     from memvault.errors import LLMError, LLMNoValidAnswer
 
-    outcome = CatchUp(turns=list(turns), learned=learner.learned)
+    outcome = TurnsLearned()
     try:
         for number, turn in enumerate(turns, 1):
             try:
                 learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
-                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id} (caught up)")
+                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id}{title}")
             except LLMNoValidAnswer as exc:
+                if strict:
+                    raise
                 outcome.no_answer += 1
                 if learner.warn:
-                    learner.warn(f"memvault: warning: turn {turn.id[:8]} not learned from: {exc}")
+                    learner.warn(f"memvault: warning: turn {turn.id[:8]} of {turn.conversation_id} not learned "
+                                 f"from: {exc}")
                 continue
             except LLMError as exc:
-                outcome.error = f"{exc}; learned from {outcome.done} of {len(turns)} turns, the rest waits"
+                if strict:
+                    raise
+                outcome.stopped = exc
                 break
             outcome.done += 1
             if progress is not None:
                 progress(number, len(turns))
     finally:
-        learner.flush()
-    if outcome.no_answer and outcome.error is None:
+        learner.flush()  # the turns that taught nothing are marked too
+    return outcome
+
+
+def catch_up(learner: Learner, turns: list[Memory], progress: Callable[[int, int], None] | None = None) -> CatchUp:
+    """Learn from each turn still owed learning (learn_from_turns); what stopped it, said for `memvault learn`."""
+    outcome = CatchUp(turns=list(turns), learned=learner.learned)
+    done = learn_from_turns(learner, turns, progress, title=" (caught up)")
+    outcome.done, outcome.no_answer = done.done, done.no_answer
+    if done.stopped is not None:
+        outcome.error = f"{done.stopped}; learned from {outcome.done} of {len(turns)} turns, the rest waits"
+    elif outcome.no_answer:
         outcome.error = (f"the model gave no valid answer for {outcome.no_answer} of {len(turns)} turns; "
                          "they wait for the next `memvault learn`")
     return outcome
+
+
+def learn_from_batch(learner: Learner, turns: list[Memory], close: Callable[[str, datetime], list]):
+    """Learning from a batch of stored turns (`add --jsonl --extract`): per user message in extraction_mode
+    message (as `add --extract`; an LLM failure raises), then every conversation's turns not in an episode
+    yet cut into episodes, the last one closed (`close(conversation, its newest turn's time)`: with
+    boundary `import`, learned from per episode in predict-calibrate). Returns (Learned, [episodes.Closed])."""
+    if learner.vault.settings.extraction_mode == "message":
+        users = sorted((t for t in turns if t.role == "user"), key=lambda t: (t.created_at, t.id))
+        learn_from_turns(learner, users, strict=True)
+    learned, closed = learner.learned, []
+    for conversation in dict.fromkeys(t.conversation_id for t in turns):
+        latest = max(t.created_at for t in turns if t.conversation_id == conversation)
+        for episode in close(conversation, latest):
+            closed.append(episode)
+            learned.merge(episode.learned)
+    return learned, closed
+
+
+def learn_from_texts(learner: Learner, texts: list[str], conversation: str, now: datetime | None) -> Learned:
+    """`add --extract`: the user's words, no stored turn. In extraction_mode predict-calibrate the texts
+    given together are one episode (no episode file: no turns to point at), in one commit; a model that
+    gives no valid answer there, or extraction_mode message: one commit per text."""
+    if learner.vault.settings.extraction_mode == "predict-calibrate":
+        said = [files.new_memory(piece, "user", conversation, created_at=now) for piece in texts]
+        plan = learner.plan_episode(said, conversation, None)
+        if plan is not None:
+            with learner.vault.change(learner.command) as change:
+                return learner.store(change, plan, now)
+    for piece in texts:
+        learner.message(piece, conversation, now=now)
+    return learner.learned

@@ -184,3 +184,42 @@ def open_turns(vault, conversation: str) -> list[Memory]:
     turns = [t for t in turns if (last is None or t.created_at > last) and not is_unanswered(t)]
     turns.sort(key=lambda m: (m.created_at, 0 if m.role == "user" else 1, m.id))
     return turns
+
+
+@dataclass
+class SessionView:
+    """A conversation's chat session as `chat --context` shows it (what the next chat sends)."""
+
+    conversation: str
+    turns: list[Memory]
+    tokens: int
+    max_tokens: int
+    idle_seconds: int | None
+    fresh_reason: str | None
+    session_summary: str
+    summary: str | None
+    unanswered: list[Memory] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "conversation_id": self.conversation,
+            "turns": [{"id": t.id, "role": t.role, "created_at": t.created_at.isoformat(), "text": t.text}
+                      for t in self.turns],
+            "unanswered": [{"id": t.id, "created_at": t.created_at.isoformat(), "text": t.text}
+                           for t in self.unanswered],
+            "tokens": self.tokens, "max_session_tokens": self.max_tokens, "idle_seconds": self.idle_seconds,
+            "fresh_session": self.fresh_reason, "session_summary": self.session_summary, "summary": self.summary,
+        }
+
+
+def view(vault, conversation: str, now: datetime) -> SessionView:
+    """`Memvault.session`: the session as loaded for a chat now, with the conversation's rolling summary."""
+    from memvault.learning.summaries import read_rolling_summary
+
+    settings = vault.settings
+    session = load(vault, conversation, now, settings.hard_decay_minutes)
+    idle = session.idle(now)
+    summary = read_rolling_summary(vault, conversation)
+    return SessionView(conversation, session.turns, session.tokens(), settings.max_session_tokens,
+                       None if idle is None else max(0, round(idle.total_seconds())), session.fresh_reason,
+                       session.summary, summary.text if summary else None, session.unanswered)

@@ -3,7 +3,7 @@
 The rolling summary is one file per conversation, entries/<c>/summaries/summary.md (role
 summary, summary_kind rolling), whose id stays the same across updates. It is updated after
 new facts are learned, or by `summarize`, which can also rebuild it from every entry with a
-depth chosen by size (docs/design.md, "Summaries"): under 100 tokens none; under 500 one
+depth chosen by size (docs/design.md, "The write path": Summaries): under 100 tokens none; under 500 one
 sentence; under 3,000 a paragraph; under 15,000 chunk summaries (L1) plus a meta-summary;
 above that chunks (L1), groups of ~5 chunk summaries (L2), and a final summary over the groups.
 
@@ -272,3 +272,14 @@ def write(change, outcome: SummaryOutcome, now: datetime | None = None) -> None:
     else:
         write_rolling_summary(change, conversation, outcome.text, now=now, input_tokens=outcome.input_tokens,
                               output_tokens=outcome.output_tokens)
+
+
+def summarize(vault, cfg, conversation: str, rebuild: bool, style: str, now: datetime | None) -> SummaryOutcome:
+    """`Memvault.summarize`: the new rolling summary planned without the lock (what is new since it was
+    written, or every entry again: rebuild), written in one commit when it changed."""
+    outcome = plan_rebuild(vault, cfg, conversation, style) if rebuild else plan_update(vault, cfg, conversation)
+    if outcome.text and outcome.kind not in ("none", "unchanged"):
+        with vault.change("summarize") as change:
+            write(change, outcome, now=now)
+            change.title = f"{outcome.kind} summary ({conversation})"
+    return outcome

@@ -524,7 +524,6 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
     learn.MARK_BATCH at a time. Stops at the first LLM failure (the result says where); Ctrl-C stops too,
     after marking what was done."""
     from memvault.learning import learn
-    from memvault.errors import LLMError, LLMNoValidAnswer
     from memvault.store.llm import LLMConfig
 
     root = vault.root
@@ -550,25 +549,13 @@ def learn_from_turns(vault, importer: Importer, settings, progress: Progress | N
         return extraction
     learner = learn.Learner(vault, LLMConfig.from_settings(settings), "import", warn=say, summarize=False)
     extraction.learned = learner.learned
-    try:
-        for number, turn in enumerate(pending, 1):
-            try:
-                learner.message(turn.text, turn.conversation_id, now=turn.created_at, turn=turn, mark=True,
-                                commit_empty=False, title=f"facts from a turn of {turn.conversation_id}")
-            except LLMNoValidAnswer as exc:  # this turn's answer was garbage: the next turns may still be read
-                extraction.no_answer += 1
-                say(f"memvault: warning: turn {turn.id[:8]} of {turn.conversation_id} not learned from: {exc}")
-                continue
-            except LLMError as exc:
-                extraction.error = f"{exc}; facts were extracted from {extraction.done} of {len(pending)} turns, " \
-                                   "run the same import again to go on"
-                break
-            extraction.done += 1
-            if progress is not None:
-                progress("learning", number, len(pending))
-    finally:
-        learner.flush()  # the turns that taught nothing are marked too
-    if extraction.no_answer and extraction.error is None:
+    done = learn.learn_from_turns(learner, pending, None if progress is None else
+                                  lambda number, total: progress("learning", number, total))
+    extraction.done, extraction.no_answer = done.done, done.no_answer
+    if done.stopped is not None:
+        extraction.error = f"{done.stopped}; facts were extracted from {extraction.done} of {len(pending)} turns, " \
+                           "run the same import again to go on"
+    elif extraction.no_answer:
         extraction.error = (f"the model gave no valid answer for {extraction.no_answer} of {len(pending)} turns "
                             "(left unmarked); run the same import again to retry them")
     return extraction
@@ -610,3 +597,23 @@ def episodes_from_turns(vault, importer: Importer, extraction: Extraction, mode:
                 learn.mark_extracted(change, users)
                 extraction.done += len(users)
                 extraction.learned.merge(episode.learned)
+
+
+def import_and_learn(vault, options: ImportOptions, progress: Progress | None, say: Callable[[str], None],
+                     refresh: Callable[[], object], close: Callable[[str, datetime], list]) -> ImportResult:
+    """`Memvault.import_from`: write what the source holds (one commit), then with extract learn from the
+    user turns (`learn_from_turns`: per message, or only counted in extraction_mode predict-calibrate,
+    which learns per episode) and cut each conversation's turns into episodes (`episodes_from_turns`;
+    `close(conversation, when)` closes them). refresh: the index in step (the facts already known are
+    what new ones are checked against)."""
+    importer = Importer(vault, options.check(), progress)
+    result = importer.write()
+    if options.extract:
+        if not options.dry_run and importer.user_turns:
+            refresh()
+        mode = vault.settings.extraction_mode
+        result.extraction = learn_from_turns(vault, importer, vault.settings, progress, say,
+                                             dry_run=options.dry_run or mode == "predict-calibrate")
+        if not options.dry_run and importer.user_turns and result.extraction.error is None:
+            episodes_from_turns(vault, importer, result.extraction, mode, close, say)
+    return result

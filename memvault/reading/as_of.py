@@ -45,3 +45,20 @@ def index_at(vault, index, moment: datetime) -> Iterator[HeldIndex]:
     """An index of what the vault held at `moment`, in a temporary folder removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="memvault-as-of-") as folder:
         yield HeldIndex(index, index.snapshot(moment, tombstones_held_at(vault, moment), Path(folder)))
+
+
+def memory_at(memory, moment):
+    """A memory as the vault held it at `moment` (None: as it is; a tombstone of one deleted later as it
+    was then, without its deletion keys); NotFound, saying why, when it was not held then."""
+    from memvault.errors import NotFound
+
+    if moment is None:
+        return memory
+    if not files.held_at(memory, moment):
+        when = files.format_time(moment)
+        if memory.created_at > moment:
+            raise NotFound(f"memory {memory.id} did not exist yet at {when} "
+                           f"(created {files.format_time(memory.created_at)})")
+        raise NotFound(f"memory {memory.id} was deleted before {when} "
+                       f"(deleted_at {memory.extra.get('deleted_at') or 'not recorded'})")
+    return files.as_held(memory, moment)

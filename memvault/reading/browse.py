@@ -121,7 +121,30 @@ def folder_size(path: Path) -> int:
     return total
 
 
-def stats(vault) -> dict[str, Any]:
+@dataclass
+class Stats:
+    """The vault in numbers (`memvault stats`): live memories by kind and per conversation, deleted ones,
+    files the index leaves out (`skipped`), the index (`rows`, `in_step`, `out_of_step`, `drift`, ...), the
+    models, what waits for review, the last commit, the disk each part takes. to_json: what `stats --json`,
+    GET /v1/stats and MCP's vault_stats give."""
+
+    vault: str
+    memories: int
+    by_kind: dict[str, int]
+    deleted: int
+    skipped: int
+    conversations: dict[str, int]
+    index: dict[str, Any]
+    models: dict[str, str]
+    review: dict[str, int]
+    last_commit: dict[str, str] | None
+    disk: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def stats(vault) -> Stats:
     """Counts by kind and conversation, the index's size and state, the models, the last commit, and
     the disk the vault takes."""
     from memvault.store import gitrepo
@@ -154,7 +177,7 @@ def stats(vault) -> dict[str, Any]:
         sha, date, subject = gitrepo.git_output(vault.root, "log", "-1", "--format=%H%x1f%aI%x1f%s").strip().split("\x1f")
         last = {"commit": sha, "date": date, "subject": subject}
     settings = vault.settings
-    return {
+    return Stats(**{
         "vault": str(vault.root),
         "memories": sum(by_kind.values()),
         "by_kind": dict(sorted(by_kind.items())),
@@ -173,4 +196,4 @@ def stats(vault) -> dict[str, Any]:
         "last_commit": last,
         "disk": {"entries": folder_size(vault.entries), "index": folder_size(vault.sidecar),
                  "git": folder_size(vault.root / ".git")},
-    }
+    })

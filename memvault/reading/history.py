@@ -593,3 +593,31 @@ def _turn_text(root: Path, path: str, turn_id: str) -> str | None:
             except Exception:
                 return None
     return None
+
+
+def log(vault, id_or_prefix: str | None = None, *, limit: int | None = None, since: str | None = None,
+        until: str | None = None, max_changes: int | None = None) -> list:
+    """`Memvault.log`: the vault's history (history), after what must hold first: a vault, git (a merge
+    under way, a detached HEAD: VaultStateError), a commit (none yet: nothing, or NotFound for an id),
+    `since` and `until` an ISO date (compared exactly) or one git reads."""
+    from memvault.errors import VaultStateError
+    from memvault.store import gitrepo
+
+    vault.require_existing()
+    missing = vault.history_missing()
+    if missing:
+        raise VaultStateError(missing)
+    if vault.settings.enable_git_versioning and not (vault.root / ".git").exists():
+        if id_or_prefix is not None:
+            raise NotFound(f"no memory with id {id_or_prefix!r} in the history")
+        return []  # nothing committed yet (a watching server made the folders, or files came by hand)
+    for option, value in (("since", since), ("until", until)):
+        if value is not None:
+            try:
+                files.parse_time(value)
+            except ValueError:
+                gitrepo.check_date(vault.root, value, option)
+    if id_or_prefix is None:
+        return history(vault.root, limit=limit, since=since, until=until, max_changes=max_changes)
+    return history(vault.root, limit=limit, since=since, until=until, follow=id_or_prefix, max_changes=max_changes,
+                   resolve=id_resolver(vault))

@@ -177,3 +177,17 @@ def _read(path: Path, root: Path, on_error) -> Memory | None:
         if on_error is not None:
             on_error(exc)
         return None
+
+
+def recent(vault, conversation: str | None = None, *, limit: int, roles, tags=(), since: datetime | None = None,
+           until: datetime | None = None, deleted: bool = False, as_of: datetime | None = None,
+           cursor: str | None = None) -> Page:
+    """`Memvault.recent`: `newest` over the vault's entries, each file's owner read from the index's record
+    (state.db, not the index: a copy claiming another file's id is left out), a file that cannot be read
+    said and skipped."""
+    from memvault.store.state import owner_lookup
+
+    with owner_lookup(vault.sidecar / "state.db") as owner_of:
+        return newest(vault.entries, conversation, limit=limit, roles=roles,
+                      on_error=lambda exc: vault.say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
+                      since=since, until=until, deleted=deleted, owner_of=owner_of, as_of=as_of, cursor=cursor)

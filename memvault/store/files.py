@@ -84,6 +84,17 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def option_time(value: Any, name: str) -> datetime | None:
+    """An ISO 8601 option of a library call as an aware datetime (naive: UTC; None stays None); a bad
+    one is a UsageError naming the parameter."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value, name)
+    except ValueError as exc:
+        raise UsageError(str(exc), params=name) from None
+
+
 def parse_time(value: Any, what: str = "time") -> datetime:
     """ISO 8601 (or a YAML datetime) -> aware datetime; naive times are read as UTC."""
     if isinstance(value, datetime):

@@ -7,6 +7,7 @@ learning (learning/learn.py): facts the LLM finds in what the user said, reconci
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 import re
 from typing import Any, Callable, Iterable, Iterator
 
@@ -259,3 +260,57 @@ def duplicates_of(vault: Vault, memories: list[Memory], held_by_group: dict) -> 
                 held[key] = memory  # a second copy in the same add is a duplicate too
                 first.append((group_key, key))
     return found, first
+
+
+@dataclass
+class Added:
+    """What an add did: the memories it stored (`stored`: files.Memory when they were given as a list;
+    made as they were written, add_jsonl's, vault.Stored records: id, role, kind, conversation_id,
+    created_at, path, `read()` gives the whole memory, so that a 100,000-line add does not hold 100,000
+    texts to return them), what it did not store because a live memory of the same conversation and
+    kind already says exactly that (`duplicates`: (the memory given, the one that holds it)), the commit,
+    and with add_jsonl's extract what was learned (`learned`, learn.Learned) and the episodes written
+    (`episodes`, episodes.Closed). Iterating it, its length and indexing are the stored memories'."""
+
+    stored: list = field(default_factory=list)
+    duplicates: list = field(default_factory=list)
+    commit: str | None = None
+    learned: Any = None
+    episodes: list = field(default_factory=list)
+
+    def __iter__(self):
+        return iter(self.stored)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def __getitem__(self, at):
+        return self.stored[at]
+
+    def to_json(self, root) -> list[dict[str, Any]]:
+        """What `add --json` prints: each stored memory, and for each duplicate the memory that held it
+        (`"stored": false`)."""
+        return list(self.json_rows(root))
+
+    def json_rows(self, root) -> Iterator[dict[str, Any]]:
+        """to_json one row at a time (a Stored memory is read from its file when its turn comes)."""
+        for memory in self.stored:
+            yield {**memory.to_json(root), "stored": True}
+        for _, held in self.duplicates:
+            yield {**held.to_json(root), "stored": False}
+
+
+def add_memories(vault: Vault, memories: Iterable[Memory], *, allow_duplicate: bool = True,
+                 progress: Callable[[int, int], None] | None = None, expected: int | None = None) -> Added:
+    """Store memories (a list, or an iterator that makes them as they are written) in one commit; with
+    allow_duplicate=False, not those a live memory already holds word for word (same conversation and
+    kind), nor a second copy within them. Made as they are written (an iterator), they come back as
+    Stored records: holding them whole until the end is what made a 100,000-line add --jsonl peak at 814 MB."""
+    from memvault.store.vault import ADD
+
+    duplicates: list[tuple[Memory, Memory]] = []
+    source = memories if allow_duplicate else without_duplicates(vault, memories, duplicates)
+    change = store(vault, source, "add", progress=progress, expected=expected,
+                   slim=not isinstance(memories, (list, tuple)))
+    stored = [event.memory for event in change.of(ADD)]
+    return Added(stored, duplicates, change.commit_sha if stored else None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -385,3 +386,30 @@ def _warn_stderr(message: str) -> None:
     import sys
 
     sys.stderr.write(f"memvault: warning: {message}\n")
+
+
+@dataclass
+class ModelsStatus:
+    """The embedding model and the reranker (`memvault models`): each its name, whether it loads, and
+    why not (`error`); the embedding model also its dimension and fingerprint."""
+
+    embedding_model: dict
+    reranker_model: dict
+
+    def to_json(self) -> dict:
+        return {"embedding_model": self.embedding_model, "reranker_model": self.reranker_model}
+
+
+def status(settings, download: bool = False) -> ModelsStatus:
+    """`Memvault.models`: each model loaded (download: fetched into fastembed's cache first, the only
+    network access memvault makes on its own account), or why it does not load."""
+    try:
+        embedder = get_embedder(settings.embedding_model, allow_download=download)
+        embedding = {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint,
+                     "available": True}
+    except ModelError as exc:
+        embedding = {"name": settings.embedding_model, "available": False, "error": str(exc)}
+    problems: list[str] = []
+    reranker = get_reranker(settings.reranker_model, warn=problems.append, allow_download=download)
+    return ModelsStatus(embedding, {"name": settings.reranker_model, "available": reranker is not None,
+                                    **({"error": problems[0]} if problems else {})})
