@@ -79,9 +79,9 @@ def test_claude_code_transcript_gives_the_prompt_the_final_text_and_the_tools_in
     assert exchange.asked_at < exchange.answered_at
 
 
-def test_codex_rollout_and_gemini_session_are_read(tmp_path):
-    rollout = tmp_path / "rollout.jsonl"
-    rollout.write_text("\n".join(json.dumps(line) for line in [
+def codex_rollout(path: Path) -> Path:
+    """A Codex rollout file of one turn (its published line types), its last line still being written."""
+    path.write_text("\n".join(json.dumps(line) for line in [
         {"timestamp": "2026-11-28T10:00:00Z", "type": "session_meta", "payload": {"id": "t1", "cwd": "/repo"}},
         {"timestamp": "2026-11-28T10:00:01Z", "type": "event_msg", "payload": {"type": "task_started", "turn_id": "turn-1"}},
         {"timestamp": "2026-11-28T10:00:01Z", "type": "response_item", "payload": {
@@ -93,6 +93,11 @@ def test_codex_rollout_and_gemini_session_are_read(tmp_path):
         {"timestamp": "2026-11-28T10:00:09Z", "type": "event_msg", "payload": {
             "type": "agent_message", "message": "The lock file is stale; run uv lock."}},
     ]) + "\n" + '{"timestamp": "2026-11-28T10:00:10Z", "type": "event_m')  # a line still being written
+    return path
+
+
+def test_codex_rollout_and_gemini_session_are_read(tmp_path):
+    rollout = codex_rollout(tmp_path / "rollout.jsonl")
     codex = agent_sessions.read_transcript("codex", rollout, "/repo")
     assert [(e.prompt, e.reply, e.tools, e.turn) for e in codex] == [
         ("Why does CI fail?", "The lock file is stale; run uv lock.", ["shell pytest -x"], "turn-1")]
@@ -153,6 +158,19 @@ def test_session_end_stores_what_no_stop_stored(vault_dir, project, tmp_path):
     assert vault.recent("~/src/shop", kinds=["turn"]) == []
     run_hook(vault, "claude-code", recorded_event(PRECOMPACT, project, transcript))
     assert [t.role for t in vault.recent("~/src/shop", kinds=["turn"])] == ["assistant", "user"]
+
+
+def test_codex_session_end_stores_the_rollouts_exchange_and_closes_the_episode(vault_dir, project, tmp_path):
+    """Codex dispatches SessionEnd from 0.146 (its schema: session_id, cwd, transcript_path, reason)."""
+    rollout = codex_rollout(tmp_path / "rollout.jsonl")
+    vault = memvault.open_vault()
+    end = {"hook_event_name": "SessionEnd", "session_id": "t1", "cwd": str(project / "api"),
+           "transcript_path": str(rollout), "reason": "other"}
+    answer, spawned = run_hook(vault, "codex", end)
+    assert answer == "" and spawned == ["upkeep"]
+    turns = {t.role: t for t in vault.recent("~/src/shop", kinds=["turn"])}
+    assert turns["user"].text == "Why does CI fail?" and turns["assistant"].extra["agent"] == "codex"
+    assert agent_sessions.UpkeepRequest("~/src/shop", "session-end") in list(agent_sessions._take_requests(vault.vault))
 
 
 def test_a_prompt_gets_the_memories_of_other_sessions_and_nothing_when_nothing_fits(vault_dir, project, tmp_path):
@@ -394,7 +412,8 @@ def test_setup_project_scope_codex_and_gemini(tmp_path, project, monkeypatch):
     codex = run_cli("setup", "codex")
     home = Path(os.environ["HOME"])
     hooks_json = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
-    assert sorted(hooks_json) == ["PreCompact", "SessionStart", "Stop", "UserPromptSubmit"]
+    assert sorted(hooks_json) == ["PreCompact", "SessionEnd", "SessionStart", "Stop", "UserPromptSubmit"]
+    assert hooks_json["SessionEnd"][0]["hooks"][0]["timeout"] == 3  # Codex's cap for SessionEnd (it warns above)
     assert "codex mcp add memvault --" in codex.stderr and "/hooks" in codex.stderr
     assert run_cli("setup", "gemini").exit_code == 0
     gemini = json.loads((home / ".gemini" / "settings.json").read_text())

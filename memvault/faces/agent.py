@@ -276,12 +276,12 @@ def _invoke(argv: list[str]) -> int:
 
 
 _app = None  # the CLI's typer app, handed over by the `agent` command (agent.py does not import the CLI)
+_click_command = None
 
 
 def in_agent() -> bool:
     """Whether this process is a vault's agent (a command runs in it, and must not end the process)."""
     return _app is not None
-_click_command = None
 
 
 def _command():

@@ -35,7 +35,8 @@ from memvault.faces import hook_client
 EVENTS: dict[str, dict[str, str]] = {
     "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "Stop": "stop", "PreCompact": "compact",
                     "SessionEnd": "end"},
-    "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "Stop": "stop", "PreCompact": "compact"},
+    "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "Stop": "stop", "PreCompact": "compact",
+              "SessionEnd": "end"},  # Codex dispatches SessionEnd from 0.146 (root sessions only)
     "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "AfterAgent": "stop", "PreCompress": "compact",
                "SessionEnd": "end"},
 }

@@ -25,11 +25,14 @@ from memvault.errors import UsageError
 # Each agent's events memvault answers (faces/hooks.py EVENTS) and how its settings take a hook.
 HOOK_EVENTS = {
     "claude-code": ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"),
-    "codex": ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact"),
+    "codex": ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"),
     "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd"),
 }
 # The agent's own time limit for one hook run: a backstop only (memvault keeps to hook_timeout itself).
 AGENT_TIMEOUT_S = 10
+# Where an agent caps an event's limit lower (it warns at every start about a higher one): Codex runs
+# SessionEnd within its shutdown, at most 3 s. memvault answers a write at once and does it in the background.
+CAPPED_TIMEOUT_S = {("codex", "SessionEnd"): 3}
 MCP_NAME = "memvault"
 BACKUP_SUFFIX = ".memvault.bak"
 
@@ -151,7 +154,10 @@ def merge_hooks(data: dict, agent: str, hook: dict | None) -> tuple[dict, int, i
         for event in HOOK_EVENTS[agent]:
             if not isinstance(hooks.get(event), list):
                 hooks[event] = []
-            hooks[event].append({"hooks": [dict(hook)]})
+            mine = dict(hook)
+            if (agent, event) in CAPPED_TIMEOUT_S and "timeout" in mine:
+                mine["timeout"] = CAPPED_TIMEOUT_S[agent, event]
+            hooks[event].append({"hooks": [mine]})
             added += 1
     if isinstance(data.get("hooks"), dict) and not data["hooks"]:
         del data["hooks"]
