@@ -78,8 +78,16 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
     hook_env = {"MEMVAULT_DIR": str(vault), "MEMVAULT_LLM_BASE_URL": refused_url()}
     setup = run_memvault("setup", "claude-code", env=hook_env)
     assert setup.returncode == 0, setup.stderr
-    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    settings_file = home / ".claude" / "settings.json"
+    settings = json.loads(settings_file.read_text())
     assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(f"--vault {vault} hook claude-code")
+    # What is tested is the memory's way, on a machine that may be loaded: claude's own limit on a hook run
+    # (setup's 10 s backstop) and memvault's hook_timeout are raised (the speed is bench/hooks.py's).
+    for groups in settings["hooks"].values():
+        for group in groups:
+            for hook in group["hooks"]:
+                hook["timeout"] = 90
+    settings_file.write_text(json.dumps(settings))
 
     fake_anthropic.default = "Noted."
     env = {key: os.environ[key] for key in ("PATH", "PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
@@ -88,7 +96,7 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
     env.update(HOME=str(home), ANTHROPIC_BASE_URL=fake_anthropic.base_url, ANTHROPIC_API_KEY="sk-test",
                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
                MEMVAULT_LLM_BASE_URL=hook_env["MEMVAULT_LLM_BASE_URL"],  # hooks take memvault's settings from here
-               MEMVAULT_HOOK_TIMEOUT="8")  # what is tested is the memory's way, on a loaded machine (speed: bench/hooks.py)
+               MEMVAULT_HOOK_TIMEOUT="60")
     try:
         first = claude(claude_bin, "My favourite city is Lisbon.", project / "src", env)
         assert first.returncode == 0 and first.stdout.strip() == "Noted.", first.stderr
@@ -122,7 +130,7 @@ def test_claude_code_remembers_across_sessions_through_memvaults_hooks(claude_bi
     session2 = [request_text(body) for body in fake_anthropic.requests[asked:]]
     assert any("What is my favourite city?" in text for text in session2)
     injected = [text for text in session2 if "<memory>" in text and "My favourite city is Lisbon." in text]
-    assert injected, session2[-1][-3000:]
-    assert "UserPromptSubmit hook additional context" in injected[0]
     log = vault / ".memvault" / "hook.log"
+    assert injected, (log.read_text() if log.exists() else "no hook.log") + "\n" + session2[-1][-2000:]
+    assert "UserPromptSubmit hook additional context" in injected[0]
     assert "a bug" not in (log.read_text() if log.exists() else "")
