@@ -36,7 +36,7 @@ def claude_bin() -> Path:
     (under a lock: two test processes may ask at once)."""
     given = os.environ.get("MEMVAULT_TEST_CLAUDE")
     if given:
-        return Path(given)
+        return runs(Path(given))
     exe = PREFIX / "node_modules" / ".bin" / "claude"
     PREFIX.mkdir(parents=True, exist_ok=True)
     with open(PREFIX.parent / "claude-code.lock", "w") as lock:
@@ -52,6 +52,18 @@ def claude_bin() -> Path:
             if done.returncode != 0 or not exe.exists():
                 said = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 pytest.skip(f"npm could not install @anthropic-ai/claude-code (registry unreachable?): {said}")
+    return runs(exe)
+
+
+def runs(exe: Path) -> Path:
+    """exe, once `claude --version` answers (node missing or too old: skipped, saying so)."""
+    try:
+        done = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"the claude CLI at {exe} does not run: {exc}")
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"the claude CLI at {exe} does not run (exit {done.returncode}): {said}")
     return exe
 
 
