@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add agent chat clone conversations edit episodes export import learn log ls mcp models reconcile reindex restore review rm scrub search serve show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add agent chat clone conversations edit episodes export hook import learn log ls mcp models reconcile reindex restore review rm scrub search serve setup show stats summarize sync undo' -- "$cur"
             fi
             ;;
         add)
@@ -159,6 +159,11 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--all --conversation --format --help --include-deleted --json --output --since -c -h -o' -- "$cur"
+            fi
+            ;;
+        hook)
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help -h' -- "$cur"
             fi
             ;;
         import)
@@ -274,6 +279,14 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--conversation --help --host --max-body-mb --port -c -h' -- "$cur"
+            fi
+            ;;
+        setup)
+            case $prev in
+                --scope) _memvault_compgen -W 'user project' -- "$cur"; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--dry-run --help --json --remove --scope -h' -- "$cur"
             fi
             ;;
         show)

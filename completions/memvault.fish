@@ -88,6 +88,7 @@ complete -c memvault -n __memvault_needs_command -a conversations -d 'List the c
 complete -c memvault -n __memvault_needs_command -a edit -d 'Edit a memory in $VISUAL or $EDITOR (else vi), then validate, re-index and commit'
 complete -c memvault -n __memvault_needs_command -a episodes -d 'List a conversation\'s episodes: what happened, in order, each a title and a short narrative'
 complete -c memvault -n __memvault_needs_command -a export -d 'Take memories out: JSON lines for another vault or tool, or a markdown digest to read'
+complete -c memvault -n __memvault_needs_command -a hook -d 'Answer one hook event of a coding agent (its JSON on stdin): what the session should know at its start, the memories that fit a prompt, the exchange stored when a turn ends, the session closed as an episode when it ends'
 complete -c memvault -n __memvault_needs_command -a import -d 'Bring in a ChatGPT or Claude history, a folder of markdown notes, or a memvault export'
 complete -c memvault -n __memvault_needs_command -a learn -d 'Learn from the chat turns that were never learned from: a server stopped before its upkeep, a reply cut short, an LLM that was down'
 complete -c memvault -n __memvault_needs_command -a log -d 'History of memory changes, from git'
@@ -102,6 +103,7 @@ complete -c memvault -n __memvault_needs_command -a rm -d 'Remove memories: a so
 complete -c memvault -n __memvault_needs_command -a scrub -d 'Replace secrets already in the vault (API keys, tokens, passwords, private keys) with placeholders'
 complete -c memvault -n __memvault_needs_command -a search -d 'Search memories: hybrid retrieval, rerank, recency, diversity'
 complete -c memvault -n __memvault_needs_command -a serve -d 'Serve the vault as a memory proxy for OpenAI and Anthropic clients, and a memory API'
+complete -c memvault -n __memvault_needs_command -a setup -d 'Give a coding agent memvault\'s memory: its hooks (`memvault hook AGENT` at a session\'s start, at each prompt, when a turn ends, at compaction and at the session\'s end) and `memvault mcp`, merged into the agent\'s own settings file'
 complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: its front matter as a key list, then its text'
 complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
@@ -155,6 +157,7 @@ complete -c memvault -n '__memvault_using_command export' -l since -x -d 'Only m
 complete -c memvault -n '__memvault_using_command export' -l format -x -a 'jsonl markdown' -d 'jsonl (every front-matter key and the text; what import jsonl reads) or markdown (a digest per conversation)'
 complete -c memvault -n '__memvault_using_command export' -s o -l output -r -F -d 'Write to this file (whole or not at all) instead of stdout'
 complete -c memvault -n '__memvault_using_command export' -l json -d 'With --output: print what was written as JSON'
+
 
 complete -c memvault -n '__memvault_using_command import' -l conversation-prefix -x -d 'Put P before every imported conversation id (e.g'
 complete -c memvault -n '__memvault_using_command import' -l extract -d 'Then learn facts from the user turns with the LLM (resumable: run it again to go on)'
@@ -243,6 +246,11 @@ complete -c memvault -n '__memvault_using_command serve' -l host -x -d 'Address 
 complete -c memvault -n '__memvault_using_command serve' -l port -x -d 'Port to listen on (0: any free port)'
 complete -c memvault -n '__memvault_using_command serve' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation of the requests that name none'
 complete -c memvault -n '__memvault_using_command serve' -l max-body-mb -x -d 'Largest request body, in MB (413 above)'
+
+complete -c memvault -n '__memvault_using_command setup' -l scope -x -a 'user project' -d 'user: the agent\'s settings in your home folder, for every project; project: the project\'s own settings (the git root of the current folder)'
+complete -c memvault -n '__memvault_using_command setup' -l dry-run -d 'Print the change as a diff; write nothing'
+complete -c memvault -n '__memvault_using_command setup' -l remove -d 'Take memvault\'s hooks and MCP server out again, and nothing else'
+complete -c memvault -n '__memvault_using_command setup' -l json -d 'Print what was (or would be) changed as JSON'
 
 complete -c memvault -n '__memvault_using_command show' -l as-of -x -d 'The memory as the vault held it at this ISO 8601 date or time (an error if it did not)'
 complete -c memvault -n '__memvault_using_command show' -l raw -d 'Print the file\'s bytes as they are'

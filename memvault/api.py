@@ -32,7 +32,7 @@ from memvault.store.files import DEFAULT_CONVERSATION, Memory, option_time as _t
 # learning, reading, store), on purpose: a cold `memvault search` or `add` then loads only what that
 # command needs (`python -X importtime`), and `import memvault` loads none of it.
 
-__all__ = ["Memvault", "open_vault", "clone_vault"]
+__all__ = ["Memvault", "open_vault", "clone_vault", "project_folder"]
 
 Notice = Callable[[str], None]
 # Result classes that live with their operations, importable from here as before (loaded when asked for).
@@ -83,6 +83,14 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
 
     root = Path(path).expanduser() if path is not None else default_vault_path()
     return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
+
+
+def project_folder(cwd: str | Path) -> Path:
+    """The project a coding agent works in from `cwd`: the git work tree holding it, else cwd itself
+    (`memvault setup --scope project` writes there; docs/design.md, "Coding agents")."""
+    from memvault.learning.agent_sessions import project_root
+
+    return project_root(Path(cwd))
 
 
 class Memvault:
@@ -551,6 +559,85 @@ class Memvault:
         clock = _time(now, "now") or files.utcnow()
         chat.clear_session(self._vault, conversation, clock)
         self.close_episodes(conversation, end="session-clear", now=clock, command="chat")
+
+    # -- coding agents (docs/design.md, "Coding agents"; learning/agent_sessions.py) ----------
+    def project_conversation(self, cwd: str | Path) -> str:
+        """The conversation of a coding agent working in `cwd`: the `project_conversations` setting's entry
+        for the deepest folder holding it, else its project (git root, else the folder), `~/...` under
+        the home folder."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.project_conversation(self.settings, cwd)
+
+    def agent_context(self, conversation: str, *, max_tokens: int | None = None,
+                      now: datetime | str | None = None):
+        """What a coding agent is told when its session starts: the conversation's rolling summary, open
+        decisions, recent episodes and notes, then every project's decisions and notes, newest first, within
+        max_tokens (None: the hook_context_tokens setting). No model, no index. Returns
+        agent_sessions.AgentContext (its `text` "" when the vault holds nothing for it)."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.context_for(self._vault, conversation, max_tokens, _time(now, "now") or files.utcnow())
+
+    def prompt_context(self, prompt: str, *, conversation: str = DEFAULT_CONVERSATION, agent: str | None = None,
+                       session: str | None = None, top_k: int | None = None, now: datetime | str | None = None):
+        """The memories that fit a coding agent's prompt, as the chat's dated block: the conversation's and
+        `global`'s, the turns the agent's `session` stored left out (the agent has them); nothing when
+        nothing matches well enough (the search's relevance floor, its threshold). Returns
+        agent_sessions.PromptContext."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.prompt_context(self._vault, self._reader, prompt, conversation=conversation,
+                                             agent=agent, session=session, top_k=top_k,
+                                             now=_time(now, "now") or files.utcnow())
+
+    def store_exchange(self, *, conversation: str, agent: str, session: str | None = None,
+                       transcript: str | Path | None = None, cwd: str | Path | None = None, turn: str | None = None,
+                       prompt: str | None = None, reply: str | None = None, last_only: bool = True,
+                       learn: bool = True, close: str | None = None, now: datetime | str | None = None):
+        """Store a coding agent's exchange as two turns in one commit (the user's owing learning): read from
+        its `transcript` (the exchange of `turn`, else the last one; every one not stored yet without
+        last_only), else `prompt` and `reply` as given; `reply` (the agent's final text, as its hook gives
+        it) wins over the transcript's. An exchange this session stored already is not stored again.
+        Learning, and with `close` (an episode boundary: session-end, compact) the open episode's close,
+        are queued for `hook_upkeep`, which another process runs. Returns agent_sessions.StoredExchange."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.store_exchange(
+            self._vault, conversation=conversation, agent=agent, session=session, transcript=transcript, cwd=cwd,
+            turn=turn, prompt=prompt, reply=reply, last_only=last_only, learn=learn, close=close,
+            now=_time(now, "now") or files.utcnow(), warn=self._say)
+
+    def end_session(self, conversation: str, *, close: str = "session-end") -> None:
+        """Queue the close of the conversation's open episode (and the learning owed) for `hook_upkeep`."""
+        from memvault.learning import agent_sessions
+
+        files.check_conversation_id(conversation)
+        agent_sessions.queue_upkeep(self._vault, conversation, close)
+
+    def upkeep_waiting(self) -> bool:
+        """Whether upkeep a hook queued waits for `hook_upkeep`."""
+        from memvault.learning import agent_sessions
+
+        return agent_sessions.upkeep_waiting(self._vault)
+
+    def hook_upkeep(self, on_done: Callable[[str, Any], None] | None = None) -> int:
+        """Run the upkeep the hooks queued, unless another process runs it: for each conversation, learn from
+        its turns still owed learning, then close its episodes that have closed (the open one too when a
+        session ended or compacted). A model that is down leaves the turns waiting (the next upkeep, `learn`,
+        a serve or mcp start take them). on_done(conversation, result) after each. Returns how many
+        conversations were done."""
+        from memvault.learning import agent_sessions
+
+        def work(request) -> None:
+            caught = self.learn(request.conversation)
+            closed = self.close_episodes(request.conversation, end=request.close, now=files.utcnow(), command="hook")
+            if on_done is not None:
+                on_done(request.conversation, (caught, closed))
+
+        if not self.exists():
+            return 0
+        return agent_sessions.run_upkeep(self._vault, work)
 
     # -- looking over what was learned -------------------------------------------------------
     def review(self, conversation: str | None = None, *, limit: int | None = None) -> list:

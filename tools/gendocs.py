@@ -90,6 +90,13 @@ SETTING_HELP = {
     "share_repository": "true: a vault's first write may go into a folder that is a git repository tracking "
                         "other files (a project's code), every memory a commit of that project; false: refused, "
                         "nothing written.",
+    "hook_timeout": "Seconds a coding agent's hook (memvault hook) may take for the events the agent waits for "
+                    "(a session's start, a prompt); past it, nothing is injected and the hook log says so.",
+    "hook_context_tokens": "Tokens (about four characters each) of what a coding agent's session is told at its "
+                           "start: the project's summary, open decisions, recent sessions and notes.",
+    "project_conversations": "Which conversation a coding agent's project is: a table of folder = conversation "
+                             "(the deepest folder holding the agent's working folder wins); a folder not named is "
+                             "its own conversation, its git root written ~/... (environment: a JSON object).",
     "reconcile_mode": "How new facts are checked against known ones: pairs (one yes/no question per nearby "
                       "fact; best with small local models) or list (one call per message, the model gives "
                       "every nearby fact an ADD/UPDATE/DELETE/NONE event).",
@@ -300,7 +307,7 @@ def settings_rows() -> list[tuple[str, str, str]]:
             missing.append(f.name)
             continue
         value = f.default
-        shown = "unset" if value is None else ("true" if value is True else "false" if value is False else str(value))
+        shown = "unset" if value in (None, ()) else ("true" if value is True else "false" if value is False else str(value))
         rows.append((f.name, shown, SETTING_HELP[f.name]))
     if missing:
         raise SystemExit(f"gendocs: describe the setting(s) {', '.join(missing)} in SETTING_HELP in {__file__}")

@@ -279,6 +279,11 @@ _app = None  # the CLI's typer app, handed over by the `agent` command (agent.py
 _click_command = None
 
 
+def in_agent() -> bool:
+    """Whether this process is a vault's agent (a command runs in it, and must not end the process)."""
+    return _app is not None
+
+
 def _command():
     """The CLI's click command, as `memvault` builds it (typer's app(): typer.main.get_command), built
     once: typer makes it anew on every call of the app, 30 ms of each warm command."""

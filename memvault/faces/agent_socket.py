@@ -157,24 +157,52 @@ def ask(sidecar: Path, kind: str) -> dict | None:
         return read_message(conn)
 
 
-def start_agent(root: Path, idle_minutes: float | None = None) -> socket.socket | None:
-    """`agent = auto`: start the vault's agent in the background (detached: its own session, no
-    terminal, notices to .memvault/agent.log) and wait for it to listen; None if it does not."""
+def spawn_agent(root: Path, idle_minutes: float | None = None):
+    """Start the vault's agent in the background (detached: its own session, no terminal, notices to
+    .memvault/agent.log) without waiting for it; the Popen."""
     import subprocess
 
     sidecar = root / ".memvault"
     with open(sidecar / LOG_NAME, "ab") as log:
         os.chmod(sidecar / LOG_NAME, 0o600)
         idle = ["--idle", repr(idle_minutes)] if idle_minutes is not None else []
-        child = subprocess.Popen([sys.executable, "-m", "memvault", "--vault", str(root), "agent", *idle],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                 close_fds=True, cwd=str(root))
-    deadline = time.monotonic() + START_WAIT_S
+        return subprocess.Popen([sys.executable, "-m", "memvault", "--vault", str(root), "agent", *idle],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                close_fds=True, cwd=str(root))
+
+
+def agent_lock_held(sidecar: Path) -> bool:
+    """Whether an agent holds the vault's agent lock (it runs, or is starting and not listening yet)."""
+    import fcntl
+
+    try:
+        fd = os.open(sidecar / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def wait_for_agent(sidecar: Path, deadline: float, child=None) -> socket.socket | None:
+    """A connection to the agent once it listens, or None at `deadline` (time.monotonic) or when `child`
+    (the Popen that was to be it) ended without one listening."""
     while time.monotonic() < deadline:
         conn = connect(sidecar)
         if conn is not None:
             return conn
-        if child.poll() is not None and not (sidecar / SOCKET_NAME).exists():
+        if child is not None and child.poll() is not None and not (sidecar / SOCKET_NAME).exists():
             return None  # it could not start (another one won the race, or it failed: agent.log says)
-        time.sleep(0.05)
+        time.sleep(0.02)
     return None
+
+
+def start_agent(root: Path, idle_minutes: float | None = None) -> socket.socket | None:
+    """`agent = auto`: start the vault's agent in the background and wait for it to listen; None if it
+    does not."""
+    child = spawn_agent(root, idle_minutes)
+    return wait_for_agent(root / ".memvault", time.monotonic() + START_WAIT_S, child)

@@ -1639,6 +1639,116 @@ def serve(
         os._exit(0)  # as run() leaves: the native libraries' teardown is not waited for
 
 
+class CodingAgent(str, Enum):
+    claude_code = "claude-code"
+    codex = "codex"
+    gemini = "gemini"
+
+
+def _vault_root(state: State) -> Path:
+    from memvault.store.config import default_vault_path
+
+    return Path(os.path.abspath(state.vault_path if state.vault_path is not None else default_vault_path()))
+
+
+@app.command()
+def hook(
+    ctx: typer.Context,
+    agent: CodingAgent = typer.Argument(..., help="The coding agent whose hook event is on stdin."),
+) -> None:
+    """Answer one hook event of a coding agent (its JSON on stdin): what the session should know at its
+    start, the memories that fit a prompt, the exchange stored when a turn ends, the session closed as an
+    episode when it ends. Set up by `memvault setup AGENT`.
+
+    Never in the agent's way: exit 0 whatever happens, stdout only the hook's JSON (or nothing), a failure
+    one line in .memvault/hook.log, at most hook_timeout seconds for the events the agent waits for; the
+    vault's agent (started for it unless the agent setting is off) keeps it fast.
+    """
+    from memvault.faces import hooks
+
+    state = _state(ctx)
+    raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    _leave(hooks.run(agent.value, raw, _vault_root(state), lambda **notice: _open_with(state, **notice)))
+
+
+def _leave(code: int) -> None:
+    """End a hook's process at once, its answer written: the coding agent waits for the process to exit,
+    and ONNX Runtime's and LanceDB's teardown alone can take seconds (as `mcp` leaves). In the vault's
+    agent, the command just ends."""
+    from memvault.faces.agent import in_agent
+
+    if in_agent():
+        raise typer.Exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _open_with(state: State, notice) -> Any:
+    from memvault.api import open_vault
+
+    return open_vault(state.vault_path, notice=notice, **state.overrides)
+
+
+@app.command("hook-upkeep", hidden=True)
+def hook_upkeep(ctx: typer.Context) -> None:
+    """The learning and episode closing hooks queued (started by `memvault hook`, in the background)."""
+    from memvault.faces import hooks
+
+    state = _state(ctx)
+    _leave(hooks.upkeep(_vault_root(state), lambda **notice: _open_with(state, **notice)))
+
+
+class Scope(str, Enum):
+    user = "user"
+    project = "project"
+
+
+@app.command()
+def setup(
+    ctx: typer.Context,
+    agent: CodingAgent = typer.Argument(..., help="The coding agent to set up."),
+    scope: Scope = typer.Option(Scope.user, "--scope", help="user: the agent's settings in your home folder, for "
+                                                             "every project; project: the project's own settings "
+                                                             "(the git root of the current folder)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the change as a diff; write nothing."),
+    remove: bool = typer.Option(False, "--remove", help="Take memvault's hooks and MCP server out again, and "
+                                                        "nothing else."),
+    json_output: bool = json_option("Print what was (or would be) changed as JSON."),
+) -> None:
+    """Give a coding agent memvault's memory: its hooks (`memvault hook AGENT` at a session's start, at each
+    prompt, when a turn ends, at compaction and at the session's end) and `memvault mcp`, merged into the
+    agent's own settings file.
+
+    The user's own hooks and settings are kept; a second run changes nothing; the file as it was is kept
+    beside it (FILE.memvault.bak) before any change. Claude Code: ~/.claude/settings.json and ~/.claude.json
+    (--scope project: .claude/settings.json and .mcp.json); Codex: ~/.codex/hooks.json (MCP: the `codex mcp
+    add` command it prints); Gemini CLI: ~/.gemini/settings.json.
+    """
+    from memvault.api import project_folder
+    from memvault.faces import setup as agent_setup
+
+    state = _state(ctx)
+    vault_args = ["--vault", str(_vault_root(state))] if state.vault_path is not None or os.environ.get("MEMVAULT_DIR") \
+        else []
+    plan = agent_setup.plan(agent.value, scope.value, remove, agent_setup.memvault_command(vault_args),
+                            project_folder(Path.cwd()), Path.home())
+    if not dry_run:
+        agent_setup.apply(plan)
+    if json_output or state.json:
+        emit_json({**plan.to_json(), "dry_run": dry_run})
+        return
+    for change in plan.files:
+        if dry_run and change.changed:
+            typer.echo(change.diff(), nl=False)
+        verb = ("would change" if dry_run else "changed") if change.changed else "unchanged"
+        backup = f" (the old one kept as {agent_setup.backup_path(change.path).name})" \
+            if change.changed and change.before is not None and not dry_run else ""
+        info(ctx, f"memvault: {change.path}: {verb}: {'; '.join(change.said)}{backup}")
+    for note in plan.notes:
+        info(ctx, f"memvault: {note}")
+
+
 class AgentAction(str, Enum):
     start = "start"
     status = "status"

@@ -177,7 +177,12 @@ def _run_there(conn: socket.socket, argv: list[str]) -> int | None:
 
 
 def main() -> None:
-    """The `memvault` command: warm when an agent carries it out, else the CLI itself."""
+    """The `memvault` command: warm when an agent carries it out, else the CLI itself; a coding agent's
+    hook its own way (hook_client.py: a time limit, the agent started for it, never in the way)."""
+    if command_of(sys.argv[1:]) == "hook":
+        from memvault.faces import hook_client
+
+        sys.exit(hook_client.main(sys.argv[1:]))
     code = handed_over(sys.argv[1:])
     if code is not None:
         sys.exit(code)

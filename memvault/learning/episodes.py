@@ -22,7 +22,9 @@ from memvault.store import files
 from memvault.store.files import Memory
 from memvault.learning.sessions import ended_at, open_turns  # where a chat and learning find the open episode
 
-BOUNDARIES = ("time-gap", "topic-shift", "session-clear", "import", "closed")
+# session-end and compact: a coding agent's session ended, or compacted its context (agent_sessions.py)
+BOUNDARIES = ("time-gap", "topic-shift", "session-clear", "import", "closed", "session-end", "compact")
+KEPT_CUTS = ("session-clear", "closed", "import", "session-end", "compact")  # what a rebuild cuts again
 # Topic shifts (bench/episode_boundaries.py on LoCoMo; bench/README.md, "Episodes"): the mean
 # embedding of TOPIC_WINDOW turns before a point against the TOPIC_WINDOW after it, a cut where the
 # cosine is below TOPIC_THRESHOLD, the lowest first, no episode shorter than MIN_EPISODE_TURNS.
@@ -465,7 +467,7 @@ def rebuild(vault, cfg, conversation: str, *, dry_run: bool = False, now: dateti
     if not covered:
         return out
     forced = [(ended_at(e) + timedelta(microseconds=1), e.extra.get("boundary"))
-              for e in old if e.extra.get("boundary") in ("session-clear", "closed", "import") and e is not last]
+              for e in old if e.extra.get("boundary") in KEPT_CUTS and e is not last]
     out.segments = segment(covered, turn_vectors(vault.index, conversation, covered),
                            gap=timedelta(minutes=vault.settings.soft_decay_minutes), cuts=forced,
                            end=last.extra.get("boundary") or "closed")

@@ -126,7 +126,7 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
     # As of a moment: the live files and the tombstones (deleted after it is held then).
     looks = (False, True) if as_of is not None else (deleted,)
     for folder, look in ((folder, look) for folder in folders for look in looks):
-        for path, folder_role in _candidates(folder, look):
+        for path, folder_role in _candidates(folder, look, wanted):
             if folder_role is not None and folder_role not in wanted:
                 continue
             match = _STAMPED.match(path.name)
@@ -153,10 +153,13 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
         yield files.as_held(memory, as_of) if as_of is not None else memory
 
 
-def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
+def _candidates(conversation_dir: Path, deleted: bool = False,
+                wanted: set[str] | None = None) -> Iterable[tuple[Path, str | None]]:
     """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
     under deleted/, summaries still left out), with the role their folder stands for (None for a
-    folder below one of those); none outside the kind folders."""
+    folder below one of those); none outside the kind folders. wanted: the roles asked for; a role folder of
+    another role is not walked (the caller passes its files over unread anyway: a coding agent's turns in a
+    conversation of thousands of facts are looked for in turns/ alone)."""
     if deleted:
         conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
@@ -167,6 +170,8 @@ def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple
         if not rel:
             dirs[:] = [d for d in dirs if d not in (files.DELETED, "summaries")]
         dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if wanted is not None:
+            dirs[:] = [d for d in dirs if _FOLDER_ROLES.get(rel + (d,), next(iter(wanted), None)) in wanted]
         role = _FOLDER_ROLES.get(rel)
         if not files.in_kind_folder((files.ENTRIES, "c", *rel, "x.md")):
             continue  # not a memory until `reindex` moves it into place (files.in_kind_folder)

@@ -67,6 +67,12 @@ class Settings:
     # Let a vault's first write go into a git repository that already tracks other files (a project's
     # code): memvault would commit every memory into that project's history (store/vault.py).
     share_repository: bool = False
+    # A coding agent's hooks (`memvault hook`, memvault/faces/hooks.py): the hard time limit of one hook
+    # call, the tokens a session's start is given, and which conversation a project's folder is
+    # (pairs of a folder and a conversation id; a folder not named is its own conversation).
+    hook_timeout: float = 2.0
+    hook_context_tokens: int = 1000
+    project_conversations: tuple = ()
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -91,6 +97,8 @@ BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "max_session_tokens": (100, None),
     "lock_timeout": (1.0, None),
     "agent_idle_minutes": (0.01, None),
+    "hook_timeout": (0.1, None),
+    "hook_context_tokens": (0, None),
 }
 
 # Allowed values of string keys that are a choice.
@@ -103,7 +111,14 @@ CHOICES: dict[str, tuple[str, ...]] = {
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 
 
+# Settings that are a table (memvault.toml: `[project_conversations]`, "folder" = "conversation"; the
+# environment: a JSON object), kept as sorted (key, value) pairs of strings.
+TABLES = {"project_conversations"}
+
+
 def _base_type(name: str) -> type:
+    if name in TABLES:
+        return tuple
     annotation = str(FIELDS[name].type)
     for kind in (bool, int, float, str):
         if annotation.startswith(kind.__name__):
@@ -132,6 +147,8 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise SettingsError(f"unknown setting '{name}' in {origin} (known: {known})")
     kind = _base_type(name)
     bad = f"invalid value {value!r} for setting '{name}' in {origin}"
+    if kind is tuple:
+        return _table(value, bad)
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         if _optional(name):
             return None
@@ -163,6 +180,23 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
     if name in CHOICES and value not in CHOICES[name]:
         raise SettingsError(f"{bad}: expected one of {', '.join(CHOICES[name])}")
     return value
+
+
+def _table(value: Any, bad: str) -> tuple:
+    """A table setting from TOML (a mapping) or the environment (a JSON object): sorted pairs of strings."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise SettingsError(f"{bad}: expected a JSON object of strings") from None
+    if isinstance(value, (tuple, list)) and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in value):
+        value = dict(value)
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and k and v
+                                                 for k, v in value.items()):
+        raise SettingsError(f"{bad}: expected a table of non-empty strings")
+    return tuple(sorted(value.items()))
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:
