@@ -30,11 +30,47 @@ _CURSOR = re.compile(r"^(\d{8}T\d{12}Z)\|(.+)$", re.DOTALL)
 
 class Page(list):
     """A page of memories (a list of files.Memory, in listing order) and `next_cursor`: the cursor
-    of the page after it, or None when this page is the last."""
+    of the page after it, or None when this page is the last; `marks`, what a line of it shows beside
+    each memory (read when first asked for)."""
 
-    def __init__(self, memories=(), next_cursor: str | None = None):
+    def __init__(self, memories=(), next_cursor: str | None = None, marks_of: Callable | None = None):
         super().__init__(memories)
         self.next_cursor = next_cursor
+        self._marks_of, self._marks = marks_of, None
+
+    @property
+    def marks(self) -> dict[str, list[str]]:
+        """{id: marks} for the memories of the page that carry any (MARKS, in that order)."""
+        if self._marks is None:
+            self._marks = self._marks_of(list(self)) if self._marks_of is not None else {}
+        return self._marks
+
+
+# What a listed memory may be marked with: `earlier` (something newer took its place: it was replaced, or
+# a proposal waiting for review would retire it: store/supersession.py), `review` (a learned fact not looked
+# over yet: `memvault review` lists it), `secret` (it holds a withheld secret's placeholder, section 18),
+# `deleted` (a tombstone).
+MARKS = ("earlier", "review", "secret", "deleted")
+
+
+def marks(vault, memories: list[Memory]) -> dict[str, list[str]]:
+    """The MARKS of these memories: the supersessions from the index's record (state.db), the rest from
+    the memories themselves."""
+    from memvault.store.secret_scan import PLACEHOLDER
+
+    superseded = {row["old_id"] for row in vault.index.supersessions()} if memories else set()
+    found: dict[str, list[str]] = {}
+    for memory in memories:
+        held = [
+            memory.id in superseded or bool(memory.is_deleted and memory.extra.get("replaced_by")),
+            files.is_learned(memory) and not memory.extra.get(files.REVIEWED) and not memory.is_deleted,
+            bool(PLACEHOLDER.search(memory.text)) or any(
+                isinstance(v, str) and PLACEHOLDER.search(v) for v in memory.extra.values()),
+            memory.is_deleted,
+        ]
+        if any(held):
+            found[memory.id] = [mark for mark, on in zip(MARKS, held) if on]
+    return found
 
 
 def cursor_after(memory: Memory) -> str:
@@ -188,6 +224,8 @@ def recent(vault, conversation: str | None = None, *, limit: int, roles, tags=()
     from memvault.store.state import owner_lookup
 
     with owner_lookup(vault.sidecar / "state.db") as owner_of:
-        return newest(vault.entries, conversation, limit=limit, roles=roles,
+        page = newest(vault.entries, conversation, limit=limit, roles=roles,
                       on_error=lambda exc: vault.say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
                       since=since, until=until, deleted=deleted, owner_of=owner_of, as_of=as_of, cursor=cursor)
+    page._marks_of = lambda memories: marks(vault, memories)
+    return page
