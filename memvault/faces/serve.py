@@ -43,7 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault import __version__
 from memvault.errors import MemvaultError, UsageError, answer_for
-from memvault.faces import routes_memories, routes_openai
+from memvault.faces import page_kit, routes_memories, routes_openai, routes_page, ui
 from memvault.faces.http import ApiError, as_api_error, error_body, json_response, refusal
 from memvault.faces.lifecycle import LongLived
 from memvault.faces.serving import GRACE_REQUESTS, Exchanges
@@ -52,7 +52,7 @@ from memvault.store import files, signals
 DEFAULT_PORT = 8100
 DEFAULT_MAX_BODY_MB = 8.0
 SWITCH_INTERVAL = 0.001  # seconds; proxy overhead 52 -> 49 ms (bench/serve.py, 10,000 memories)
-ROUTERS = (routes_openai.router, routes_memories.router)  # a new face on serve: one more router here
+ROUTERS = (routes_openai.router, routes_memories.router, routes_page.router)  # a new face on serve: one more router here
 
 
 @dataclass
@@ -79,7 +79,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.api_key and scope["path"] != "/health" and not self._authorized(headers.get("authorization", "")):
+        if self.api_key and scope["path"] != "/health" and not page_kit.handles(scope["path"]) \
+                and not self._authorized(headers.get("authorization", "")):  # the page asks for its key itself
             await self._send(send, 401, error_body(
                 "missing or wrong API key: send the header `Authorization: Bearer <key>` with the key set in "
                 "MEMVAULT_SERVE_API_KEY", "invalid_request_error", code="invalid_api_key"))
@@ -275,8 +276,10 @@ def run(life: LongLived, options: ServeOptions) -> None:
     settings = vault.settings
     if not signals.requested.is_set():
         notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
-               f"model {settings.llm_model} at {vault.llm_endpoint()})")
+               f"model {settings.llm_model} at {vault.llm_endpoint()}); the page at http://{shown}:{port}/")
+        ui.announce(vault.root, host, port)  # where `memvault ui` finds this vault's page
         server.run(sockets=[sock])
+        ui.withdraw(vault.root)
     said = exchanges.stop()  # the vault lock taken and kept (life.hold_lock)
     vault.close()
     notice(said)
