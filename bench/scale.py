@@ -16,6 +16,7 @@ largest / smallest size, on wall and on CPU time; the goal column is issue 20's.
     python bench/scale.py --quick                  # smoke: 60 and 200 memories in a temp folder
     python bench/scale.py --code /work/main        # another checkout's memvault (a before/after)
     python bench/scale.py --table bench/out/scale.json
+    python bench/scale.py --runs 9 --stat min      # the minimum of 9 interleaved runs (steadier under load)
 
 The measurements change the vaults a little (each round adds a memory and edits one by hand);
 nothing else. A vault an older memvault built keeps working (its state.json is carried over).
@@ -90,22 +91,33 @@ class Size:
         name = facts[(r * 7919 + 17) % len(facts)]
         return name.rsplit("__", 1)[1][:-3]
 
-    def round(self, r: int) -> None:
+    def round(self, r: int, only: set[str] | None = None) -> None:
+        def wanted(key: str) -> bool:
+            return only is None or key in only
+
         conversation, query = synth.QUERIES[r % len(synth.QUERIES)]
-        self.measure("search", [*self.vault, "-q", "search", "-c", conversation, query],
-                     lambda c: c.stdout.strip() != "")
-        self.measure("add", ["-q", *self.vault, "add", f"Dana noted scale memory number {r} on {synth.WEEKDAYS[r % 7]}."])
-        self.measure("reindex_noop", ["-q", *self.vault, "reindex", "--json"],
-                     lambda c: not json.loads(c.stdout)["added"] and not json.loads(c.stdout)["changed"])
-        perf.edit_one_file(self.root, r + 1000 * self.n)  # appended in place: same inode
-        self.measure("reindex_edit", ["-q", *self.vault, "reindex", "--json"],
-                     lambda c: len(json.loads(c.stdout)["changed"]) == 1)
-        self.measure("log_n20", [*self.vault, "log", "-n", "20"], lambda c: c.stdout.count("\n") >= 20)
+        if wanted("search"):
+            self.measure("search", [*self.vault, "-q", "search", "-c", conversation, query],
+                         lambda c: c.stdout.strip() != "")
+        if wanted("add"):
+            self.measure("add", ["-q", *self.vault, "add",
+                                 f"Dana noted scale memory number {r} on {synth.WEEKDAYS[r % 7]}."])
+        if wanted("reindex_noop"):
+            self.measure("reindex_noop", ["-q", *self.vault, "reindex", "--json"],
+                         lambda c: not json.loads(c.stdout)["added"] and not json.loads(c.stdout)["changed"])
+        if wanted("reindex_edit"):
+            perf.edit_one_file(self.root, r + 1000 * self.n)  # appended in place: same inode
+            self.measure("reindex_edit", ["-q", *self.vault, "reindex", "--json"],
+                         lambda c: len(json.loads(c.stdout)["changed"]) == 1)
+        if wanted("log_n20"):
+            self.measure("log_n20", [*self.vault, "log", "-n", "20"], lambda c: c.stdout.count("\n") >= 20)
         prefix = self.some_id(r)[:8]
-        self.measure("show_id", [*self.vault, "show", prefix], lambda c: prefix in c.stdout)
-        self.measure("log_id", [*self.vault, "log", prefix], lambda c: prefix in c.stdout)
+        if wanted("show_id"):
+            self.measure("show_id", [*self.vault, "show", prefix], lambda c: prefix in c.stdout)
+        if wanted("log_id"):
+            self.measure("log_id", [*self.vault, "log", prefix], lambda c: prefix in c.stdout)
         self.log(f"[{self.n:,}] round {r + 1}: " + ", ".join(
-            f"{k} {v[-1]['wall']:.2f}s/{v[-1]['cpu']:.2f}cpu" for k, v in self.samples.items()))
+            f"{k} {v[-1]['wall']:.2f}s/{v[-1]['cpu']:.2f}cpu" for k, v in self.samples.items() if v))
 
     def full_round(self, jsonl: str) -> None:
         c = perf.run([sys.executable, "-c", perf.RAW_EMBED, jsonl], self.env)
@@ -126,6 +138,8 @@ class Size:
     def result(self, built: dict) -> dict:
         out = {"built": built, "disk": self.disk()}
         for key, samples in self.samples.items():
+            if not samples:
+                continue
             out[key] = {field: perf.stats([s[field] for s in samples]) for field in ("wall", "cpu", "rss_mb", "load")}
         if self.full:
             per_s = [f["memories"] / f["wall"] for f in self.full]
@@ -137,15 +151,17 @@ class Size:
 
 
 # -- the table -------------------------------------------------------------------------------
-def table(report: dict) -> str:
+def table(report: dict, stat: str = "median") -> str:
+    """stat: each command's median or minimum over the rounds (the minimum of interleaved runs is what
+    the load of the moment moves least)."""
     sizes = sorted(report["sizes"], key=int)
     small, big = report["sizes"][sizes[0]], report["sizes"][sizes[-1]]
-    head = ["command (median; wall / CPU)", *[f"{int(s):,}" for s in sizes], "ratio wall / CPU", "goal", ""]
+    head = [f"command ({stat}; wall / CPU)", *[f"{int(s):,}" for s in sizes], "ratio wall / CPU", "goal", ""]
     rows = [head]
 
     def cell(r, key):
         m = r[key]
-        return f"{m['wall']['median']:.2f} s / {m['cpu']['median']:.2f} s"
+        return f"{m['wall'][stat]:.2f} s / {m['cpu'][stat]:.2f} s"
 
     built = [report["sizes"][s]["built"] for s in sizes]
     rows.append(["`add --jsonl` of the whole vault (build)",
@@ -154,18 +170,21 @@ def table(report: dict) -> str:
                  " memory", "<= 800 MB at 100,000",
                  verdict(built[-1]["rss_mb"] <= 800) if int(sizes[-1]) >= 100_000 else ""])
     for key, label, goal, kind, limit in COMMANDS:
-        wall = big[key]["wall"]["median"] / small[key]["wall"]["median"]
-        cpu = big[key]["cpu"]["median"] / small[key]["cpu"]["median"]
+        if key not in big or key not in small:
+            continue  # not measured (--only)
+        wall = big[key]["wall"][stat] / small[key]["wall"][stat]
+        cpu = big[key]["cpu"][stat] / small[key]["cpu"][stat]
         if kind == "ratio":
             ok = verdict(min(wall, cpu) <= limit)
         elif kind == "abs":
-            ok = verdict(all(report["sizes"][s][key]["wall"]["median"] < limit for s in sizes))
+            ok = verdict(all(report["sizes"][s][key]["wall"][stat] < limit for s in sizes))
         else:
             ok = ""
         rows.append([label, *[cell(report["sizes"][s], key) for s in sizes], f"{wall:.2f}x / {cpu:.2f}x", goal, ok])
-    rows.append(["peak RSS of `search`", *[f"{report['sizes'][s]['search']['rss_mb']['median']:.0f} MB" for s in sizes],
-                 f"{big['search']['rss_mb']['median'] / small['search']['rss_mb']['median']:.2f}x", "<= 600 MB",
-                 verdict(big["search"]["rss_mb"]["median"] <= 600)])
+    if "search" in big and "search" in small:
+        rows.append(["peak RSS of `search`", *[f"{report['sizes'][s]['search']['rss_mb']['median']:.0f} MB" for s in sizes],
+                     f"{big['search']['rss_mb']['median'] / small['search']['rss_mb']['median']:.2f}x", "<= 600 MB",
+                     verdict(big["search"]["rss_mb"]["median"] <= 600)])
     if all("full" in report["sizes"][s] for s in sizes):
         rows.append(["`reindex --full` throughput vs raw fastembed",
                      *[f"{report['sizes'][s]['full']['per_s']['median']:.0f}/s vs "
@@ -175,14 +194,16 @@ def table(report: dict) -> str:
     rows.append(["on disk: `.memvault`, `.git`",
                  *[f"{report['sizes'][s]['disk']['sidecar_mb']:.0f} MB, {report['sizes'][s]['disk']['git_mb']:.0f} MB"
                    for s in sizes], "", "", ""])
-    loads = [report["sizes"][s]["search"]["load"]["median"] for s in sizes]
+    first = next(key for key, *_ in COMMANDS if key in big)
+    loads = [report["sizes"][s][first]["load"]["median"] for s in sizes]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     meta = report["meta"]
     lines.append("")
-    lines.append(f"{meta['date']}, commit {meta['commit']}, code {meta['code']}, {meta['runs']} rounds; load average "
-                 f"(1 min) during the searches: median {', '.join(f'{x:.1f}' for x in loads)}; "
+    lines.append(f"{meta['date']}, commit {meta['commit']}, code {meta['code']}, {meta['runs']} rounds "
+                 f"(interleaved, {stat} of each); load average "
+                 f"(1 min) during the {first} runs: median {', '.join(f'{x:.1f}' for x in loads)}; "
                  f"at start {meta['machine'].get('loadavg_at_start', ['?'])[0]:.1f}. A ratio goal passes on wall or "
                  "CPU time (the load stretches wall time unevenly).")
     return "\n".join(lines)
@@ -206,9 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke: 60 and 200 memories in a temp folder, 1 round")
     ap.add_argument("--out", type=Path, default=None, help="JSON report (default bench/out/scale[-quick].json)")
     ap.add_argument("--table", type=Path, metavar="JSON", help="only print the table of an earlier report")
+    ap.add_argument("--only", default=None, metavar="KEYS",
+                    help="measure only these commands, comma-separated: " + ", ".join(k for k, *_ in COMMANDS))
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="the table's figure per command: median (default) or minimum of the rounds")
     args = ap.parse_args(argv)
     if args.table:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
+        print(table(json.loads(args.table.read_text(encoding="utf-8")), args.stat))
         return 0
     sizes = [60, 200] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     runs = 1 if args.quick else args.runs
@@ -235,9 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         benches = [Size(n, vaults / f"vault-{n}", mv, env, log) for n in sizes]
         for bench in benches:  # warm: page cache, .pyc files, a record carried over (not measured)
             perf.run([*mv, *bench.vault, "-q", "search", "warm up"], env)
+        only = {k.strip() for k in args.only.split(",")} if args.only else None
         for r in range(runs):
             for bench in benches:
-                bench.round(r)
+                bench.round(r, only)
         for _ in range(args.full_runs):
             for bench in benches:
                 bench.full_round(built[bench.n]["jsonl"])
@@ -249,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     report["meta"]["machine"]["loadavg_at_end"] = os.getloadavg()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1), encoding="utf-8")
-    print(table(report))
+    print(table(report, args.stat))
     print(f"\nwrote {out}")
     return 0
 

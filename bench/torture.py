@@ -12,12 +12,15 @@ OpenAI-compatible server of tests/fake_llm.py for chat.
 1. Writers: N `memvault add` at once on one vault, racing `reindex --watch`, two `search`es and
    a file written by hand. Every add must exit 0 and its memory be a file, an index row and a
    commit; the tree clean; `git fsck --strict` silent.
-2. Kill trials on one long-lived vault (and on fresh vaults for creation): `add`, `reindex
+2. Kill trials on one long-lived vault (and on fresh vaults for creation): `add`, a 150-line
+   `add --jsonl` (cold, and carried out by `memvault agent`, which is the process killed), `reindex
    --full` and chat's post-reply upkeep are SIGKILLed at a random moment of their write phase
    (a seeded delay after the write began), a few at a random moment of their whole life. After
    each: no empty or half-written memory file, no temp file read as a memory; the next `add`
-   works (stale git and vault locks recovered); `reindex` then `reindex --check` exit 0; the
-   index holds exactly the files; search finds every memory whose command exited 0; git clean.
+   works (stale git and vault locks recovered, the killed change rolled back or forward); `reindex`
+   then `reindex --check` exit 0; the index holds exactly the files; search finds every memory whose
+   command exited 0; git clean. A killed `add --jsonl` left nothing or everything: the same command
+   run again stores each of its texts exactly once, and no commit calls its files hand edits.
 3. Hostile input: every case of the issue, each expecting one clear line on stderr naming the
    file or setting, the right exit code, no traceback and nothing written outside the vault.
 
@@ -104,6 +107,12 @@ class Figures:
     kills_landed: int = 0  # trials where SIGKILL arrived before the command finished
     finished_before_kill: int = 0
     kills_by_command: dict = field(default_factory=dict)
+    bulk_kills: int = 0  # add --jsonl (cold or the agent) killed mid-way
+    bulk_rolled_back: int = 0  # ... whose next command took the change back (nothing kept)
+    bulk_rolled_forward: int = 0  # ... whose next command finished it (everything committed)
+    bulk_before_writing: int = 0  # ... killed before its first file (nothing to settle)
+    bulk_texts_twice: int = 0  # texts the rerun stored a second time (must be 0)
+    bulk_hand_edit_commits: int = 0  # commits that took a killed change's files as hand edits (must be 0)
     stale_git_locks_recovered: int = 0
     stale_vault_locks_recovered: int = 0
     temp_files_left_and_ignored: int = 0
@@ -294,8 +303,12 @@ class Run:
                    "MEMVAULT_LLM_TIMEOUT": "30"}
         try:
             for trial in range(trials):
-                kinds = ["add", "reindex --full", "chat upkeep", "add (new vault)"]
-                kind = kinds[trial] if trial < len(kinds) else self.rng.choices(kinds, weights=[5, 2, 2, 1])[0]
+                kinds = ["add", "reindex --full", "chat upkeep", "add (new vault)", "add --jsonl", "agent add --jsonl"]
+                kind = kinds[trial] if trial < len(kinds) else \
+                    self.rng.choices(kinds, weights=[5, 2, 2, 1, 3, 3])[0]
+                if kind.endswith("add --jsonl"):
+                    self.bulk_trial(vault, trial, kind, spans)
+                    continue
                 # When in its life the kill lands: a random moment of the write phase (a seeded delay
                 # after the write began), of the whole process (imports included), or a random one
                 # of the risky steps (temp file written, file renamed, rows added, inside git...).
@@ -363,6 +376,94 @@ class Run:
         finally:
             llm.close()
 
+    def bulk_trial(self, vault: Path, trial: int, kind: str, spans: dict[str, float]) -> None:
+        """A 150-line `add --jsonl` killed mid-way, cold or inside the agent that carries it out: the next
+        command settles the change (nothing or everything), and the same command run again stores each
+        text exactly once; no commit takes the killed change's files as hand edits."""
+        lines = self.workdir / f"bulk-{trial}.jsonl"
+        texts = [f"memory {trial}.{i}: bulk line {i} of trial {trial} ({kind})" for i in range(150)]
+        lines.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+        mode = self.rng.choices(["write phase", "whole life", "risky step"], weights=[5, 2, 3])[0]
+        steps = [f"memvault/store/files.py:write_memory;{self.rng.randint(1, 150)}", "memvault/store/index.py:_apply",
+                 "memvault/store/state.py:write",
+                 f"memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;{self.rng.randint(1, 6)};"
+                 f"{self.rng.uniform(0, 0.015):.3f}"]
+        span = spans["add"] + 2.0
+        if mode == "risky step":
+            where = self.rng.choice(steps)
+        elif mode == "write phase":
+            where = f"memvault/store/vault.py:change;1;{self.rng.uniform(0, span):.3f}"
+        else:
+            where = f"+{self.rng.uniform(0, span + 3.0):.2f}s"
+        kill_env = {"KILL_AT": where} if mode != "whole life" else {}
+        head = git(vault, "rev-parse", "HEAD").strip()
+        agent = None
+        try:
+            if kind == "agent add --jsonl":
+                agent = spawn(vault, "agent", "--idle", "5", env=kill_env)
+                deadline = time.time() + 300
+                while "listening on" not in (line := agent.stderr.readline()):
+                    if not line or time.time() > deadline:
+                        self.fail(f"trial {trial}: the agent did not start: {agent.stderr.read()[-300:]}")
+                        return
+                proc = subprocess.Popen([sys.executable, "-m", "memvault", "--vault", str(vault), "-q", "add", "--jsonl",
+                                         str(lines)], env={**os.environ, "MEMVAULT_AGENT": "use"},
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                victim = agent
+            else:
+                proc = victim = spawn(vault, "-q", "add", "--jsonl", str(lines), env=kill_env)
+            if mode == "whole life":
+                time.sleep(float(where[1:-1]))
+                try:
+                    os.killpg(victim.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            out, err = proc.communicate(timeout=600)
+        finally:
+            if agent is not None:
+                stop_process(agent)
+            stop_process(proc)
+        landed = victim.returncode == -signal.SIGKILL
+        self.fig.kill_trials += 1
+        self.fig.kills_landed += landed
+        self.fig.finished_before_kill += not landed
+        self.fig.kills_by_command[kind] = self.fig.kills_by_command.get(kind, 0) + landed
+        if not landed and proc.returncode != 0:
+            self.fail(f"trial {trial} ({kind}) exited {proc.returncode}: {err.strip()[-300:]}")
+        # The agent killed after it took the command: the client says so (exit 1); before: it ran cold
+        if landed and agent is not None and not (proc.returncode == 1 and "ended while" in err or proc.returncode == 0):
+            self.fail(f"trial {trial} ({kind}): the client said {proc.returncode} {err.strip()[-300:]!r}")
+        if self.verbose:
+            self.say(f"trial {trial:3d} {kind:<16} {mode:<11} {where:<42} -> {'KILLED' if landed else 'finished'}")
+        self.temp_files |= self.intact(vault)
+        self.fig.temp_files_left_and_ignored = len(self.temp_files)
+        if landed:
+            self.fig.bulk_kills += 1
+            settled = cli(vault, "reindex")  # the next command, whatever it is, settles the change first
+            if settled.code != 0 or settled.crashed:
+                self.fail(f"trial {trial}: reindex after the kill exited {settled.code}: "
+                          f"{settled.crashed or settled.stderr.strip()[-300:]}")
+            self.fig.bulk_rolled_back += "took back the change" in settled.stderr
+            self.fig.bulk_rolled_forward += "finished the change" in settled.stderr
+            self.fig.bulk_before_writing += "took back" not in settled.stderr and "finished the change" not in settled.stderr
+        again = cli(vault, "-q", "add", "--jsonl", str(lines))  # the user runs the same command again
+        if again.code != 0 or again.crashed:
+            self.fail(f"trial {trial}: the rerun of add --jsonl exited {again.code}: "
+                      f"{again.crashed or again.stderr.strip()[-300:]}")
+        from memvault.store import files
+
+        stored = [files.read_memory(p, vault)[0].text for p in files.walk_entries(vault)]
+        twice = sum(stored.count(t) > 1 for t in texts)
+        self.fig.bulk_texts_twice += twice
+        if twice or not set(texts) <= set(stored):
+            self.fail(f"trial {trial} ({kind}): {twice} texts stored twice, {len(set(texts) - set(stored))} missing")
+        hand = [s for s in git(vault, "log", "--format=%s", f"{head}..HEAD").splitlines() if "hand edit" in s]
+        self.fig.bulk_hand_edit_commits += len(hand)
+        if hand:
+            self.fail(f"trial {trial} ({kind}): the killed change's files were committed as {hand[0]!r}")
+        self.expect(vault, *texts)
+        self.converges(vault)
+
     def after_kill(self, vault: Path, trial: int) -> None:
         from memvault.store import files
 
@@ -373,11 +474,12 @@ class Run:
         locks += list((git_dir / "refs").rglob("*.lock")) if (git_dir / "refs").is_dir() else []
         if (vault / ".memvault/lock").exists():
             self.fig.stale_vault_locks_recovered += 1
-        # A killed command leaves whole files only; whatever it left is kept from now on.
-        if vault.is_dir():
-            self.expect(vault, *(files.read_memory(p, vault)[0].text for p in files.walk_entries(vault)))
         if self.add(vault, f"memory: the command after trial {trial} works"):
             self.fig.stale_git_locks_recovered += len(locks)
+        # The next command settled the killed change (taken back, or finished when it had written
+        # everything); what is there now is kept from now on.
+        if vault.is_dir():
+            self.expect(vault, *(files.read_memory(p, vault)[0].text for p in files.walk_entries(vault)))
         self.converges(vault)
 
     # -- 3. hostile input ---------------------------------------------------------------------
@@ -631,6 +733,11 @@ def main() -> int:
         ("stale git locks recovered", f"{f.stale_git_locks_recovered}"),
         ("stale .memvault/lock recovered", f"{f.stale_vault_locks_recovered}"),
         ("temp files left by kills (never read)", f"{f.temp_files_left_and_ignored}"),
+        ("add --jsonl killed (cold or the agent)", f"{f.bulk_kills}: {f.bulk_rolled_back} taken back, "
+                                                   f"{f.bulk_rolled_forward} finished by the next command, "
+                                                   f"{f.bulk_before_writing} before its first file"),
+        ("  texts stored twice by the rerun", f"{f.bulk_texts_twice}"),
+        ("  killed files committed as hand edits", f"{f.bulk_hand_edit_commits}"),
         ("memories written", f"{f.memories_written}"),
         ("memories found", f"{f.memories_found}"),
         ("memories lost", f"{f.memories_lost}"),

@@ -68,6 +68,7 @@ def open_vault(path: str | Path | None = None, *, notice: Notice | None = None, 
         settle_for_long_life()  # before LanceDB and ONNX Runtime start their threads
     root = Path(path).expanduser() if path is not None else default_vault_path()
     vault = Vault.open(root, {k: v for k, v in overrides.items() if v is not None}, notice=notice)
+    vault.settle_interrupted()  # a change a killed memvault left half done: rolled back or forward first
     return Memvault(vault, watch=watch)
 
 

@@ -349,6 +349,39 @@ def test_an_agent_killed_mid_command_is_reported_and_nothing_is_half_written(vau
     assert not [p for p in vault_dir.rglob("*") if p.name.endswith((".tmp", ".lock")) and ".memvault" not in p.parts]
 
 
+def test_an_agent_killed_mid_add_jsonl_leaves_nothing_for_reindex_to_commit(vault_dir, tmp_path):
+    """SIGKILL of the agent half way through an 80-line `add --jsonl` (issue 44): the client says the next
+    command settles the change, and it does: `reindex` takes back the files the agent had written (no
+    "81 hand edits" commit), and the same add run again stores each text once."""
+    seed("My wife is Anne")
+    lines = tmp_path / "turns.jsonl"
+    texts = [f"Line {i} of 80: the heating was serviced on day {i}" for i in range(80)]
+    lines.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    proc = start_agent({"KILL_AT": "memvault/store/files.py:write_memory;40"})
+    try:
+        result = run_memvault("add", "--jsonl", str(lines), env=WARM)
+        proc.wait(timeout=30)
+    finally:
+        stop_process(proc)
+    assert result.returncode == 1 and b"ended while" in result.stderr, result.stderr
+    assert len(list((vault_dir / "entries/global/facts").glob("*.md"))) == 1 + 39  # what the kill left
+    reindex = run_memvault("reindex", env=COLD)
+    assert reindex.returncode == 0, reindex.stderr
+    subjects = subprocess.run(["git", "-C", str(vault_dir), "log", "--format=%s"], capture_output=True,
+                              text=True).stdout
+    assert "hand edit" not in subjects, subjects
+    assert b"took back the change `memvault add`" in reindex.stderr, reindex.stderr
+    listed = json.loads(run_memvault("ls", "--json", env=COLD).stdout)
+    assert [m["text"] for m in listed] == ["My wife is Anne"]
+    again = run_memvault("add", "--jsonl", str(lines), env=COLD)
+    assert again.returncode == 0, again.stderr
+    stored = [m["text"] for m in json.loads(run_memvault("ls", "--json", "-n", "200", env=COLD).stdout)]
+    assert sorted(stored) == sorted([*texts, "My wife is Anne"])
+    status = subprocess.run(["git", "-C", str(vault_dir), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+    assert b"takes back the one it had begun" in result.stderr  # what the client said, now true
+
+
 def test_agent_stop_ends_it_and_removes_its_socket(vault_dir):
     seed("My wife is Anne")
     started = run_memvault("agent", "start", "--idle", "10")

@@ -93,10 +93,13 @@ def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
     still_streaming = threading.Event()
     llm_env.push({"chunks": ["Let", " me", " think."], "hold": still_streaming})
     llm_env.default = '{"facts": []}'  # the upkeep's extraction, if it runs
-    chat = _memvault_in_background("chat", "Tell me about my week")
+    # The reply ends when the test sets still_streaming, not on a clock: the chat's LLM timeout (20 s in
+    # llm_env) is set far beyond any wait here, since a cold `add` on a loaded machine (a suite under
+    # `nohup ... &` at load 8) took longer than 20 s and the chat gave up on its reply.
+    chat = _memvault_in_background("chat", "Tell me about my week", env={"MEMVAULT_LLM_TIMEOUT": "900"})
     add = None
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300
         while not llm_env.requests:  # the reply has started streaming
             assert chat.poll() is None and time.time() < deadline, chat.stderr.read()
             time.sleep(0.05)

@@ -232,6 +232,64 @@ def test_kill_during_chat_upkeep_keeps_both_turns(vault_dir, llm_env):
     assert again.exit_code == 0, again.stderr
 
 
+def _jsonl(path: Path, n: int, what: str) -> list[str]:
+    texts = [f"memory {i}: the user {what} line {i} of {n}" for i in range(n)]
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return texts
+
+
+def _untracked_memories(vault_dir: Path) -> list[str]:
+    return [line for line in git(vault_dir, "status", "--porcelain", "--untracked-files=all", "entries").splitlines()
+            if line.endswith(".md")]
+
+
+def test_a_killed_add_jsonl_leaves_nothing_and_its_rerun_stores_each_text_once(vault_dir, tmp_path):
+    """SIGKILL half way through the writes of a 150-line `add --jsonl` (issue 44): the next command takes the
+    change back (docs/design.md, "Commits": a killed change), so the same command run again stores each text once,
+    in one commit, and no file of the killed run is left for a reindex to commit as hand edits."""
+    add("memory: the user keeps bees")
+    lines = tmp_path / "bulk.jsonl"
+    texts = _jsonl(lines, 150, "imported")
+    proc = start("add", "--jsonl", str(lines), env={"KILL_AT": "memvault/store/files.py:write_memory;60"})
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        stop_process(proc)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert len(_untracked_memories(vault_dir)) == 59  # what the kill left: whole files, not committed
+    assert_intact(vault_dir)
+    again = run_cli("add", "--jsonl", str(lines))
+    assert again.exit_code == 0, again.stderr
+    stored = [m.text for m in Vault(vault_dir).iter_memories()]
+    assert sorted(stored) == sorted([*texts, "memory: the user keeps bees"])  # each text once
+    assert "took back the change `memvault add`" in again.stderr and "59 file(s) it had written removed" in again.stderr
+    assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault add: 150 memories (global)"
+    assert_converges(vault_dir, set(texts))
+    assert "hand edit" not in git(vault_dir, "log", "--format=%s")
+
+
+def test_a_killed_add_jsonl_that_had_written_everything_is_committed_by_the_next_command(vault_dir, tmp_path):
+    """Killed once every line is written, inside its commit: the next command, whatever it is (a search),
+    finishes the change as the add's own commit; its rerun then finds every text stored."""
+    add("memory: the user keeps bees")
+    lines = tmp_path / "bulk.jsonl"
+    texts = _jsonl(lines, 40, "wrote down")
+    point = "memvault/store/gitrepo.py:commit_paths>c:_posixsubprocess.fork_exec;1;0.002"  # in git update-index
+    proc = start("add", "--jsonl", str(lines), env={"KILL_AT": point})
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        stop_process(proc)
+    assert proc.returncode == -signal.SIGKILL, err
+    found = run_cli("search", "--no-rerank", "line 7 of 40")
+    assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault add: 40 memories (global)"
+    assert git(vault_dir, "status", "--porcelain") == ""
+    assert found.exit_code == 0 and "finished the change `memvault add`" in found.stderr, found.stderr
+    again = run_cli("add", "--jsonl", str(lines))
+    assert again.exit_code == 0 and again.stderr.count("already stored") == 40, again.stderr
+    assert_converges(vault_dir, set(texts))
+
+
 def _old_lock(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"")

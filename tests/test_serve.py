@@ -878,9 +878,16 @@ def test_sigterm_mid_reply_and_mid_upkeep_exits_0_with_a_clean_tree(tmp_path):
 def test_sigint_and_sighup_stop_it_even_when_started_with_sigint_ignored(tmp_path, sig):
     """The rule of every long-running command (docs/design.md, "Stopping a long-running command"): SIGHUP
     stops it cleanly as SIGTERM does, and so does SIGINT, even when the server started with SIGINT
-    ignored (from a background job); started so explicitly, since SIGINT is what is tested."""
+    ignored (from a background job); started so explicitly, since SIGINT is what is tested. SIGHUP is set
+    to its default in the child: a pytest run under `nohup` hands it down ignored, and the server keeps it
+    so, as `nohup` asks."""
     env = server_env(tmp_path, "http://127.0.0.1:9/v1")
-    with serving(env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) as server:
+
+    def started_from_a_script() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+    with serving(env=env, preexec_fn=started_from_a_script) as server:
         assert server.health()["status"] == "ok"
         assert server.stop(sig, timeout=30) == 0, server.stderr()
     assert "memvault serve: stopped" in server.stderr()

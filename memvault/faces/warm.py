@@ -169,8 +169,9 @@ def _run_there(conn: socket.socket, argv: list[str]) -> int | None:
     except OSError:
         answer = None
     if answer is None:
-        raise AgentDied("the memvault agent (pid {}) ended while it carried out the command; whatever it "
-                        "had committed stays, nothing is half-written (see `memvault log`)".format(
+        raise AgentDied("the memvault agent (pid {}) ended while it carried out the command; the next memvault "
+                        "command finishes the change it had written whole or takes back the one it had begun, "
+                        "never leaves it half-done (see `memvault log`)".format(
                             peer_ids(conn)[0] if conn.fileno() >= 0 else "?"))
     return int(answer["exit"])
 

@@ -610,6 +610,30 @@ def edited_since_head(root: Path, paths: list[str]) -> list[str]:
     return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p) if status == 0 else []
 
 
+def unstage(root: Path, paths: list[str]) -> None:
+    """Set git's staging area back to HEAD for those of `paths` staged since (a change killed inside
+    its `git update-index`: journal.py), leaving whatever else is staged alone. One `diff-index`
+    (the index against HEAD's tree, whose cached trees spare the folders nothing changed in) and
+    one `update-index --index-info`, not a pathspec per path: a bulk add's 100,000 of them."""
+    if head_sha(root) is None:
+        return
+    wanted = set(paths)
+    out = _run(root, "diff-index", "--cached", "--no-renames", "-z", "HEAD", "--", ENTRIES_PATHSPEC)[1]
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    lines = []
+    for info, path in zip(fields[0::2], fields[1::2]):
+        if path not in wanted or not info.startswith(":"):
+            continue
+        src_mode, _dst_mode, src_sha, _dst_sha, status = info[1:].split(" ")
+        # Not in HEAD (added): mode 0 takes it out of the index; else HEAD's mode and blob go back
+        lines.append(f"0 {'0' * len(src_sha)}\t{path}" if status.startswith("A") else f"{src_mode} {src_sha}\t{path}")
+    if lines:
+        git_output(root, "update-index", "-z", "--index-info", input=b"".join(_encode(line) + b"\0" for line in lines))
+
+
+ENTRIES_PATHSPEC = "entries"
+
+
 def refresh_index(root: Path) -> None:
     """Bring git's stat data up to date (files touched or copied without a change): until then,
     git reports them as possibly changed."""

@@ -190,6 +190,8 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
         try:
             vault.sidecar.mkdir(exist_ok=True)
             with vault_lock(vault.lock_path, timeout=0, holder="search (index sync)") as got:
+                if got and watcher is not None:  # a killed writer's change, beside a long-lived process
+                    _settle_for_a_read(vault)
                 report = (index.take_in(paths) if paths else index.catch_up() if paths is None else None) \
                     if got else None
             if not got and changes is not None:
@@ -214,6 +216,18 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
             say(f"memvault: {len(report.adopted)} file(s) without front matter read as notes; "
                       "`memvault reindex` adds their front matter")
     return index
+
+
+def _settle_for_a_read(vault: Vault) -> None:
+    """A change a killed writer left half done, settled (journal.py) before a long-lived process reads:
+    its files would otherwise be searched as hand edits until the next write. A failure is said, and
+    the read goes on."""
+    from memvault.errors import MemvaultError
+
+    try:
+        vault.settle_interrupted(held=True)
+    except MemvaultError as exc:
+        vault.say(f"memvault: {exc}")
 
 
 def _worth_a_sync(changes: "Changes | None") -> bool:

@@ -181,21 +181,71 @@ class Vault:
             held.callback(self._writers.release)
             held.enter_context(vault_lock(self.lock_path, timeout=timeout, holder=command, on_wait=self.notice))
             self._init_repository()
+            self.settle_interrupted(held=True)
+            from memvault.store.journal import Journal
+
             change = Change(self, command, progress=progress, index=index)
+            change.journal = Journal(self.root, self.sidecar, command)
             try:
                 yield change
             finally:
-                if change.touched:
-                    change.index_pending(last=True)
-                    if commit and self.settings.enable_git_versioning:
-                        from memvault.store import gitrepo
+                try:
+                    if change.touched:
+                        git = commit and self.settings.enable_git_versioning
+                        head = None
+                        if git and change.journal.opened:
+                            from memvault.store import gitrepo
 
-                        change.commit_sha = gitrepo.commit_paths(self.root, change.commit_record(),
-                                                                 change.commit_paths())
+                            head = gitrepo.head_sha(self.root)
+                        record = change.commit_record() if git or change.journal.opened else None
+                        if change.journal.opened:
+                            # From here on a kill leaves a change the next command finishes, not one it takes back
+                            change.journal.done(record.subject, record.message(), git, head,
+                                                [self.relative(p) for p in change.accepted_paths])
+                        change.index_pending(last=True)
+                        if git:
+                            from memvault.store import gitrepo
+
+                            change.commit_sha = gitrepo.commit_paths(self.root, record, change.commit_paths())
+                except BaseException:
+                    change.journal.release()  # indexed or committed in part: the next command finishes it
+                    raise
+                change.journal.finish()
                 if change.withheld:
                     from memvault.store import secret_scan
 
                     self.say(secret_scan.notice(change.withheld, self.root))
+
+    def settle_interrupted(self, held: bool = False) -> None:
+        """A change a killed memvault process left half done (.memvault/change.journal) rolled back or
+        forward (journal.py), before anything else reads or writes: what every command does first
+        (api.open_vault; a write under the lock it takes; a long-lived process's index sync). held: the
+        caller holds the vault lock (a write: a change that cannot be settled refuses it); else the lock
+        is taken if free (a reader whose settling fails says so and reads on), and when it is not, its
+        holder settles first. One stat of .memvault/ when there is nothing to settle."""
+        from memvault.store import journal
+
+        if not journal.pending(self.sidecar):
+            return
+        if held:
+            try:
+                journal.settle(self, self.say)
+            except Exception as exc:  # noqa: BLE001 (LanceDB's, git's, the file system's: said in one line)
+                raise MemvaultError(f"a change a killed memvault process left could not be settled: "
+                                    f"{exc or type(exc).__name__}; nothing new was written (its record: "
+                                    f"{self.sidecar / journal.NAME})") from None
+            return
+        try:
+            with vault_lock(self.lock_path, timeout=0, holder="recovery") as got:
+                if got:
+                    journal.settle(self, self.say)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return  # a read-only vault: read as it is
+            self.say(f"memvault: a change a killed memvault process left could not be settled: {exc}")
+        except Exception as exc:  # noqa: BLE001 (the read goes on; the next write tries again)
+            self.say(f"memvault: a change a killed memvault process left could not be settled: "
+                     f"{exc or type(exc).__name__}")
 
     # -- reading -------------------------------------------------------------
     def iter_memories(
@@ -371,6 +421,11 @@ class Change:
     _pending: set[Path] = field(default_factory=set)  # written or removed, not indexed yet
     _indexed: int = 0
     _settled: set[Path] = field(default_factory=set)  # looked at for hand edits not committed yet
+    journal: Any = None  # journal.Journal: each file noted before it is written or removed (Vault.change)
+
+    def _before(self, path: Path) -> None:
+        if self.journal is not None:
+            self.journal.before(path)
 
     def index_pending(self, last: bool = False) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
@@ -408,6 +463,8 @@ class Change:
         from memvault.store import secret_scan
 
         secrets = secret_scan.withhold(self.vault, memory)  # the one door every memory file passes
+        path = path or (self.root / files.relative_path_for(memory))
+        self._before(path)
         try:
             written = files.write_memory(self.root, memory, path)
         except OSError as exc:
@@ -510,6 +567,7 @@ class Change:
             memory.extra["replaced_by"] = replaced_by
         target = files.deleted_path_for(self.root, old_path)
         self._write(memory, target)
+        self._before(old_path)
         old_path.unlink(missing_ok=True)
         if old_path in self.written_paths:
             self.written_paths.discard(old_path)  # written by this very change: nothing to record
@@ -539,6 +597,7 @@ class Change:
             target = target.with_name(old_path.name)
         self._write(memory, target)
         if old_path is not None and old_path != target:
+            self._before(old_path)
             old_path.unlink(missing_ok=True)
             self.written_paths.discard(old_path)
             self.removed_paths.add(old_path)
@@ -567,6 +626,7 @@ class Change:
         secrets = secret_scan.withhold(self.vault, memory)  # an old version that held a key comes back without it
         if secrets:
             content = files.render(memory)
+        self._before(path)
         try:
             files.atomic_write(path, content)
         except OSError as exc:
@@ -582,6 +642,7 @@ class Change:
 
     def take_out(self, memory: Memory, show: bool = True) -> None:
         """Remove a file a memvault commit added (undo): git history keeps it."""
+        self._before(memory.path)
         memory.path.unlink(missing_ok=True)
         self.written_paths.discard(memory.path)
         self.removed_paths.add(memory.path)
@@ -594,6 +655,7 @@ class Change:
         old = tombstone.path
         self.commit_hand_edits_first([old])
         self._write(tombstone, live_path)
+        self._before(old)
         old.unlink(missing_ok=True)
         self.removed_paths.add(old)
         self._pending.add(old)
