@@ -325,3 +325,25 @@ def test_every_page_model_is_its_definitions(vault_dir):
         in_path = set(re.findall(r"{(\w+)}", route))
         assert model.request.where["page"] == route
         assert set(model.model_fields) | in_path == model.request.expected("page"), route
+
+
+def test_memvault_ui_passes_over_a_record_left_by_a_serve_that_died(vault_dir, tmp_path):
+    """serve leaves .memvault/serve.json while it runs; one left by a killed serve (its process gone, or its
+    address not answering) must not send `memvault ui` to a dead address: it starts a serve instead."""
+    import subprocess
+    import sys
+
+    from memvault.faces import ui
+
+    seed("The user likes tea")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    ui.announce(vault_dir, "127.0.0.1", 9)
+    record = ui.record_path(vault_dir)
+    assert record.stat().st_mode & 0o777 == 0o600
+    record.write_text(record.read_text().replace(f'"pid": {__import__("os").getpid()}', f'"pid": {gone.pid}'))
+    assert ui.running(vault_dir) is None
+    ui.announce(vault_dir, "127.0.0.1", 9)  # a live process (this one), nothing answering at the address
+    assert ui.running(vault_dir) is None
+    ui.withdraw(vault_dir)
+    assert not record.exists()
