@@ -153,26 +153,29 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
                 and (as_of is None or files.held_at(memory, as_of))
                 and (after is None or (files.file_stamp(memory.created_at), memory.id) < after))
 
-    stamped: list[tuple[str, str, Path]] = []  # (time, id, path): the listing's order, ids from the names
-    read: dict[Path, Memory] = {}  # files read already (no time in their name)
+    # (time, id, folder, name): the listing's order, ids from the names. Folder and name stay strings until
+    # the file is read: a Path for each of 10,000 names was most of a page's time (bench/page.py).
+    stamped: list[tuple[str, str, str, str]] = []
+    read: dict[tuple[str, str], Memory] = {}  # files read already (no time in their name)
     # As of a moment: the live files and the tombstones (deleted after it is held then).
     looks = (False, True) if as_of is not None else (deleted,)
     for folder, look in ((folder, look) for folder in folders for look in looks):
-        for path, folder_role in _candidates(folder, look):
+        for here, name, folder_role in _candidates(folder, look):
             if folder_role is not None and folder_role not in wanted:
                 continue
-            match = _STAMPED.match(path.name)
+            match = _STAMPED.match(name)
             if match:
                 if (low is None or match.group(1) >= low) and (high is None or match.group(1) <= high):
-                    stamped.append((match.group(1), path.name[match.end():-3], path))
+                    stamped.append((match.group(1), name[match.end():-3], here, name))
                 continue
-            memory = _read(path, entries.parent, on_error)
+            memory = _read(Path(here, name), entries.parent, on_error)
             if memory is not None and memory.role in wanted:
-                read[path] = memory
-                stamped.append((files.file_stamp(memory.created_at), memory.id, path))
+                read[(here, name)] = memory
+                stamped.append((files.file_stamp(memory.created_at), memory.id, here, name))
     stamped.sort(reverse=True)
-    for _stamp, _id, path in stamped:
-        memory = read.get(path) or _read(path, entries.parent, on_error)
+    for _stamp, _id, here, name in stamped:
+        path = Path(here, name)
+        memory = read.get((here, name)) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
             continue
         owner = owner_of(memory.id) if owner_of is not None and not memory.is_deleted else None
@@ -185,10 +188,10 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
         yield files.as_held(memory, as_of) if as_of is not None else memory
 
 
-def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[Path, str | None]]:
+def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple[str, str, str | None]]:
     """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
-    under deleted/, summaries still left out), with the role their folder stands for (None for a
-    folder memvault does not write)."""
+    under deleted/, summaries still left out), as (folder, name), with the role their folder stands for
+    (None for a folder memvault does not write)."""
     if deleted:
         conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
@@ -201,9 +204,8 @@ def _candidates(conversation_dir: Path, deleted: bool = False) -> Iterable[tuple
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         role = _FOLDER_ROLES.get(rel)
         for name in names:
-            path = here / name
-            if files.is_memory_file(path):
-                yield path, role
+            if files.is_memory_name(name):
+                yield folder, name, role
 
 
 def _read(path: Path, root: Path, on_error) -> Memory | None:
