@@ -261,8 +261,7 @@ class Memvault:
              retry: Callable[[str], bool] | None = None, expected: str | None = None):
         """Change a memory: to `text` (the front matter kept), or in an editor (`$VISUAL`/`$EDITOR`
         unless `editor` is given) on a copy that must still be a valid memory. Indexed and committed.
-        expected (with text): the text it was written over; EditConflict when the memory holds another
-        now (a hand edit since). Returns manage.EditResult (memory, changed)."""
+        expected: the text written over (EditConflict if it changed since). Returns manage.EditResult."""
         from memvault.changing import manage
 
         if text is not None:
@@ -378,8 +377,7 @@ class Memvault:
         the result is a listing.Page, a list of the memories with `next_cursor`: None on the last
         page, else an opaque string that, given back as `cursor` with the same filters, returns
         the page after this one, exactly, also when many memories share one creation time. A
-        cursor no listing gave is a UsageError naming `cursor`. `marks`: per memory, what a listing
-        shows beside it (listing.MARKS: earlier, review, secret, deleted)."""
+        cursor no listing gave is a UsageError naming `cursor`. `marks`: listing.MARKS per memory."""
         from memvault.reading import listing
 
         if conversation is not None:
@@ -453,28 +451,19 @@ class Memvault:
         return [secret_scan.redact_history(self, entry.to_json()) for entry in entries]
 
     def details(self, id_or_prefix: str):
-        """A memory whole, as a page shows it (details.MemoryDetails): the memory (live, else its tombstone),
-        what replaced it, what it replaced or would retire, the proposals that would retire it, and its
-        story from git (`log ID`) with each commit's diff of its file."""
+        """One memory whole (details.MemoryDetails): links both ways, its story from git with each diff."""
         from memvault.reading import details
 
         return details.details(self._vault, id_or_prefix)
 
     def conversation(self, conversation: str = DEFAULT_CONVERSATION, *, episodes: int = 20):
-        """One conversation at a glance (overview.ConversationView): its memories counted by kind, its
-        rolling summary (stale when set aside), its newest `episodes` episodes, what waits for review."""
+        """One conversation at a glance (overview.ConversationView): counts, summary, episodes, review."""
         from memvault.learning import overview
 
-        files.check_conversation_id(conversation)
-        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
-            raise UsageError(f"episodes must be a whole number of at least 0, not {episodes!r}", params="episodes")
-        self._vault.require_existing()
         return overview.conversation(self._vault, conversation, episodes)
 
     def redact(self, text: str) -> str:
-        """For the faces: `text` with each secret the scanner finds as its placeholder (a file from before
-        secrets were withheld, a hand edit not taken in yet, git history): what a page may show. The text
-        as it is when the vault's secret_scan is off."""
+        """For the faces: `text` with each secret as its placeholder (stored_text: what a page may show)."""
         from memvault.store import secret_scan
 
         return secret_scan.stored_text(self._vault, text)

@@ -31,9 +31,14 @@ class ConversationView:
 
 def conversation(vault, conversation: str, episodes: int = 20) -> ConversationView:
     """`Memvault.conversation`: the view of one conversation (NotFound when the vault has none of it)."""
+    from memvault.errors import UsageError
     from memvault.learning import summaries
     from memvault.reading import browse, listing
 
+    files.check_conversation_id(conversation)
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
+        raise UsageError(f"episodes must be a whole number of at least 0, not {episodes!r}", params="episodes")
+    vault.require_existing()
     info = browse.conversation_info(vault, conversation)
     summary = summaries.summary_file(vault, info.id)
     view = ConversationView(info, summary, bool(summary is not None and summary.extra.get(summaries.STALE)))
