@@ -93,7 +93,7 @@ _memvault() {
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --quiet --vault --verbose --version -h -q -v' -- "$cur"
             else
-                _memvault_compgen -W 'add agent chat clone conversations edit episodes export hook import learn log ls mcp models reconcile reindex restore review rm scrub search serve setup show stats summarize sync undo' -- "$cur"
+                _memvault_compgen -W 'add agent chat clone conversations edit episodes export hook import learn log ls mcp models reconcile reindex restore review rm scrub search serve setup show stats summarize sync ui undo' -- "$cur"
             fi
             ;;
         add)
@@ -319,6 +319,14 @@ _memvault() {
             esac
             if [[ $cur == -* ]]; then
                 _memvault_compgen -W '--help --json --no-push --push-secrets --remote -h' -- "$cur"
+            fi
+            ;;
+        ui)
+            case $prev in
+                --host|--port) :; return ;;
+            esac
+            if [[ $cur == -* ]]; then
+                _memvault_compgen -W '--help --host --no-browser --port -h' -- "$cur"
             fi
             ;;
         undo)

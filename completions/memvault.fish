@@ -108,6 +108,7 @@ complete -c memvault -n __memvault_needs_command -a show -d 'Show one memory: it
 complete -c memvault -n __memvault_needs_command -a stats -d 'The vault in numbers: memories by kind and conversation, index, models, last commit, disk use'
 complete -c memvault -n __memvault_needs_command -a summarize -d 'Update the rolling summary, or --rebuild it from every entry'
 complete -c memvault -n __memvault_needs_command -a sync -d 'Keep one vault on several machines: commit hand edits, pull, merge, re-index, push'
+complete -c memvault -n __memvault_needs_command -a ui -d 'Open the vault\'s page in your browser: the timeline, search, one memory with its history, review, edit, remove, undo, conversations'
 complete -c memvault -n __memvault_needs_command -a undo -d 'Take back one memvault change, as a new commit'
 
 complete -c memvault -n '__memvault_using_command add' -s c -l conversation -x -a '(__memvault_conversations)' -d 'Conversation id'
@@ -269,5 +270,9 @@ complete -c memvault -n '__memvault_using_command sync' -l remote -x -d 'The git
 complete -c memvault -n '__memvault_using_command sync' -l no-push -d 'Pull and merge only; push nothing'
 complete -c memvault -n '__memvault_using_command sync' -l push-secrets -d 'Push even when the commits hold what looks like a secret (an API key, a password): it then leaves this machine for the remote and its backups, and must be rotated'
 complete -c memvault -n '__memvault_using_command sync' -l json -d 'Print what was pulled, pushed, re-indexed and resolved as JSON'
+
+complete -c memvault -n '__memvault_using_command ui' -l host -x -d 'Address for the serve it starts; any other than a loopback one needs MEMVAULT_SERVE_API_KEY'
+complete -c memvault -n '__memvault_using_command ui' -l port -x -d 'Port for the serve it starts (taken: any free one)'
+complete -c memvault -n '__memvault_using_command ui' -l no-browser -d 'Print the page\'s address only'
 
 complete -c memvault -n '__memvault_using_command undo' -l json -d 'Print what was done as JSON'

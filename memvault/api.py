@@ -273,14 +273,14 @@ class Memvault:
         return learn.learn_from_texts(self._learner("add"), texts, conversation, _time(now, "now"))
 
     def edit(self, id_or_prefix: str, text: str | None = None, *, editor: list[str] | None = None,
-             retry: Callable[[str], bool] | None = None):
+             retry: Callable[[str], bool] | None = None, expected: str | None = None):
         """Change a memory: to `text` (the front matter kept), or in an editor (`$VISUAL`/`$EDITOR`
         unless `editor` is given) on a copy that must still be a valid memory. Indexed and committed.
-        Returns manage.EditResult (memory, changed)."""
+        expected: the text written over (EditConflict if it changed since). Returns manage.EditResult."""
         from memvault.changing import manage
 
         if text is not None:
-            return manage.set_text(self._vault, id_or_prefix, text)
+            return manage.set_text(self._vault, id_or_prefix, text, expected=expected)
         return manage.edit(self._vault, id_or_prefix, editor=editor, retry=retry)
 
     def remove(self, ids: str | Iterable[str], now: datetime | None = None, *, reason: str | None = None
@@ -392,7 +392,7 @@ class Memvault:
         the result is a listing.Page, a list of the memories with `next_cursor`: None on the last
         page, else an opaque string that, given back as `cursor` with the same filters, returns
         the page after this one, exactly, also when many memories share one creation time. A
-        cursor no listing gave is a UsageError naming `cursor`."""
+        cursor no listing gave is a UsageError naming `cursor`. `marks`: listing.MARKS per memory."""
         from memvault.reading import listing
 
         if conversation is not None:
@@ -465,6 +465,24 @@ class Memvault:
 
         entries = self.log(id_or_prefix, limit=limit, max_changes=max_changes)
         return [secret_scan.redact_history(self, entry.to_json()) for entry in entries]
+
+    def details(self, id_or_prefix: str):
+        """One memory whole (details.MemoryDetails): links both ways, its story from git with each diff."""
+        from memvault.reading import details
+
+        return details.details(self._vault, id_or_prefix)
+
+    def conversation(self, conversation: str = DEFAULT_CONVERSATION, *, episodes: int = 20):
+        """One conversation at a glance (overview.ConversationView): counts, summary, episodes, review."""
+        from memvault.learning import overview
+
+        return overview.conversation(self._vault, conversation, episodes)
+
+    def redact(self, text: str) -> str:
+        """For the faces: `text` with each secret as its placeholder (stored_text: what a page may show)."""
+        from memvault.store import secret_scan
+
+        return secret_scan.stored_text(self._vault, text)
 
     def conversations(self) -> list:
         """Every conversation with its live memories counted by kind, its deleted ones, its newest

@@ -57,6 +57,11 @@ class AlreadyDeleted(MemvaultError):
     """The memory asked for is a tombstone: deleted already (a removal or edit of it has nothing to do)."""
 
 
+class EditConflict(MemvaultError):
+    """An edit written over a text the memory no longer holds (changed by hand or by another command since
+    it was read): names the file; nothing was written."""
+
+
 class LockTimeout(MemvaultError):
     """Another memvault process held the vault lock for too long."""
 
@@ -226,6 +231,7 @@ ERROR_TABLE: tuple[Row, ...] = (
     #   the failure                               exit  HTTP  OpenAI type           code                    retry  Anthropic type
     Row(IndexUnreadable,          Answer(1,    503,  "server_error",       "index_unreadable",     None,  "api_error")),
     Row(AlreadyDeleted,           Answer(1,    409,  _REFUSED,             "memory_deleted",       None,  _BAD)),
+    Row(EditConflict,             Answer(1,    409,  _REFUSED,             "edit_conflict",        None,  _BAD)),
     Row(NotFound,                 Answer(1,    404,  "not_found_error",    "memory_not_found",     None,  "not_found_error")),
     Row(LLMTimeout,               Answer(1,    504,  "upstream_error",     "upstream_timeout",     False, "timeout_error")),
     Row(LLMError,                 Answer(1,    400,  _REFUSED,             "upstream_refused",     None,  _BAD),

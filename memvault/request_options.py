@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-FACES = ("cli", "serve", "mcp")
+FACES = ("cli", "serve", "mcp", "page")  # page: the browser's (faces/routes_page.py)
 
 # The kinds of memory a user stores, and those a search or a listing may ask for (files.SEARCH_KINDS
 # maps each to its roles): the one list every face offers.
@@ -161,7 +161,7 @@ def _as_of(help_: str, **faces: Any) -> Option:
 def _memory_id(help_: str, **faces: Any) -> Option:
     return Option("id_or_prefix", help=help_, required=True, argument=True, metavar="ID", complete="memory",
                   faces={"cli": {"name": "memory_id"}, "serve": {"name": "memory_id"}, "mcp": {"name": "id"},
-                         **faces})
+                         "page": {"name": "memory_id"}, **faces})
 
 
 NOW_HELP = ("The clock for recency and for the times the query names (\"last week\"), ISO 8601: for scripts "
@@ -174,7 +174,7 @@ SEARCH = Request(
     call="search",
     options=(
         Option("query", help="What to look for, in words: a question or a few keywords.", required=True,
-               argument=True, faces={"cli": {"required": False}}),
+               argument=True, faces={"cli": {"required": False}, "page": {"required": False}}),
         Option("top_k", int, "How many results (default: the default_top_k setting).", ge=1,
                setting="default_top_k", flags=("-k", "--top-k"), faces={"serve": {"le": 1000}, "mcp": {"le": 50}}),
         _conversation("The conversation to search, plus global (default: global; not with all_conversations).",
@@ -206,8 +206,9 @@ SEARCH = Request(
         _as_of("Search what the vault held at this ISO 8601 date or time: memories created later left out, those "
                "deleted or replaced since included as they were."),
     ),
-    where={"cli": "memvault search", "serve": "POST /v1/memories/search", "mcp": "search_memory"},
-    own={"cli": ("ctx", "explain", "output_format", "queries", "json_output")},
+    where={"cli": "memvault search", "serve": "POST /v1/memories/search", "mcp": "search_memory",
+           "page": "GET /search"},
+    own={"cli": ("ctx", "explain", "output_format", "queries", "json_output"), "page": ("explain",)},
 )
 
 ADD = Request(
@@ -258,7 +259,7 @@ RECENT = Request(
                       mcp={"help": "Only this conversation; leave out for every conversation."}),
         Option("limit", int, "How many memories.", default=20, ge=1,
                faces={"cli": {"name": "max_count", "flags": ("-n", "--max-count"), "help": "Show at most N memories."},
-                      "serve": {"le": 1000}, "mcp": {"le": 200}}),
+                      "serve": {"le": 1000}, "mcp": {"le": 200}, "page": {"default": 50, "le": 500}}),
         _kinds("Only these kinds (default: every kind).",
                mcp={"name": "kind", "many": False, "help": "Only this kind; leave out for facts, notes and decisions."}),
         _tags("Only memories with these tags.", mcp="an agent asks for the newest"),
@@ -273,7 +274,7 @@ RECENT = Request(
         Option("cursor", help="The next page: the next_cursor the page before gave (with the same other options).",
                metavar="CURSOR"),
     ),
-    where={"cli": "memvault ls", "serve": "GET /v1/memories", "mcp": "recent_memories"},
+    where={"cli": "memvault ls", "serve": "GET /v1/memories", "mcp": "recent_memories", "page": "GET /"},
     own={"cli": ("ctx", "all_conversations", "json_output")},
 )
 
@@ -282,19 +283,20 @@ LOG = Request(
     options=(
         Option("id_or_prefix", help="Follow one memory (id or unique prefix), through its replacements.",
                argument=True, metavar="[ID]", complete="memory",
-               faces={"cli": {"name": "memory_id"}, "serve": {"name": "memory_id"}, "mcp": {"name": "id"}}),
+               faces={"cli": {"name": "memory_id"}, "serve": {"name": "memory_id"}, "mcp": {"name": "id"},
+                      "page": "a memory's page shows its story"}),
         Option("limit", int, "At most this many commits.", ge=1,
                faces={"cli": {"name": "max_count", "flags": ("-n", "--max-count")},
-                      "mcp": {"default": 20, "le": 500}}),
+                      "mcp": {"default": 20, "le": 500}, "page": {"default": 30, "le": 500}}),
         Option("since", help="Only commits after this date (git syntax, or ISO 8601).",
                faces={"mcp": "an agent pages by limit"}),
         Option("until", help="Only commits before this date (git syntax, or ISO 8601).",
                faces={"mcp": "an agent pages by limit"}),
         Option("max_changes", int, "At most this many changes shown per commit.", ge=1,
                faces={"cli": "-v and --json show every change, else the first few",
-                      "mcp": "the tool shows a fixed number"}),
+                      "mcp": "the tool shows a fixed number", "page": {"default": 20}}),
     ),
-    where={"cli": "memvault log", "mcp": "memory_history"},
+    where={"cli": "memvault log", "mcp": "memory_history", "page": "GET /changes"},
     own={"cli": ("ctx", "json_output")},
 )
 
@@ -307,7 +309,8 @@ REVIEW = Request(
                faces={"cli": {"name": "max_count", "flags": ("-n", "--max-count"), "help": "List at most N."},
                       "serve": {"le": 1000}, "mcp": {"default": 20, "le": 200}}),
     ),
-    where={"cli": "memvault review", "serve": "GET /v1/memories/review", "mcp": "review_memories"},
+    where={"cli": "memvault review", "serve": "GET /v1/memories/review", "mcp": "review_memories",
+           "page": "GET /review"},
     own={"cli": ("ctx", "memory_ids", "keep", "reject", "text", "reason", "json_output")},
 )
 
@@ -329,11 +332,13 @@ DELETE = Request(
                faces={"cli": {"name": "memory_ids"},
                       "serve": {"name": "memory_id", "many": False, "help": "The memory's id, or a unique prefix."},
                       "mcp": {"name": "id", "many": False, "help": "The memory's id, or a unique prefix of at "
-                                                                  "least 4 characters."}}),
+                                                                  "least 4 characters."},
+                      "page": {"name": "memory_id", "many": False, "help": "The memory's id."}}),
         Option("now", help="The moment of the deletion.", faces=library_only("the clock of tests")),
         Option("reason", help="Why, in a few words; kept with the deleted memory (deleted_note)."),
     ),
-    where={"cli": "memvault rm", "serve": "DELETE /v1/memories/{memory_id}", "mcp": "delete_memory"},
+    where={"cli": "memvault rm", "serve": "DELETE /v1/memories/{memory_id}", "mcp": "delete_memory",
+           "page": "POST /memory/{memory_id}/remove"},
     own={"cli": ("ctx", "json_output")},
 )
 
@@ -392,4 +397,65 @@ CHAT = Request(
     own={"cli": ("ctx", "message", "context", "clear", "json_output")},
 )
 
-REQUESTS = (SEARCH, ADD, RECENT, LOG, REVIEW, GET, DELETE, SUMMARY, STATS, CHAT)
+# -- what the page asks (faces/routes_page.py); the CLI's commands for these take their options by hand ---------
+
+DETAILS = Request(
+    call="details",
+    options=(_memory_id("The memory's id, or a unique prefix of at least 4 characters."),),
+    where={"page": "GET /memory/{memory_id}"},
+)
+
+EDIT = Request(
+    call="edit",
+    options=(
+        _memory_id("The memory's id, or a unique prefix of at least 4 characters."),
+        Option("text", help="The memory's new text (its front matter is kept).",
+               faces={"page": {"required": True}}),
+        Option("editor", many=True, help="The editor command (default: $VISUAL, else $EDITOR).",
+               faces={**library_only("the CLI's $VISUAL or $EDITOR"), "page": "a page edits in its own text box"}),
+        Option("retry", help="Asked after an edit that did not validate: open the editor again?", faces=_CALLBACK),
+        Option("expected", help="The text the new one was written over: refused when the memory holds another now.",
+               faces={"page": {"required": True}}),
+    ),
+    where={"page": "POST /memory/{memory_id}/edit"},
+)
+
+RESTORE = Request(
+    call="restore",
+    options=(_memory_id("The deleted memory's id, or a unique prefix of at least 4 characters."),),
+    where={"page": "POST /memory/{memory_id}/restore"},
+)
+
+UNDO = Request(
+    call="undo",
+    options=(Option("commit", help="The memvault change to take back (default: the newest not taken back yet).",
+                    metavar="COMMIT"),),
+    where={"page": "POST /undo"},
+)
+
+DECIDE = Request(
+    call="review_decide",
+    options=(
+        Option("keep", many=True, help="Learned facts to keep: a waiting one goes live, a proposal retires what it "
+                                       "names."),
+        Option("reject", many=True, help="Learned facts to reject: soft-deleted; what they retired comes back."),
+        Option("text", help="With keep and one fact: keep it with these words."),
+        Option("reason", help="With reject: why, kept with the rejected fact."),
+    ),
+    where={"page": "POST /review"},
+)
+
+CONVERSATIONS = Request(call="conversations", options=(), where={"page": "GET /conversations"})
+
+CONVERSATION = Request(
+    call="conversation",
+    options=(
+        Option("conversation", help="The conversation id, such as 'global' or 'work'.", default="global"),
+        Option("episodes", int, "At most this many of its newest episodes.", default=20, ge=0,
+               faces={"page": {"le": 500}}),
+    ),
+    where={"page": "GET /conversations/{conversation}"},
+)
+
+REQUESTS = (SEARCH, ADD, RECENT, LOG, REVIEW, GET, DELETE, SUMMARY, STATS, CHAT,
+            DETAILS, EDIT, RESTORE, UNDO, DECIDE, CONVERSATIONS, CONVERSATION)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from memvault.store import files
-from memvault.errors import AlreadyDeleted, MemoryFileError, MemvaultError, NotFound, UsageError
+from memvault.errors import AlreadyDeleted, EditConflict, MemoryFileError, MemvaultError, NotFound, UsageError
 from memvault.store.files import Memory
 from memvault.store.vault import Vault
 
@@ -109,17 +109,23 @@ class EditResult:
     commit: str | None = None
 
 
-def set_text(vault: Vault, id_or_prefix: str, text: str, now: datetime | None = None) -> EditResult:
-    """Give a live memory new text, its front matter kept (the library's `edit` without an editor)."""
+def set_text(vault: Vault, id_or_prefix: str, text: str, now: datetime | None = None,
+             expected: str | None = None) -> EditResult:
+    """Give a live memory new text, its front matter kept (the library's `edit` without an editor).
+    expected: the text the new one was written over (a form's, read earlier): when the memory holds
+    another text now (a hand edit, another command), EditConflict and nothing is written."""
     memory = find_live(vault, id_or_prefix)
     text = text.strip()
     if not text:
-        raise UsageError("the memory text is empty (use `memvault rm` to remove a memory)")
+        raise UsageError("the memory text is empty (use `memvault rm` to remove a memory)", params="text")
     files.check_text(text)
+    _check_expected(vault, memory, expected)
     if text == memory.text:
         return EditResult(memory, changed=False)
     with vault.change("edit") as change:
-        current = files.still_live(vault.root, memory.path, memory.id, memory.text)
+        current = files.still_live(vault.root, memory.path, memory.id)
+        if current is not None:  # what the lock was waited for may have changed it
+            _check_expected(vault, current, expected if expected is not None else memory.text)
         if current is None:
             raise MemvaultError(f"{vault.relative(memory.path)}: the memory changed on disk meanwhile; "
                                 "nothing was written")
@@ -127,6 +133,16 @@ def set_text(vault: Vault, id_or_prefix: str, text: str, now: datetime | None = 
         current.extra["updated_at"] = files.format_time(now or files.utcnow())
         change.rewrite(current)
     return EditResult(current, changed=True, commit=change.commit_sha)
+
+
+def _check_expected(vault: Vault, memory: Memory, expected: str | None) -> None:
+    """Refuse an edit written over a text the memory no longer holds (line ends and the space around the
+    text aside: a browser's form sends CRLF, and the text is stored stripped)."""
+    if expected is None:
+        return
+    if expected.replace("\r\n", "\n").strip() != memory.text.replace("\r\n", "\n").strip():
+        raise EditConflict(f"{vault.relative(memory.path)}: the memory changed since you read it (edited by hand "
+                           "or by another command); nothing was written: read it again and redo the edit")
 
 
 def editor_command(environ: dict[str, str] | None = None) -> list[str]:

@@ -1618,18 +1618,26 @@ def serve(
     system block. Also /v1/models, /health and /v1/memories (list, add, search, get, delete). Stops
     cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
+    from memvault.store import signals
+
+    signals.stop_on_signals()  # first: a signal while it starts is not lost (run() takes over later)
+    _serve(_state(ctx), host, port, conversation, max_body_mb)
+
+
+def _serve(state, host: str, port: int, conversation: str, max_body_mb: float, on_check=None) -> None:
+    """`memvault serve` (and `memvault ui` when none runs): on_check(vault) once the bind is allowed."""
     from memvault.faces.lifecycle import LongLived
     from memvault.store import signals
     from memvault.store.files import check_conversation_id
 
-    signals.stop_on_signals()  # first: a signal while it starts is not lost (run() takes over later)
-    state = _state(ctx)
     try:
         from memvault.faces.serve import ServeOptions, check_bind, run  # FastAPI and uvicorn load here, not at --help
 
         check_conversation_id(conversation)
         api_key = state.open().settings.serve_api_key  # the settings alone: a refusal creates and watches nothing
         check_bind(host, api_key)
+        if on_check is not None:
+            on_check()
         life = LongLived.open(state.open, "serve", state.notice)  # stop signals first, then the vault
         run(life, ServeOptions(host=host, port=port, conversation=conversation,
                                max_body=int(max_body_mb * 1024 * 1024), api_key=api_key, access_log=state.verbose))
@@ -1747,6 +1755,42 @@ def setup(
         info(ctx, f"memvault: {change.path}: {verb}: {'; '.join(change.said)}{backup}")
     for note in plan.notes:
         info(ctx, f"memvault: {note}")
+@app.command()
+def ui(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address for the serve it starts; any other than a "
+                                                          "loopback one needs MEMVAULT_SERVE_API_KEY."),
+    port: int = typer.Option(8100, "--port", min=0, max=65535,
+                             help="Port for the serve it starts (taken: any free one)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Print the page's address only."),
+) -> None:
+    """Open the vault's page in your browser: the timeline, search, one memory with its history, review,
+    edit, remove, undo, conversations.
+
+    The page is served by `memvault serve` at http://HOST:PORT/. When one already runs for this vault,
+    its page is opened and the command ends; else serve starts here, in the foreground (stop it with
+    Ctrl-C), and the page opens once it answers. The address is printed either way ($BROWSER picks the
+    browser).
+    """
+    from memvault.faces import ui as page_ui
+    from memvault.store import signals
+
+    signals.stop_on_signals()
+    state = _state(ctx)
+    say = lambda message: typer.echo(message)  # noqa: E731  (stdout: the address is the command's output)
+    root = state.open().root
+    url = page_ui.running(root)
+    if url is not None:
+        page_ui.open_page(url, say, browser=not no_browser)
+        return
+    port = page_ui.free_port(host, port)
+    url = page_ui.page_url(host, port)
+
+    def started() -> None:
+        say(f"memvault ui: starting memvault serve for {root}; the page will be at {url} (Ctrl-C stops it)")
+        page_ui.open_when_ready(url, say, browser=not no_browser)
+
+    _serve(state, host, port, "global", 8.0, on_check=started)
 
 
 class AgentAction(str, Enum):

@@ -42,9 +42,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault import __version__
 from memvault.errors import MemvaultError, UsageError, answer_for
-from memvault.faces import routes_anthropic, routes_memories, routes_openai
-from memvault.faces.http import (ApiError, anthropic_error_body, carries_key, error_body, json_response,
-                                 refusal_for, speaks_anthropic)
+from memvault.faces import page_kit, routes_anthropic, routes_memories, routes_openai, routes_page, ui
+from memvault.faces.http import (ApiError, anthropic_error_body, as_api_error, carries_key, error_body, json_response,
+                                 refusal, refusal_for, speaks_anthropic)
 from memvault.faces.lifecycle import LongLived
 from memvault.faces.serving import GRACE_REQUESTS, Exchanges
 from memvault.store import files, signals
@@ -54,7 +54,7 @@ DEFAULT_MAX_BODY_MB = 8.0
 SWITCH_INTERVAL = 0.001  # seconds; proxy overhead 52 -> 49 ms (bench/serve.py, 10,000 memories)
 # A new face on serve: one more router here. Anthropic's first: its GET /v1/models answers only requests
 # with an anthropic-version header, the others go on to OpenAI's.
-ROUTERS = (routes_anthropic.router, routes_openai.router, routes_memories.router)
+ROUTERS = (routes_anthropic.router, routes_openai.router, routes_memories.router, routes_page.router)
 
 
 @dataclass
@@ -82,7 +82,8 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         anthropic = speaks_anthropic(scope["path"], headers)
-        if self.api_key and scope["path"] != "/health" and not self._authorized(headers):
+        if self.api_key and scope["path"] != "/health" and not page_kit.handles(scope["path"]) \
+                and not self._authorized(headers):  # the page asks for its key itself
             said = ("missing or wrong API key: send the header `Authorization: Bearer <key>`"
                     + (" or `x-api-key: <key>`" if anthropic else "") + " with the key set in MEMVAULT_SERVE_API_KEY")
             await self._send(send, 401, anthropic_error_body(said, "authentication_error") if anthropic else
@@ -307,8 +308,10 @@ def run(life: LongLived, options: ServeOptions) -> None:
     settings = vault.settings
     if not signals.requested.is_set():
         notice(f"memvault serve: listening on http://{shown}:{port}/v1 (vault {vault.root}; "
-               f"model {settings.llm_model} at {vault.llm_endpoint()})")
+               f"model {settings.llm_model} at {vault.llm_endpoint()}); the page at http://{shown}:{port}/")
+        ui.announce(vault.root, host, port)  # where `memvault ui` finds this vault's page
         server.run(sockets=[sock])
+        ui.withdraw(vault.root)
     said = exchanges.stop()  # the vault lock taken and kept (life.hold_lock)
     vault.close()
     notice(said)

@@ -30,11 +30,47 @@ _CURSOR = re.compile(r"^(\d{8}T\d{12}Z)\|(.+)$", re.DOTALL)
 
 class Page(list):
     """A page of memories (a list of files.Memory, in listing order) and `next_cursor`: the cursor
-    of the page after it, or None when this page is the last."""
+    of the page after it, or None when this page is the last; `marks`, what a line of it shows beside
+    each memory (read when first asked for)."""
 
-    def __init__(self, memories=(), next_cursor: str | None = None):
+    def __init__(self, memories=(), next_cursor: str | None = None, marks_of: Callable | None = None):
         super().__init__(memories)
         self.next_cursor = next_cursor
+        self._marks_of, self._marks = marks_of, None
+
+    @property
+    def marks(self) -> dict[str, list[str]]:
+        """{id: marks} for the memories of the page that carry any (MARKS, in that order)."""
+        if self._marks is None:
+            self._marks = self._marks_of(list(self)) if self._marks_of is not None else {}
+        return self._marks
+
+
+# What a listed memory may be marked with: `earlier` (something newer took its place: it was replaced, or
+# a proposal waiting for review would retire it: store/supersession.py), `review` (a learned fact not looked
+# over yet: `memvault review` lists it), `secret` (it holds a withheld secret's placeholder, section 18),
+# `deleted` (a tombstone).
+MARKS = ("earlier", "review", "secret", "deleted")
+
+
+def marks(vault, memories: list[Memory]) -> dict[str, list[str]]:
+    """The MARKS of these memories: the supersessions from the index's record (state.db), the rest from
+    the memories themselves."""
+    from memvault.store.secret_scan import PLACEHOLDER
+
+    superseded = {row["old_id"] for row in vault.index.supersessions()} if memories else set()
+    found: dict[str, list[str]] = {}
+    for memory in memories:
+        held = [
+            memory.id in superseded or bool(memory.is_deleted and memory.extra.get("replaced_by")),
+            files.is_learned(memory) and not memory.extra.get(files.REVIEWED) and not memory.is_deleted,
+            bool(PLACEHOLDER.search(memory.text)) or any(
+                isinstance(v, str) and PLACEHOLDER.search(v) for v in memory.extra.values()),
+            memory.is_deleted,
+        ]
+        if any(held):
+            found[memory.id] = [mark for mark, on in zip(MARKS, held) if on]
+    return found
 
 
 def cursor_after(memory: Memory) -> str:
@@ -121,26 +157,29 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
                 and (imported_later is None or imported_later(memory) is None)
                 and (after is None or (files.file_stamp(memory.created_at), memory.id) < after))
 
-    stamped: list[tuple[str, str, Path]] = []  # (time, id, path): the listing's order, ids from the names
-    read: dict[Path, Memory] = {}  # files read already (no time in their name)
+    # (time, id, folder, name): the listing's order, ids from the names. Folder and name stay strings until
+    # the file is read: a Path for each of 10,000 names was most of a page's time (bench/page.py).
+    stamped: list[tuple[str, str, str, str]] = []
+    read: dict[tuple[str, str], Memory] = {}  # files read already (no time in their name)
     # As of a moment: the live files and the tombstones (deleted after it is held then).
     looks = (False, True) if as_of is not None else (deleted,)
     for folder, look in ((folder, look) for folder in folders for look in looks):
-        for path, folder_role in _candidates(folder, look, wanted):
+        for here, name, folder_role in _candidates(folder, look, wanted):
             if folder_role is not None and folder_role not in wanted:
                 continue
-            match = _STAMPED.match(path.name)
+            match = _STAMPED.match(name)
             if match:
                 if (low is None or match.group(1) >= low) and (high is None or match.group(1) <= high):
-                    stamped.append((match.group(1), path.name[match.end():-3], path))
+                    stamped.append((match.group(1), name[match.end():-3], here, name))
                 continue
-            memory = _read(path, entries.parent, on_error)
+            memory = _read(Path(here, name), entries.parent, on_error)
             if memory is not None and memory.role in wanted:
-                read[path] = memory
-                stamped.append((files.file_stamp(memory.created_at), memory.id, path))
+                read[(here, name)] = memory
+                stamped.append((files.file_stamp(memory.created_at), memory.id, here, name))
     stamped.sort(reverse=True)
-    for _stamp, _id, path in stamped:
-        memory = read.get(path) or _read(path, entries.parent, on_error)
+    for _stamp, _id, here, name in stamped:
+        path = Path(here, name)
+        memory = read.get((here, name)) or _read(path, entries.parent, on_error)
         if memory is None or not keep(memory):
             continue
         owner = owner_of(memory.id) if owner_of is not None and not memory.is_deleted else None
@@ -154,12 +193,12 @@ def newest_first(entries: Path, conversation: str | None = None, *, roles: Itera
 
 
 def _candidates(conversation_dir: Path, deleted: bool = False,
-                wanted: set[str] | None = None) -> Iterable[tuple[Path, str | None]]:
+                wanted: set[str] | None = None) -> Iterable[tuple[str, str, str | None]]:
     """Memory files of one conversation folder outside deleted/ and summaries/ (with deleted: those
-    under deleted/, summaries still left out), with the role their folder stands for (None for a
-    folder below one of those); none outside the kind folders. wanted: the roles asked for; a role folder of
-    another role is not walked (the caller passes its files over unread anyway: a coding agent's turns in a
-    conversation of thousands of facts are looked for in turns/ alone)."""
+    under deleted/, summaries still left out), as (folder, name), with the role their folder stands for
+    (None for a folder below one of those); none outside the kind folders. wanted: the roles asked for; a
+    role folder of another role is not walked (the caller passes its files over unread anyway: a coding
+    agent's turns in a conversation of thousands of facts are looked for in turns/ alone)."""
     if deleted:
         conversation_dir = conversation_dir / files.DELETED
     if os.path.islink(conversation_dir) or not conversation_dir.is_dir():
@@ -176,9 +215,8 @@ def _candidates(conversation_dir: Path, deleted: bool = False,
         if not files.in_kind_folder((files.ENTRIES, "c", *rel, "x.md")):
             continue  # not a memory until `reindex` moves it into place (files.in_kind_folder)
         for name in names:
-            path = here / name
-            if files.is_memory_file(path):
-                yield path, role
+            if files.is_memory_name(name):
+                yield folder, name, role
 
 
 def _read(path: Path, root: Path, on_error) -> Memory | None:
@@ -204,7 +242,9 @@ def recent(vault, conversation: str | None = None, *, limit: int, roles, tags=()
 
         later = Imported(vault, as_of).after
     with owner_lookup(vault.sidecar / "state.db") as owner_of:
-        return newest(vault.entries, conversation, limit=limit, roles=roles,
+        page = newest(vault.entries, conversation, limit=limit, roles=roles,
                       on_error=lambda exc: vault.say(f"memvault: skipped {exc}"), tags=tuple(tags or ()),
                       since=since, until=until, deleted=deleted, owner_of=owner_of, as_of=as_of, cursor=cursor,
                       imported_later=later)
+    page._marks_of = lambda memories: marks(vault, memories)
+    return page

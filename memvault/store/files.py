@@ -776,7 +776,11 @@ def read_optional(path: Path, root: Path) -> Memory | None:
 
 def is_memory_file(path: Path) -> bool:
     """Markdown files only; temp files and editor droppings are never memories."""
-    name = path.name
+    return is_memory_name(path.name)
+
+
+def is_memory_name(name: str) -> bool:
+    """is_memory_file, of a file name."""
     return name.endswith(".md") and not name.startswith((".", "#", "~")) and not name.endswith("~")
 
 
