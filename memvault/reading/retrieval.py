@@ -736,7 +736,7 @@ INJECTION_HEADER = (
 
 def injection_block(results: list[Result], summary: str | None = None, *, today: datetime | None = None,
                     summary_written: datetime | str | None = None, order: str = "session") -> str:
-    """The block a chat sends before the user's message (docs/design.md, "What the model is shown"):
+    """The block a chat sends before the user's message (docs/design.md, "The read path", step 6):
     today's date, the summary (with when it was written), then the results. Dates are written as a
     person writes them ("Tue 6 June 2023": a small model copies an ISO day into its answer as one
     token a reader, and LoCoMo's scorer, does not match), and each relative time of a memory's words
