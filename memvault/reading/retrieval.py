@@ -295,7 +295,7 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     long-lived Index's range_cache), the range's rows are read once per table version by a scalar
     query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
     the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
-    reads a row; bench/README.md, "Questions in parts, the current truth, time's cost")."""
+    reads a row; bench/README.md, "The answer, issue 45")."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
     from memvault.store.index import TOLD_COLUMNS, time_clause, where_clause
