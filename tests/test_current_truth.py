@@ -251,3 +251,14 @@ def test_a_later_line_that_only_shares_a_word_supersedes_nothing(vault_dir):
     results = vault.search("Where does Lena live?", now="2024-07-01T10:00:00Z").results
     assert results[0].text == "My sister Lena lives in Porto"
     assert all(r.superseded is None for r in results)
+
+
+def test_a_new_thing_of_the_user_does_not_make_what_someone_else_likes_earlier(vault_dir):
+    """A NOW_CUES line about the user ("bought a new bicycle") changes nothing another person is said
+    to do ("The wife of the user likes bicycles" was marked earlier by it)."""
+    vault = memvault.open_vault(vault_dir)
+    vault.add("The wife of the user likes bicycles", created_at="2024-12-02T10:00:00Z")
+    vault.add("The user bought a new bicycle", created_at="2025-01-31T10:00:00Z")
+    results = vault.search("Does my wife like bicycles?", now="2025-01-31T12:00:00Z").results
+    assert [r.text for r in results][0] == "The wife of the user likes bicycles"
+    assert all(r.superseded is None for r in results)

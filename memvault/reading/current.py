@@ -68,6 +68,14 @@ NOW_WORDS = 14
 _LIVES = re.compile(r"\b([^\W\d_]+)\s+(?:live|lives|lived|living)\b", re.IGNORECASE)
 _MOVED = re.compile(r"\b([^\W\d_]+)\s+(?:moved|relocated)\b", re.IGNORECASE)
 _HOUSEHOLD = {"i": "i", "we": "i"}
+# A NOW_CUES change of what someone else does is not the user's: "The wife of the user likes bicycles" /
+# "The user bought a new bicycle". An older statement naming one of these is tied by a NOW_CUES line
+# only when that line names one of them or a name of the older one too ("Lena is now in Lisbon").
+_PEOPLE = re.compile(r"\b(wife|husband|partner|girlfriend|boyfriend|fianc[eé]e?|sister|brother|sibling|mother|mom|"
+                     r"mum|father|dad|parents?|son|daughter|kids?|children|child|friend|boss|colleague|coworker|"
+                     r"neighbou?r|cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|niece|nephew)s?\b",
+                     re.IGNORECASE)
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|vs))(?<!\bMrs)[.!?;](?=\s|$)|\n")
 # Without its successor among the candidates, a superseded result's score is scaled by this.
 ALONE_FACTOR = 0.5
@@ -296,7 +304,23 @@ def same_thing(older: str, newer: str, older_words: set[str], cosine: float, com
         moved = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _MOVED.finditer(newer)}
         if lived & moved:
             return True
-    return cosine >= SAME_THING_NOW and len(newer.split()) <= NOW_WORDS and _near_cue(NOW_CUES, newer, older_words)
+    return (cosine >= SAME_THING_NOW and len(newer.split()) <= NOW_WORDS and _same_people(older, newer)
+            and _near_cue(NOW_CUES, newer, older_words))
+
+
+def _same_people(older: str, newer: str) -> bool:
+    """Whether `newer` is about the people `older` names (_PEOPLE): it names one of them too, or one
+    of older's names; an older statement naming none of them is the user's own."""
+    people = {m.group(1).lower() for m in _PEOPLE.finditer(older)}
+    if not people:
+        return True
+    return bool(people & {m.group(1).lower() for m in _PEOPLE.finditer(newer)}
+                or _names(older) & _names(newer))
+
+
+def _names(text: str) -> set[str]:
+    """The capitalised words of a text that are not stop words ("Lena", not "The")."""
+    return {w for w in _NAME.findall(text) if w.lower() not in ranking._STOP_WORDS}
 
 
 def _near_cue(cues: re.Pattern, text: str, wanted: set[str]) -> bool:

@@ -326,7 +326,7 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
     long-lived Index's range_cache), the range's rows are read once per table version by a scalar
     query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
     the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
-    reads a row; bench/README.md, "Questions in parts, the current truth, time's cost")."""
+    reads a row; bench/README.md, "The answer, issue 45")."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
     from memvault.store.index import TOLD_COLUMNS, by_distance, time_clause, top_rows, where_clause
@@ -789,7 +789,7 @@ INJECTION_HEADER = (
 
 def injection_block(results: list[Result], summary: str | None = None, *, today: datetime | None = None,
                     summary_written: datetime | str | None = None, order: str = "session") -> str:
-    """The block a chat sends before the user's message (docs/design.md, "What the model is shown"):
+    """The block a chat sends before the user's message (docs/design.md, "The read path", step 6):
     today's date, the summary (with when it was written), then the results. Dates are written as a
     person writes them ("Tue 6 June 2023": a small model copies an ISO day into its answer as one
     token a reader, and LoCoMo's scorer, does not match), and each relative time of a memory's words
