@@ -122,7 +122,7 @@ def context(vault, conversation: str, budget_tokens: int, now: datetime, limit: 
     characters a token); secrets as placeholders. No index, no model: file listings only."""
     from memvault.learning.summaries import read_rolling_summary, written_at
     from memvault.reading import listing
-    from memvault.reading.retrieval import _day, _day_and_weekday, _one_line
+    from memvault.reading.retrieval import _one_line, day_words
     from memvault.store import secret_scan
 
     out = AgentContext(conversation, budget_tokens=budget_tokens)
@@ -136,7 +136,7 @@ def context(vault, conversation: str, budget_tokens: int, now: datetime, limit: 
         return secret_scan.stored_text(vault, text)
 
     budget = budget_tokens * CHARS_PER_TOKEN
-    lines = ["<memory>", CONTEXT_HEADER.format(today=_day_and_weekday(now)), f"Project: {conversation}"]
+    lines = ["<memory>", CONTEXT_HEADER.format(today=day_words(now)), f"Project: {conversation}"]
     used = sum(len(line) + 1 for line in lines) + len("</memory>")
     body: list[str] = []
 
@@ -157,7 +157,7 @@ def context(vault, conversation: str, budget_tokens: int, now: datetime, limit: 
     summary = read_rolling_summary(vault, conversation)
     if summary is not None and summary.text.strip() and summary.text.strip() != "(empty)":
         line = clean(summary.text.strip())
-        title = f"Project summary (written {_day(written_at(summary))}):"
+        title = f"Project summary (written {day_words(written_at(summary))}):"
         if used + len(title) + len(line) + 3 <= budget:
             body.extend(["", title, line])
             used += len(title) + len(line) + 3
@@ -165,18 +165,18 @@ def context(vault, conversation: str, budget_tokens: int, now: datetime, limit: 
         else:
             out.left_out += 1
     section("Open decisions (newest first):",
-            [(m, f"[{_day(m.created_at)}] {clean(_one_line(m.text, 400))}" + _why(m, clean))
+            [(m, f"[{day_words(m.created_at)}] {clean(_one_line(m.text, 400))}" + _why(m, clean))
              for m in newest(conversation, ("decision",))], out.decisions)
     section("Recent sessions (newest first):",
-            [(m, f"[{_day(m.extra.get('started_at') or m.created_at)}] "
+            [(m, f"[{day_words(m.extra.get('started_at') or m.created_at)}] "
                  f"{clean(_one_line(str(m.extra.get('title') or ''), 100))}: {clean(_one_line(m.text, 300))}")
              for m in newest(conversation, ("episode",))[:5]], out.episodes)
     section("Recent notes (newest first):",
-            [(m, f"[{_day(m.created_at)}] {clean(_one_line(m.text, 300))}")
+            [(m, f"[{day_words(m.created_at)}] {clean(_one_line(m.text, 300))}")
              for m in newest(conversation, ("note",))], out.notes)
     if conversation != files.DEFAULT_CONVERSATION:
         section("Across all projects (newest first):",
-                [(m, f"[{_day(m.created_at)}] [{m.kind}] {clean(_one_line(m.text, 300))}")
+                [(m, f"[{day_words(m.created_at)}] [{m.kind}] {clean(_one_line(m.text, 300))}")
                  for m in sorted(newest(files.DEFAULT_CONVERSATION, ("decision", "note")),
                                  key=lambda m: (m.created_at, m.id), reverse=True)], out.shared)
     if body:
