@@ -262,7 +262,7 @@ def test_a_killed_add_jsonl_leaves_nothing_and_its_rerun_stores_each_text_once(v
     assert again.exit_code == 0, again.stderr
     stored = [m.text for m in Vault(vault_dir).iter_memories()]
     assert sorted(stored) == sorted([*texts, "memory: the user keeps bees"])  # each text once
-    assert "took back the change `memvault add`" in again.stderr and "59 file(s) it had written removed" in again.stderr
+    assert "took back the change memvault add" in again.stderr and "59 file(s) it had written removed" in again.stderr
     assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault add: 150 memories (global)"
     assert_converges(vault_dir, set(texts))
     assert "hand edit" not in git(vault_dir, "log", "--format=%s")
@@ -284,7 +284,7 @@ def test_a_killed_add_jsonl_that_had_written_everything_is_committed_by_the_next
     found = run_cli("search", "--no-rerank", "line 7 of 40")
     assert git(vault_dir, "log", "-1", "--format=%s").strip() == "memvault add: 40 memories (global)"
     assert git(vault_dir, "status", "--porcelain") == ""
-    assert found.exit_code == 0 and "finished the change `memvault add`" in found.stderr, found.stderr
+    assert found.exit_code == 0 and "finished the change memvault add" in found.stderr, found.stderr
     again = run_cli("add", "--jsonl", str(lines))
     assert again.exit_code == 0 and again.stderr.count("already stored") == 40, again.stderr
     assert_converges(vault_dir, set(texts))
