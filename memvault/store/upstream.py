@@ -1,7 +1,7 @@
 """A proxy's call to the upstream model (docs/design.md, "The library API and its faces": serve): the
 client's request as it sent it, with one change, the memory block, posted with httpx to the upstream's
-HTTP endpoint; its answer handed back as it came, byte for byte in a stream, and read on the way for
-what is stored (the reply's text and tool calls).
+HTTP endpoint; its answer handed back as it came, byte for byte in a stream, and read on the way for what
+is stored (the reply's text and tool calls).
 
 Not through litellm, which stays the client for memvault's own calls (extraction, reconcile,
 summaries): its provider mapping transforms a request to fit what it believes of the model (o-series
@@ -62,7 +62,7 @@ class Event:
 
 
 class Dialect:
-    """One protocol's view of a request and its answer (docs/design.md, "The library API and its faces": serve)."""
+    """One protocol's view of a request and its answer (docs/design.md, "The library API and its faces")."""
 
     path = ""
 
