@@ -202,9 +202,9 @@ def test_a_fact_told_in_one_request_is_injected_into_a_later_one(proxy):
     assert sent["messages"][3]["role"] == "system" and "[memory] The user's wife is named Anne" in sent["messages"][3]["content"]
     # Dated like every block: today (the server's clock) and the day the fact was learned.
     day = relative_times.day_words(fact.created_at)
-    # under that day's heading, among what was said that day (the turn it was learned from may come first)
-    assert re.search(re.escape(f"{day}:") + r"\n(?:  \[.*\n)*  \[memory\] The user's wife is named Anne",
-                     sent["messages"][3]["content"])
+    # The fact sits under that day's heading (after the turn it was learned from, said first).
+    days = sent["messages"][3]["content"].split(f"{day}:\n")
+    assert len(days) == 2 and "\n  [memory] The user's wife is named Anne" in "\n" + days[1].split("\n</memory>")[0]
     assert f"Today is {day}." in sent["messages"][3]["content"]
     assert sent["messages"][4:] == [asked[3]]
     proxy.idle()
