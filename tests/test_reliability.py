@@ -414,8 +414,10 @@ def test_ten_megabyte_body_is_refused_with_the_limit(vault_dir, tmp_path):
     assert result.exit_code == 1
     assert f"skipped {dropped}: file is 10.0 MiB; the limit is 1 MiB" in result.stderr
     assert dropped.stat().st_size == 10 * 1024 * 1024  # left alone
+    # A chat message is the model's to take (issue 41): sent whole, stored as far as a memory holds. Its secret
+    # scan is in windows (a 10 MiB line took the scan over 20 minutes); the LLM is down here: one line says so.
     chat = run_cli("chat", "-c", "big", input="z" * (10 * 1024 * 1024))
-    assert chat.exit_code == 2 and "the limit is 1 MiB" in chat.stderr and chat.stderr.count("\n") == 1
+    assert chat.exit_code == 1 and "is unreachable" in chat.stderr.splitlines()[-1]
 
 
 def test_empty_chat_message_is_one_line(vault_dir):
