@@ -267,7 +267,7 @@ def test_eviction_is_a_small_batch_and_shown(vault_dir, llm_env, monkeypatch):
     result = run_cli("chat", "--now", T0.isoformat(), "hello")
     assert result.exit_code == 0, result.stderr
     evicted = [line for line in result.stderr.splitlines() if line.startswith("memvault: EVICT")]
-    assert len(evicted) == 20  # at most a batch per command, each one shown
+    assert len(evicted) == 20, result.stderr  # at most a batch per command, each one shown
     assert "old chat turn 0" in evicted[0]
     assert "a fact the user added" in live_texts(vault_dir)
     tombstones = [m for m in vault.vault.iter_memories(include_deleted=True) if m.is_deleted]

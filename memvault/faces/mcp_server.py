@@ -71,10 +71,9 @@ class MemoryRow(_Row):
     meta: dict[str, Any] = Field(default_factory=dict, description="The file's other front matter: tags, source, "
                                  "deleted_reason, replaced_by, ...")
     deleted: bool = Field(False, description="True for a memory that was deleted or replaced (it is kept aside).")
-    edited_since: str | None = Field(None, description="With as_of: when the memory was edited after that moment.")
-    text_of: Literal["then", "now"] | None = Field(
-        None, description="With edited_since: whether text is as it was at as_of (then) or today's (now: the "
-                          "version of then is not in the vault's history).")
+    # With as_of, a memory edited after that moment also has `edited_since` (when) and `text_of` ("then": its
+    # text as it was; "now": today's, the version of then not in the history). Not declared here: a declared
+    # field would be in every row, null, where show --json has no such key.
 
 
 class SearchRow(_Row):

@@ -455,6 +455,7 @@ class ChatTurn:
             if not learned_something and _may_be_over(self.vault, self.options.conversation, settings.max_entries):
                 with self.vault.change("chat") as change:  # a commit only when something was evicted
                     change.evict(self.options.conversation, settings.max_entries, now=answered_at)
+                result.learned.events += change.events  # each eviction shown, as learning's events are
             if self.options.learn:  # episodes that closed before this exchange (docs/design.md, "Episodes")
                 from memvault.learning import episodes
 
