@@ -550,11 +550,12 @@ class Memvault:
     def relay(self, dialect, method: str, path: str, body: Mapping[str, Any] | None = None,
               headers: Mapping[str, str] | None = None):
         """A proxy's request that carries no message to remember (Anthropic's count_tokens, its model
-        list), handed to the upstream of `dialect` (store/upstream.Dialect) as it came, `path` with its
-        query; its answer as it came (upstream.Answer), an error status too. LLMError when the upstream
+        list), handed to the upstream of `dialect` (store/upstream.Dialect) as it came (or answered for
+        llm_model with anthropic_upstream = litellm), `path` with its query; its answer as it came (upstream.Answer), an error status too. LLMError when the upstream
         could not be reached."""
         from memvault.store import upstream
 
+        dialect = dialect.upstream(self.settings)
         cfg = dialect.config(self._llm(), self.settings)
         return upstream.relay(cfg, dialect, method, path, dict(body) if body is not None else None, dict(headers or {}))
 

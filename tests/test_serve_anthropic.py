@@ -299,3 +299,54 @@ def test_claude_code_remembers_a_fact_across_two_sessions_through_the_proxy(tmp_
     finally:
         llm.close()
         upstream.close()
+
+
+@pytest.mark.slow  # a server of its own
+def test_with_anthropic_upstream_litellm_any_model_answers_an_anthropic_client(tmp_path):
+    """anthropic_upstream = litellm: the Anthropic client's request goes to the LLM of the settings (an
+    OpenAI-protocol endpoint here, tests/fake_llm.py), translated by litellm, the memory block among its
+    system text; the answer comes back in Anthropic's shape, streamed and not, and the exchange is stored."""
+    llm = FakeLLM()
+    llm.default = NOTHING_LEARNED
+    env = server_env(tmp_path, llm.base_url, anthropic_upstream="litellm",
+                     anthropic_base_url="http://127.0.0.1:9")  # never asked: a request there would fail
+    try:
+        with serving("-c", "translated", env=env) as server:
+            server.fake = llm
+            assert server.http("POST", "/v1/memories", json={"text": "The user's sister Lena lives in Lisbon",
+                                                              "conversation_id": "translated"}).status_code == 200
+            talk = client(server)
+            llm.push("She lives in Lisbon.")
+            answer = talk.messages.create(model="claude-sonnet-4-6", max_tokens=64, system="You are terse.",
+                                          messages=[{"role": "user", "content": "Where does my sister Lena live?"}])
+            assert answer.type == "message" and answer.content[0].text == "She lives in Lisbon."
+            [sent] = [r for r in llm.requests if "Where does my sister Lena live?" in json.dumps(r)]
+            assert sent["model"] == "test-model" and sent["max_tokens"] == 64  # llm_model, the client's limit
+            system = " ".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+                              for m in sent["messages"] if m["role"] == "system")
+            assert "You are terse." in system and "Lena lives in Lisbon" in system  # the client's, then the block
+
+            server.idle()
+            llm.push({"chunks": ["Lena is", " in Lisbon."]})
+            with talk.messages.stream(model="claude-sonnet-4-6", max_tokens=64,
+                                      messages=[{"role": "user", "content": "And Lena's city again?"}]) as stream:
+                pieces = "".join(stream.text_stream)
+                final = stream.get_final_message()
+            assert pieces == "Lena is in Lisbon." and final.content[0].text == "Lena is in Lisbon."
+            assert talk.messages.count_tokens(model="claude-sonnet-4-6", messages=[
+                {"role": "user", "content": "Hi there"}]).input_tokens > 0
+            assert [m.id for m in talk.models.list()] == ["openai/test-model"]
+
+            server.idle()  # the upkeep asked what it asks: the next scripted answer is the chat's
+            llm.push({"status": 500})
+            with pytest.raises(anthropic.APIStatusError) as down:  # the LLM fails: Anthropic's error shape
+                talk.messages.create(model="claude-sonnet-4-6", max_tokens=8,
+                                     messages=[{"role": "user", "content": "Anything?"}])
+            assert down.value.status_code >= 500 and down.value.body["type"] == "error"
+            server.idle()
+            users = [t.text for t in memories_of(server.vault, "translated", "turns/user")]
+            replies = [t.text for t in memories_of(server.vault, "translated", "turns/assistant")]
+            assert users[:2] == ["Where does my sister Lena live?", "And Lena's city again?"]
+            assert replies[:2] == ["She lives in Lisbon.", "Lena is in Lisbon."]
+    finally:
+        llm.close()

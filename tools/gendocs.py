@@ -81,6 +81,9 @@ SETTING_HELP = {
     "anthropic_api_key": "The key memvault serve sends that endpoint (x-api-key) when the client sends no "
                          "credentials of its own. Only from the environment (MEMVAULT_ANTHROPIC_API_KEY), "
                          "never from memvault.toml, which is committed.",
+    "anthropic_upstream": "Where memvault serve's POST /v1/messages goes: anthropic (anthropic_base_url, the "
+                          "request as the client sent it) or litellm (llm_model at llm_base_url, any provider "
+                          "litellm reaches, the request translated by litellm).",
     "agent": "The CLI's warm path: off (every command loads what it needs itself), use (a running memvault "
              "agent of the vault carries the commands out) or auto (also start one in the background on the "
              "first command; it exits after agent_idle_minutes without one). Same output and exit codes either way.",

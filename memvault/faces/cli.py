@@ -1615,7 +1615,7 @@ def serve(
     whatever else the client sent (tools, usage, ...) passed through, and its text is stored; facts
     are learned after the response. Claude Code and other Anthropic clients: ANTHROPIC_BASE_URL=
     http://HOST:PORT; POST /v1/messages goes to anthropic_base_url as sent, the memories one more
-    system block. Also /v1/models, /health and /v1/memories (list, add, search, get, delete). Stops
+    system block (anthropic_upstream = litellm: to llm_model instead, translated by litellm). Also /v1/models, /health and /v1/memories (list, add, search, get, delete). Stops
     cleanly on SIGTERM, SIGHUP or Ctrl-C.
     """
     from memvault.store import signals

@@ -294,16 +294,17 @@ class ChatTurn:
         from memvault.store import upstream
 
         forward = self.options.forward
-        cfg = forward.dialect.config(self.cfg, self.vault.settings)  # its protocol's upstream
+        dialect = forward.dialect.upstream(self.vault.settings)  # as it came, or translated by litellm
+        cfg = dialect.config(self.cfg, self.vault.settings)  # its protocol's upstream
         if not forward.stream:
-            answer = upstream.post(cfg, forward.dialect, self.messages, forward.headers, forward.query)
+            answer = upstream.post(cfg, dialect, self.messages, forward.headers, forward.query)
             self.upstream_headers = answer.headers
-            self._whole = forward.dialect.reply_of(answer.data)
+            self._whole = dialect.reply_of(answer.data)
             self.received.append(self._whole.text)
             yield answer
             return
-        reading = forward.dialect.reading()
-        for event in upstream.stream(cfg, forward.dialect, self.messages, reading, forward.headers,
+        reading = dialect.reading()
+        for event in upstream.stream(cfg, dialect, self.messages, reading, forward.headers,
                                      forward.query):
             self.upstream_headers = reading.headers
             if event.text:

@@ -56,6 +56,9 @@ class Settings:
     # (docs/design.md section 11); the key goes as x-api-key when the client sends no credentials of its own.
     anthropic_base_url: str = "https://api.anthropic.com"
     anthropic_api_key: str | None = field(default=None, repr=False)
+    # Where /v1/messages goes: "anthropic" (anthropic_base_url, the request as it came) or "litellm" (the
+    # LLM of llm_model / llm_base_url, any provider litellm reaches, the request translated by litellm).
+    anthropic_upstream: str = "anthropic"
     # The CLI's warm path (memvault/faces/warm.py, docs/design.md section 19): off, use (an agent that
     # runs carries the command out), auto (also start one in the background, which exits after
     # agent_idle_minutes without a request). use by default: no resident process nobody asked for.
@@ -106,6 +109,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "reconcile_mode": ("pairs", "list"),
     "extraction_mode": ("message", "predict-calibrate"),
     "agent": ("off", "use", "auto"),
+    "anthropic_upstream": ("anthropic", "litellm"),
 }
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from memvault.errors import LLMError, UpstreamAnswered
 
-__all__ = ["ANTHROPIC_MESSAGES", "Answer", "Delivery", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply",
+__all__ = ["ANTHROPIC_MESSAGES", "ANTHROPIC_TRANSLATED", "Answer", "Delivery", "Dialect", "Event", "Forward", "OPENAI_CHAT", "Reply",
            "passed_headers", "post", "relay", "stream"]
 
 
@@ -65,6 +65,12 @@ class Dialect:
     """One protocol's view of a request and its answer (docs/design.md, "The library API and its faces")."""
 
     path = ""
+    translated = False  # the request goes through litellm's translation, not as it came (_Translated)
+
+    def upstream(self, settings) -> "Dialect":
+        """The dialect that carries this protocol's requests under these settings (itself, or the one that
+        translates them for another provider)."""
+        return self
 
     def config(self, cfg, settings):
         """The endpoint, key and timeout of this protocol's upstream (an LLMConfig), given the LLM settings'."""
@@ -204,6 +210,9 @@ def _returned(headers) -> dict[str, str]:
 class _AnthropicMessages(Dialect):
     path = "/v1/messages"
 
+    def upstream(self, settings) -> Dialect:
+        return ANTHROPIC_TRANSLATED if settings.anthropic_upstream == "litellm" else self
+
     def config(self, cfg, settings):
         from memvault.store.llm import LLMConfig
 
@@ -313,6 +322,27 @@ class _AnthropicReading(Reading):
 ANTHROPIC_MESSAGES = _AnthropicMessages()
 
 
+class _AnthropicTranslated(_AnthropicMessages):
+    """Anthropic's Messages to the LLM of the settings (llm_model at llm_base_url: any provider litellm
+    reaches), the request translated by litellm's Messages interface and its answer translated back into
+    Anthropic's shape (anthropic_upstream = "litellm"). The memory block goes in as for Anthropic (one more
+    system block); the client's model name is not the upstream's (llm_model is), nor are its headers."""
+
+    translated = True
+
+    def upstream(self, settings) -> Dialect:
+        return self
+
+    def config(self, cfg, settings):
+        return cfg  # the LLM settings, whose words llm.py's errors already use
+
+    def reworded(self, exc: LLMError) -> LLMError:
+        return exc
+
+
+ANTHROPIC_TRANSLATED = _AnthropicTranslated()
+
+
 class UpstreamSaid(Exception):
     """An error event in an upstream's stream (its words)."""
 
@@ -416,6 +446,8 @@ def _failed(cfg, dialect: Dialect, exc: BaseException, response=None) -> LLMErro
 def post(cfg, dialect: Dialect, body: dict, headers: dict | None = None, query: str = "") -> Answer:
     """The upstream's answer to `body` (not streamed), as it came; LLMError (llm.py's words, naming
     the endpoint) when it could not be had, UpstreamAnswered when it was an error status."""
+    if dialect.translated:
+        return _translated_post(cfg, dialect, body)
     client = _client(cfg.base_url, cfg.timeout)
     try:
         response = client.send(_request(cfg, dialect, body, headers, path=_with(dialect.path, query)))
@@ -436,6 +468,8 @@ def relay(cfg, dialect: Dialect, method: str, path: str, body: dict | None = Non
     """A request that carries no message (Anthropic's count_tokens, its model list) handed to the
     upstream as it came, and its answer as it came, an error status too; LLMError when none could be
     had. `path`: the upstream's, with its query."""
+    if dialect.translated:
+        return _translated_relay(cfg, method, path, body)
     client = _client(cfg.base_url, cfg.timeout)
     try:
         response = client.send(_request(cfg, dialect, body, headers, method, path))
@@ -460,6 +494,9 @@ def stream(cfg, dialect: Dialect, body: dict, reading: Reading, headers: dict | 
 
     from memvault.store import llm
 
+    if dialect.translated:
+        yield from _translated_stream(cfg, dialect, body, reading)
+        return
     client = _client(cfg.base_url, cfg.timeout)
     url = llm.display_url(cfg.base_url)
     try:
@@ -520,3 +557,110 @@ def _event(lines: list[str], reading: Reading) -> Event:
             return Event(raw, None, "")
         data = "[DONE]"
     return Event(raw, data, reading.feed(data))
+
+
+# -- Anthropic's Messages translated by litellm (anthropic_upstream = "litellm") ---------------------------
+
+# The fields of a Messages request litellm's translation takes. The others (the client's model: llm_model is
+# the upstream's; Anthropic-only options such as `container` or `service_tier`) have no meaning for another
+# provider and are not handed on.
+TRANSLATED_FIELDS = ("max_tokens", "messages", "system", "metadata", "stop_sequences", "temperature", "thinking",
+                     "tool_choice", "tools", "top_k", "top_p")
+
+
+def _translated_call(cfg, body: dict, streamed: bool):
+    from memvault.errors import UsageError
+    from memvault.store import llm
+
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise UsageError("max_tokens must be a whole number above 0 (Anthropic's Messages API asks for it)")
+    lib = llm._lib()
+    # For an openai/ model litellm would send the request to OpenAI's Responses API, which few
+    # OpenAI-compatible servers (llama.cpp, Ollama, vLLM) have; chat completions all of them speak.
+    lib.use_chat_completions_url_for_anthropic_messages = True
+    fields = {name: body[name] for name in TRANSLATED_FIELDS if body.get(name) is not None}
+    return lib.anthropic_interface.create(model=cfg.model, stream=streamed, api_base=cfg.base_url,
+                                          api_key=cfg.api_key or llm._NO_KEY, timeout=cfg.timeout, num_retries=0,
+                                          **fields)  # one attempt: the client retries as it chooses
+
+
+def _translated_post(cfg, dialect: Dialect, body: dict) -> Answer:
+    """litellm's answer, in Anthropic's shape."""
+    from memvault.errors import MemvaultError
+
+    try:
+        data = dict(_translated_call(cfg, body, False))
+    except MemvaultError:
+        raise
+    except Exception as exc:
+        raise _failed(cfg, dialect, exc) from exc
+    return Answer(200, "application/json", json.dumps(data, ensure_ascii=False, default=str).encode(), data)
+
+
+def _translated_stream(cfg, dialect: Dialect, body: dict, reading: Reading) -> Iterator[Event]:
+    """litellm's stream (Anthropic's server-sent events, as bytes), event by event."""
+    from memvault.errors import MemvaultError
+    from memvault.store import llm
+
+    try:
+        chunks = _translated_call(cfg, body, True)
+        pending = ""
+        for chunk in chunks:
+            pending += chunk.decode("utf-8") if isinstance(chunk, bytes) else str(chunk)
+            while "\n\n" in pending:
+                block, pending = pending.split("\n\n", 1)
+                lines = [line for line in block.split("\n") if line]
+                if lines:
+                    try:
+                        yield _event(lines, reading)
+                    except UpstreamSaid as said:
+                        raise LLMError(f"LLM endpoint {llm.display_url(cfg.base_url)} failed mid-stream "
+                                       f"({llm._first_line(said)}); check the server at llm_base_url "
+                                       "(MEMVAULT_LLM_BASE_URL)") from None
+    except MemvaultError:
+        raise
+    except Exception as exc:
+        raise _failed(cfg, dialect, exc) from exc
+    if not reading.ended:
+        raise LLMError(f"LLM endpoint {llm.display_url(cfg.base_url)} broke off its reply mid-stream (the stream "
+                       "ended before its end); check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")
+
+
+def _translated_relay(cfg, method: str, path: str, body: dict | None) -> Answer:
+    """count_tokens and the model list, answered for llm_model: the tokens of the request's text
+    (litellm's tokenizer for the model), and the one model every request goes to."""
+    from memvault.store import llm
+
+    bare = path.split("?", 1)[0].rstrip("/")
+    if method == "POST" and bare == "/v1/messages/count_tokens":
+        body = body or {}
+        texts = [_words(body.get("system"))] + [_words(m.get("content")) for m in body.get("messages") or []
+                                                if isinstance(m, dict)]
+        try:  # the words' tokens (litellm.encode: its token_counter is off in memvault, see llm._lib)
+            data: Any = {"input_tokens": len(llm._lib().encode(model=cfg.model, text="\n".join(texts)))}
+        except Exception as exc:
+            raise _failed(cfg, ANTHROPIC_TRANSLATED, exc) from exc
+    elif method == "GET" and (bare == "/v1/models" or bare.startswith("/v1/models/")):
+        model = {"type": "model", "id": cfg.model, "display_name": cfg.model, "created_at": "1970-01-01T00:00:00Z"}
+        data = model if bare.startswith("/v1/models/") else {"data": [model], "has_more": False,
+                                                             "first_id": cfg.model, "last_id": cfg.model}
+    else:
+        data = {"type": "error", "error": {"type": "not_found_error",
+                                           "message": f"{method} {bare} is not served with anthropic_upstream = litellm"}}
+        return Answer(404, "application/json", json.dumps(data).encode(), data)
+    return Answer(200, "application/json", json.dumps(data).encode(), data)
+
+
+def _words(content: Any) -> str:
+    """The text of a `system` or a message's content (a string, or its blocks' text and tool input)."""
+    if isinstance(content, str):
+        return content
+    words = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict):
+            for key in ("text", "content", "input"):
+                value = block.get(key)
+                if value:
+                    words.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return "\n".join(words)
