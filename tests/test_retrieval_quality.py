@@ -283,6 +283,14 @@ def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_sessi
     assert sunset in texts and portrait in texts  # both sessions' answers in the top 5 (before: the portrait not)
     assert all(t.startswith("Maria:") for t in texts[:4])
     assert next(r for r in found if r.text.startswith("John:")).scores["speaker"] < 0  # kept, lower, said why
+    # search --explain shows it in its own column, on the other speaker's row.
+    explain = run_cli("search", "--explain", "-c", "club", "-k", "5", "--now", now, "What has Maria painted?")
+    heads = [[cell.strip() for cell in line.split("┃")] for line in explain.stdout.splitlines() if "┃" in line]
+    names = ["".join(cells) for cells in zip(*heads)]  # a narrow terminal folds a heading over two lines
+    john = next(r for r in found if r.text.startswith("John:"))
+    row = next(line for line in explain.stdout.splitlines() if john.id[:6] in line)
+    column = names.index("speaker")
+    assert float([cell.strip() for cell in row.split("│")][column]) == pytest.approx(john.scores["speaker"], abs=1e-3)
     # About the other speaker: his own lines, his fence among them; naming both speakers changes nothing.
     john = [r.text for r in vault.search("What has John painted?", conversation="club", top_k=5, now=now).results]
     assert GROUP_CHAT[4][0][1] in john and all(t.startswith("John:") for t in john)
