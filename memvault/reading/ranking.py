@@ -164,10 +164,11 @@ def session_lift(relevance: Sequence[float], sessions: Sequence[Sequence[int]], 
 
 
 def speaker_focus(relevance: Sequence[float], speakers: Sequence[str | None], asked: str | None,
-                  weight: float = SPEAKER_WEIGHT) -> list[float]:
+                  weight: float | None = None) -> list[float]:
     """Relevance with the question's speaker first: a line said by another speaker (speakers[i] set and
     not `asked`) keeps (1 - weight) of its relevance; lines of no known speaker and the asked one's
     keep theirs. No speaker asked: unchanged."""
+    weight = SPEAKER_WEIGHT if weight is None else weight
     if asked is None or weight <= 0:
         return list(relevance)
     return [r * (1.0 - weight) if who is not None and who != asked else r for r, who in zip(relevance, speakers)]
