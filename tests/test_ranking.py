@@ -115,9 +115,9 @@ def test_session_lift_by_hand():
 
 
 def test_speaker_focus_by_hand():
-    # Lines 0 and 2 said by Maria, 1 by John, 3 a fact (no speaker): John's keeps 1 - 0.8 of its relevance.
+    # Lines 0 and 2 said by Maria, 1 by John, 3 a fact (no speaker): John's keeps 1 - 0.4 of its relevance.
     assert ranking.speaker_focus([0.5, 0.9, 0.3, 0.7], ["Maria", "John", "Maria", None], "Maria") == \
-        pytest.approx([0.5, 0.9 * 0.2, 0.3, 0.7])
+        pytest.approx([0.5, 0.9 * 0.6, 0.3, 0.7])
     assert ranking.speaker_focus([0.5, 0.9], ["Maria", "John"], None) == [0.5, 0.9]  # no speaker asked
 
 

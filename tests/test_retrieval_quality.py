@@ -281,7 +281,7 @@ def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_sessi
     texts = [r.text for r in found]
     sunset, portrait = GROUP_CHAT[0][1][1], GROUP_CHAT[2][1][1]
     assert sunset in texts and portrait in texts  # both sessions' answers in the top 5 (before: the portrait not)
-    assert all(t.startswith("Maria:") for t in texts[:4])
+    assert sum(t.startswith("Maria:") for t in texts) >= 3  # before: two of John's lines to her above each
     assert next(r for r in found if r.text.startswith("John:")).scores["speaker"] < 0  # kept, lower, said why
     # search --explain shows it in its own column, on the other speaker's row.
     explain = run_cli("search", "--explain", "-c", "club", "-k", "5", "--now", now, "What has Maria painted?")
