@@ -114,6 +114,27 @@ def test_session_lift_by_hand():
     assert all(v < 1.0 for v in ranking.session_lift([0.99, 0.99, 0.99], [[0, 1, 2]], 1.0))
 
 
+def test_speaker_focus_by_hand():
+    # Lines 0 and 2 said by Maria, 1 by John, 3 a fact (no speaker): John's keeps 1 - 0.4 of its relevance.
+    assert ranking.speaker_focus([0.5, 0.9, 0.3, 0.7], ["Maria", "John", "Maria", None], "Maria") == \
+        pytest.approx([0.5, 0.9 * 0.6, 0.3, 0.7])
+    assert ranking.speaker_focus([0.5, 0.9], ["Maria", "John"], None) == [0.5, 0.9]  # no speaker asked
+
+
+def test_the_speaker_a_question_names():
+    from memvault.reading.retrieval import asked_speaker
+
+    speakers = {"Maria", "John", "Ana Lopez"}
+    assert asked_speaker("What has Maria painted?", speakers) == "Maria"
+    assert asked_speaker("Where did Maria's dog come from?", speakers) == "Maria"  # a possessive counts
+    assert asked_speaker("Maria, what did I say?", speakers) == "Maria"  # the first word too
+    assert asked_speaker("What did Ana Lopez study?", speakers) == "Ana Lopez"
+    assert asked_speaker("What did Ana study?", speakers) is None  # not every word of the name
+    assert asked_speaker("What do John and Maria both like?", speakers) is None  # two: no focus
+    assert asked_speaker("what has maria painted?", speakers) is None  # a name is capitalised
+    assert asked_speaker("What did I paint in May?", {"May", "John"}) is None  # a month is no name
+
+
 def test_category_words_answer_everyday_questions_only():
     assert ranking.category_words("What are my hobbies?") == ["enjoy", "enjoys", "play", "plays"]
     assert ranking.category_words("What do I do for a living?") == ["work", "works", "job"]

@@ -249,3 +249,50 @@ def test_facts_of_one_exchange_are_not_folded_as_paraphrases(vault_dir, tmp_path
     assert sorted(one_chat) == sorted(facts[:2])  # cosine 0.8 apart, but of one session
     many_days = [r["text"] for r in search("-c", "many-days", "-k", "2", "--now", now, question)]
     assert "The user likes green tea" in many_days and sum("coffee" in t for t in many_days) == 1
+
+
+GROUP_CHAT = [  # an imported chat whose turns name their speaker, a week apart
+    [("user", "John: Maria, I saw your painting at the café, it is wonderful!"),
+     ("assistant", "Maria: Thanks John! I painted that sunset over the harbour last month.")],
+    [("user", "John: Are you painting this weekend, Maria?"), ("assistant", "Maria: No, I'm going hiking with my dog instead.")],
+    [("user", "John: Maria, your paintings always make my day."),
+     ("assistant", "Maria: I just finished a portrait of my grandmother, in oil.")],
+    [("user", "John: Maria, are you painting anything for the art fair?"),
+     ("assistant", "Maria: Not sure yet, I am busy at work.")],
+    [("user", "John: I painted my fence yesterday, Maria, does that count as art?"), ("assistant", "Maria: Ha, it counts!")],
+    [("user", "John: Maria, what paint brand do you like?"), ("assistant", "Maria: Any, really.")],
+]
+
+
+def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_session(vault_dir, tmp_path):
+    """Issue 45's multi-hop questions: "What has Maria painted?" is answered by Maria's own lines of two
+    sessions, while John's lines, which name Maria and painting at every turn, took their places."""
+    lines = []
+    for week, exchange in enumerate(GROUP_CHAT):
+        for minute, (role, text) in enumerate(exchange):
+            lines.append({"id": str(uuid.uuid4()), "role": role, "conversation_id": "club", "text": text,
+                          "created_at": (T0 + timedelta(days=7 * week, minutes=minute)).isoformat()})
+    path = tmp_path / "club.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    now = (T0 + timedelta(days=60)).isoformat()
+    vault = memvault.open_vault(vault_dir)
+    found = vault.search("What has Maria painted?", conversation="club", top_k=5, now=now).results
+    texts = [r.text for r in found]
+    sunset, portrait = GROUP_CHAT[0][1][1], GROUP_CHAT[2][1][1]
+    assert sunset in texts and portrait in texts  # both sessions' answers in the top 5 (before: the portrait not)
+    assert sum(t.startswith("Maria:") for t in texts) >= 3  # before: two of John's lines to her above each
+    assert next(r for r in found if r.text.startswith("John:")).scores["speaker"] < 0  # kept, lower, said why
+    # search --explain shows it in its own column, on the other speaker's row.
+    explain = run_cli("search", "--explain", "-c", "club", "-k", "5", "--now", now, "What has Maria painted?")
+    heads = [[cell.strip() for cell in line.split("┃")] for line in explain.stdout.splitlines() if "┃" in line]
+    names = ["".join(cells) for cells in zip(*heads)]  # a narrow terminal folds a heading over two lines
+    john = next(r for r in found if r.text.startswith("John:"))
+    row = next(line for line in explain.stdout.splitlines() if john.id[:6] in line)
+    column = names.index("speaker")
+    assert float([cell.strip() for cell in row.split("│")][column]) == pytest.approx(john.scores["speaker"], abs=1e-3)
+    # About the other speaker: his own lines, his fence among them; naming both speakers changes nothing.
+    john = [r.text for r in vault.search("What has John painted?", conversation="club", top_k=5, now=now).results]
+    assert GROUP_CHAT[4][0][1] in john and all(t.startswith("John:") for t in john)
+    both = vault.search("What have John and Maria painted?", conversation="club", top_k=5, now=now).results
+    assert not any("speaker" in r.scores for r in both)

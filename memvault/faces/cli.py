@@ -746,7 +746,10 @@ def _print_explain(outcome) -> None:
     table = Table(title=None, show_lines=False)
     asked = getattr(outcome, "time_read", None)  # the time column only when the query names a time or asks when
     parts = getattr(outcome, "parts", ())  # the part column only when the question was searched in parts
-    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", "session", *(["time"] if asked else []),
+    # the speaker column only when the question named one of the chat's speakers (retrieval._speaker_focus)
+    spoke = any("speaker" in r.scores for r in outcome.results)
+    columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", *(["speaker"] if spoke else []),
+               "session", *(["time"] if asked else []),
                *(["part"] if parts else []), "relevance", "recency", "score", "text"]
     for name in columns:
         table.add_column(name, overflow="fold", max_width=48 if name == "text" else None)
@@ -758,7 +761,8 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      number(s.get("session")), *([number(s.get("time"))] if asked else []),
+                      *([number(s.get("speaker"))] if spoke else []), number(s.get("session")),
+                      *([number(s.get("time"))] if asked else []),
                       *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
@@ -768,6 +772,8 @@ def _print_explain(outcome) -> None:
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
     console.print(stage)
     console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
+    if spoke:
+        console.print("speaker = what a line said by another speaker than the one the question names lost")
     if asked is not None:
         named = "; ".join(str(r) for r in asked.ranges)
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [

@@ -29,6 +29,13 @@ PARAPHRASE = 0.75
 # A memory's session vouches for it (session_lift): with session_weight w, relevance r becomes
 # r + w * s * (1 - r), s = the mean of the two best relevances of the others in its session.
 SESSION_PEERS = 2
+# A question about one of a chat's speakers (speaker_focus): the lines the other speakers said keep
+# this share less of their relevance. An imported group chat's turns name their speaker ("Caroline:
+# ...", bench/locomo.py's vaults); "What did Melanie paint?" is about what Melanie said, while her
+# name also stands in every line Caroline addressed to her. Chosen on LoCoMo's tuning conversations
+# (bench/README.md, "Retrieval, issue 45: one speaker"): 0.8 found more multi-hop evidence (.442 against
+# .424) but lost a third of what questions naming the wrong speaker are about (category 5: .620 against .908).
+SPEAKER_WEIGHT = 0.4
 
 # Everyday category words whose answers name a member of the category instead ("what are my
 # hobbies?" / "plays the guitar", "our pet" / "a cat called Miso", "for a living" / "works as a
@@ -155,6 +162,17 @@ def session_lift(relevance: Sequence[float], sessions: Sequence[Sequence[int]], 
                 strength = sum(peers) / SESSION_PEERS
                 lifted[i] = relevance[i] + weight * strength * (1.0 - relevance[i])
     return lifted
+
+
+def speaker_focus(relevance: Sequence[float], speakers: Sequence[str | None], asked: str | None,
+                  weight: float | None = None) -> list[float]:
+    """Relevance with the question's speaker first: a line said by another speaker (speakers[i] set and
+    not `asked`) keeps (1 - weight) of its relevance; lines of no known speaker and the asked one's
+    keep theirs. No speaker asked: unchanged."""
+    weight = SPEAKER_WEIGHT if weight is None else weight
+    if asked is None or weight <= 0:
+        return list(relevance)
+    return [r * (1.0 - weight) if who is not None and who != asked else r for r, who in zip(relevance, speakers)]
 
 
 def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, lam: float,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -545,6 +546,49 @@ def diversity_similarity(pool: list[Result], session_of: dict[int, int] | None =
     return np.where(similarity >= bound, similarity, 0.0).tolist()
 
 
+# A chat turn that begins with a name and a colon names its speaker ("Caroline: I went to ..."; an imported
+# group chat, a transcript): one to three capitalised words.
+_SPEAKER = re.compile(r"\s*([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}):\s")
+
+
+def speaker_of(result: Result) -> str | None:
+    """Who said a chat turn, where its text begins with the name ("Caroline: ..."); None otherwise (a
+    fact, a note, a turn of memvault's own chat: the role says who)."""
+    from memvault.store.turn_context import TURN_ROLES
+
+    if result.role not in TURN_ROLES:
+        return None
+    found = _SPEAKER.match(result.text)
+    return found.group(1) if found else None
+
+
+def asked_speaker(text: str, speakers: set[str]) -> str | None:
+    """The one speaker a question names (every word of the name a capitalised word of the question, a
+    possessive's "'s" dropped), None when it names none or several ("What do Jon and Gina both like?")."""
+    from memvault.reading.parts import _NOT_NAMES
+
+    words = {re.sub(r"['’]s$", "", w) for w in re.findall(r"[A-Z][\w'’-]*", text)} - _NOT_NAMES
+    named = [who for who in sorted(speakers) if set(who.split()) <= words]
+    return named[0] if len(named) == 1 else None
+
+
+def _speaker_focus(pool: list[Result], relevance: list[float], text: str) -> list[float]:
+    """A question about one of the speakers of the candidates' turns ranks what that speaker said above
+    what the others said of the same (ranking.speaker_focus; scores "speaker": the share kept)."""
+    speakers = [speaker_of(r) for r in pool]
+    known = {who for who in speakers if who}
+    if len(known) < 2:
+        return relevance
+    asked = asked_speaker(text, known)
+    if asked is None:
+        return relevance
+    focused = ranking.speaker_focus(relevance, speakers, asked)
+    for result, before, after in zip(pool, relevance, focused):
+        if after != before:
+            result.scores["speaker"] = after - before
+    return focused
+
+
 @dataclass
 class LeftOut:
     """What the floor and the threshold left out of a search's candidates."""
@@ -586,6 +630,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         reranked = True
     else:
         relevance = fused_relevance(pool, query, rows, parts)
+    relevance = _speaker_focus(pool, relevance, query.text)
     if query.session_weight > 0:
         lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
         for result, before_lift, after in zip(pool, relevance, lifted):
