@@ -85,6 +85,15 @@ def clone_vault(url: str, path: str | Path | None = None, *, notice: Notice | No
     return remote.clone(url, root, lambda where: open_vault(where, notice=notice, **overrides), progress)
 
 
+def keep_index_handles() -> None:
+    """For a process that opens the vault anew for each command (the agent, faces/agent.py): from now on each
+    index's LanceDB connection and open table are kept between the commands, taken by each at the table's
+    latest version (store/index.py `keep_handles`; docs/design.md, "The agent")."""
+    from memvault.store.index import keep_handles
+
+    keep_handles()
+
+
 def project_folder(cwd: str | Path) -> Path:
     """The project a coding agent works in from `cwd`: the git work tree holding it, else cwd itself
     (`memvault setup --scope project` writes there; docs/design.md, "Coding agents")."""

@@ -446,3 +446,33 @@ def test_the_warm_path_imports_no_heavy_library(agent_vault):
     assert b"My wife is Anne" in result.stdout
     assert b"HEAVY [] 0" in result.stderr
     assert served(agent_vault) == before + 1
+
+
+def test_the_agent_sees_other_writers_hand_edits_and_an_index_rebuilt_meanwhile(vault_dir):
+    """The agent keeps its LanceDB connection and table between commands (index.keep_handles); each command
+    still sees what changed since the last: another process's add, a hand edit of a memory's file, and the
+    index rebuilt by another process (its table folder removed and made anew: the kept one is dropped)."""
+    seed("My wife is Anne", "The car is a blue Volvo")
+    settle()
+    proc = start_agent()
+    try:
+        def warm_texts(*words: str) -> list[str]:
+            before = served(vault_dir)
+            result = run_memvault("search", "--json", "--relevance-floor", "0", *words, env=WARM)
+            assert result.returncode == 0, result.stderr
+            assert served(vault_dir) == before + 1
+            return [row["text"] for row in json.loads(result.stdout)]
+
+        assert "The car is a blue Volvo" in warm_texts("car")  # the table is kept from here on
+        assert run_memvault("add", "The boat is a red canoe", env=COLD).returncode == 0
+        assert warm_texts("boat")[0] == "The boat is a red canoe"
+        car = next(p for p in (vault_dir / "entries").rglob("*.md") if "blue Volvo" in p.read_text())
+        car.write_text(car.read_text().replace("blue Volvo", "green Saab"))  # in place: no folder changes
+        texts = warm_texts("car")
+        assert "The car is a green Saab" in texts and "The car is a blue Volvo" not in texts
+        assert run_memvault("reindex", "--full", env=COLD).returncode == 0
+        assert run_memvault("add", "The bike is a yellow tandem", env=COLD).returncode == 0
+        assert warm_texts("bike")[0] == "The bike is a yellow tandem"
+        assert warm_texts("canoe")[0] == "The boat is a red canoe"
+    finally:
+        stop_process(proc)

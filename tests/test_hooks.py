@@ -249,6 +249,31 @@ def test_bad_input_and_a_time_limit_exit_0_with_nothing_said_and_one_log_line(va
     assert "memvault.toml" in log.read_text().splitlines()[-1]
 
 
+def test_a_cold_prompt_is_answered_without_loading_the_cli(vault_dir, project):
+    """Without an agent, `memvault hook AGENT` runs the face itself, not the CLI's typer app (typer builds
+    pydantic adapters for every option: ~0.2 s of a cold hook's time limit), with the answer the CLI's `hook`
+    command gives the same event."""
+    seed("The deploy target is staging-eu", conversation="~/src/shop")
+    prompt = json.dumps(recorded_event(PROMPT, project, prompt="what is the deploy target?")).encode()
+    probe = ("import sys, runpy\nsys.argv = ['memvault'] + sys.argv[1:]\n"
+             "import atexit, os\n_exit = os._exit\n"
+             "def leave(code):\n    sys.stderr.write('TYPER %s' % ('typer' in sys.modules)); sys.stderr.flush(); _exit(code)\n"
+             "os._exit = leave\nrunpy.run_module('memvault', run_name='__main__')\n")
+    env = {**os.environ, "MEMVAULT_AGENT": "off", "MEMVAULT_HOOK_TIMEOUT": "120"}
+    face = subprocess.run([sys.executable, "-c", probe, "hook", "claude-code"], input=prompt, capture_output=True,
+                          env=env, timeout=300)
+    assert face.returncode == 0 and b"TYPER False" in face.stderr, face.stderr
+    through_cli = subprocess.run([sys.executable, "-c", probe, "--vault", str(vault_dir), "-q", "hook", "claude-code"],
+                                 input=prompt, capture_output=True, env=env, timeout=300)
+    assert through_cli.returncode == 0 and b"TYPER False" in through_cli.stderr  # global options: still plain
+    assert face.stdout == through_cli.stdout
+    assert "staging-eu" in json.loads(face.stdout)["hookSpecificOutput"]["additionalContext"]
+    run_cli = subprocess.run([sys.executable, "-c", "import sys; from memvault.faces.cli import app; "
+                              "sys.argv = ['memvault', 'hook', 'claude-code']; app(prog_name='memvault')"],
+                             input=prompt, capture_output=True, env=env, timeout=300)
+    assert run_cli.stdout == face.stdout  # the CLI's own `hook` command: the same answer
+
+
 def test_through_the_vaults_agent_a_prompt_is_answered_and_a_stop_stored(vault_dir, project, tmp_path, monkeypatch):
     """The warm path: the event handed to the running agent (a memfd for stdin, pipes for stdout and
     stderr), the answer printed by the hook process itself."""

@@ -314,6 +314,9 @@ def run(root: Path, idle_minutes: float, notice, app) -> None:
     from memvault.store.native_memory import settle_for_long_life
 
     settle_for_long_life()  # before LanceDB and ONNX Runtime start their threads
+    from memvault.api import keep_index_handles
+
+    keep_index_handles()  # each command opens the vault anew; its LanceDB connection and table are kept
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     Agent(Path(os.path.abspath(root)), idle_minutes * 60, notice).serve_forever()
 

@@ -266,10 +266,38 @@ def _cold(argv, data: bytes | None, deadline: float | None = None, root: Path | 
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
         timer.daemon = True
         timer.start()
+    if data is not None and root is not None and _plain(argv, agent):
+        _face(agent, data, root)  # what the CLI's `hook` command does, without the CLI (typer, pydantic, rich)
     from memvault.faces.cli import app
 
     app(prog_name="memvault")
     return 0
+
+
+def _plain(argv: list[str], agent: str) -> bool:
+    """Whether the command line is `[--vault PATH] [-q] [-v] [--json] hook AGENT`, nothing else: a hook as
+    `memvault setup` writes it, whose cold run needs nothing of the CLI but the face (faces/hooks.py)."""
+    from memvault.faces.hooks import EVENTS
+    from memvault.faces.warm import command_of
+
+    return command_of(argv) == "hook" and agent in EVENTS and argv[argv.index("hook") + 1:] == [agent]
+
+
+def _face(agent: str, data: bytes, root: Path) -> None:
+    """The `hook` command (cli.py) on the event, cold, without loading the CLI: the face, the vault opened
+    at `root` (vault_root: --vault, else $MEMVAULT_DIR, else the default), the answer on stdout, then the
+    process ends at once, as the command ends it (cli._leave)."""
+    from memvault.faces import hooks
+
+    def open_vault(**notice):
+        from memvault.api import open_vault as open_it
+
+        return open_it(root, **notice)
+
+    code = hooks.run(agent, data, root, open_vault)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _in_background(argv, data: bytes, root: Path | None, agent: str, name: str | None) -> int:

@@ -72,7 +72,12 @@ class Reader:
 
         self.vault.require_existing()
         started = time.perf_counter()
-        index = self.fresh_index()
+        ahead = self._embed_ahead(query.text)
+        try:
+            index = self.fresh_index()
+        finally:
+            if ahead is not None:
+                ahead.join()
 
         def once(held):
             return read(held, query, self.vault.settings, self.say, self.llm_order,
@@ -90,6 +95,27 @@ class Reader:
                 raise
             index.refresh()  # another process's upkeep pruned the version this handle held
             return once(index)
+
+    def _embed_ahead(self, text: str):
+        """A thread making the query's vector while the index is brought in step (git's answer, LanceDB's
+        manifest: the model runs meanwhile), in a process that has the model loaded already (warm: the agent,
+        serve); the search then finds it made (Embedder.embed_query keeps it). None when cold: loading the
+        model in a thread beside the index's imports is not done."""
+        from memvault.store.models import loaded_embedder
+
+        embedder = loaded_embedder(self.vault.settings.embedding_model) if text.strip() else None
+        if embedder is None:
+            return None
+
+        def embed() -> None:
+            try:
+                embedder.embed_query(text)
+            except Exception:  # the search's own call says what is wrong
+                pass
+
+        thread = threading.Thread(target=embed, name="memvault-embed-ahead", daemon=True)
+        thread.start()
+        return thread
 
     def search(self, text: str, *, all_conversations: bool = False, conversation: str | None = None,
                **options: Any):

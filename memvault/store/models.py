@@ -41,6 +41,8 @@ _HUB_PROBE_TIMEOUT_S = 1.5
 FETCH_RETRY_S = 3600
 FETCH_LOG = "memvault-fetch.json"
 
+QUERY_CACHE = 64  # query vectors an Embedder keeps (embed_query)
+
 _lock = threading.Lock()
 _embedders: dict[str, Embedder] = {}
 _rerankers: dict[str, Reranker | None] = {}
@@ -61,6 +63,8 @@ class Embedder:
         self.dim = dim
         self.fingerprint = fingerprint
         self._model = model
+        self._queries: dict[str, np.ndarray] = {}  # the latest queries' vectors (embed_query)
+        self._queries_lock = threading.Lock()
 
     def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Rows in the order of ``texts``.
@@ -79,10 +83,22 @@ class Embedder:
         return _normalise(result)
 
     def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector; the last QUERY_CACHE queries' are kept (a long-lived process asked again, or
+        the vector made ahead while the index is brought in step: searching.Reader.run), the same floats."""
         import numpy as np
 
+        with self._queries_lock:
+            known = self._queries.get(text)
+        if known is not None:
+            return known.copy()
         # query_embed, not embed: some fastembed models prefix queries differently.
-        return _normalise(np.asarray(list(self._model.query_embed(text))))[0]
+        vector = _normalise(np.asarray(list(self._model.query_embed(text))))[0]
+        with self._queries_lock:
+            self._queries.pop(text, None)
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)))  # the oldest first
+        return vector.copy()
 
 
 class Reranker:
@@ -112,6 +128,12 @@ def embedder_identity(model_name: str | None = None) -> dict[str, Any] | None:
     if name == DEFAULT_EMBEDDING_MODEL:
         return {"name": DEFAULT_EMBEDDING_MODEL, "dim": _BUNDLED_DIM, "fingerprint": BUNDLED_ONNX_SHA256}
     return None
+
+
+def loaded_embedder(model_name: str | None = None) -> Embedder | None:
+    """The embedder for ``model_name`` if this process has loaded it already, else None (nothing is loaded)."""
+    with _lock:
+        return _embedders.get(model_name or DEFAULT_EMBEDDING_MODEL)
 
 
 def get_embedder(model_name: str | None = None, allow_download: bool = False) -> Embedder:
