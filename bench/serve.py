@@ -70,7 +70,8 @@ GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0,
 UPSTREAM = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from fake_llm import FakeLLM, _split
+from fake_llm import FakeLLM
+from fake_server import split as _split
 fake = FakeLLM()
 fake.default = '{"facts": []}'
 stream_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
