@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 import synth  # noqa: E402
 from checkout import git_commit  # noqa: E402
-from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
+from perf import child_env, load, machine, memvault_exe, percentiles, prepare_vault, versions  # noqa: E402
 from processes import stop_process  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]  # perf put it first again
@@ -57,20 +57,6 @@ GOAL_P50_MS = 40.0
 
 def arguments(conversation: str | None, question: str) -> dict:
     return {"query": question, **({"conversation": conversation} if conversation else {})}
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def percentiles(values_ms: list[float]) -> dict[str, float]:
-    ordered = sorted(values_ms)
-
-    def pick(q: float) -> float:  # nearest rank
-        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
-
-    return {"p50": round(statistics.median(ordered), 2), "p90": round(pick(0.90), 2), "p99": round(pick(0.99), 2),
-            "min": round(ordered[0], 2), "max": round(ordered[-1], 2), "calls": len(ordered)}
 
 
 # -- a bare JSON-RPC pipe ------------------------------------------------------------------------
@@ -195,9 +181,9 @@ async def latency(mv, env, vault: Path, calls: list[tuple[str | None, str]]) -> 
                 after, cpu = load(), pipe.cpu_seconds() - cpu_before
     finally:
         pipe.close()
-    return ({**percentiles(sdk), "load_before": before, "load_after": after, "with_results": found,
-             "by_scope": {k: percentiles(v) for k, v in by_scope.items()}},
-            {**percentiles(raw), "load_before": before, "load_after": after,
+    return ({**percentiles(sdk, "calls"), "load_before": before, "load_after": after, "with_results": found,
+             "by_scope": {k: percentiles(v, "calls") for k, v in by_scope.items()}},
+            {**percentiles(raw, "calls"), "load_before": before, "load_after": after,
              "server_cpu_ms_per_call": round(cpu * 1000 / len(calls), 2)})
 
 

@@ -80,7 +80,9 @@ def main() -> None:
     cursor = vault.recent(limit=50).next_cursor
     target = some[120]
     conversation = target.conversation_id
-    vault.edit(target.id, target.text + " (edited once, for its history)")
+    edited = " (edited once, for its history)"
+    if not target.text.endswith(edited):  # a vault reused (--vault): its history stays the same length
+        vault.edit(target.id, target.text + edited)
     app, _ = build_app(vault, ServeOptions(), lambda message: None)
     pages = {
         "timeline": "/",

@@ -120,6 +120,32 @@ def run(argv: list[str], env: dict[str, str], check: bool = True, stdin: str | N
     return child
 
 
+def load() -> float:
+    """The 1-minute load average, written beside every figure (a loaded machine's wall times are not its own)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def percentiles(values_ms: list[float], count: str = "n") -> dict[str, float]:
+    """p50, p90, p99 (nearest rank), min and max of milliseconds, and how many there were (under `count`)."""
+    ordered = sorted(values_ms)
+
+    def pick(q: float) -> float:  # nearest rank
+        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+    return {"p50": round(statistics.median(ordered), 2), "p90": round(pick(0.90), 2), "p99": round(pick(0.99), 2),
+            "min": round(ordered[0], 2), "max": round(ordered[-1], 2), count: len(ordered)}
+
+
+def run_together(threads: list, join_s: float = 3600) -> float:
+    """Start these client threads at once and wait for them all (each at most join_s): the wall seconds."""
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(join_s)
+    return time.perf_counter() - started
+
+
 def stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": len(values)}
 

@@ -58,7 +58,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 from checkout import REPO, git_commit  # noqa: E402
-from perf import child_env, machine, memvault_exe, prepare_vault, versions  # noqa: E402
+from perf import (child_env, load, machine, memvault_exe, percentiles, prepare_vault, run_together,  # noqa: E402
+                  versions)
 from processes import stop_process  # noqa: E402
 
 PHASES = ("search", "cold", "overhead", "concurrency", "writer", "rss", "ttfb")
@@ -70,7 +71,8 @@ GOALS = {"search_p50_ms": 30.0, "search_p99_ms": 100.0, "overhead_p50_ms": 50.0,
 UPSTREAM = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from fake_llm import FakeLLM, _split
+from fake_llm import FakeLLM
+from fake_server import split as _split
 fake = FakeLLM()
 fake.default = '{"facts": []}'
 stream_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
@@ -81,20 +83,6 @@ print(fake.base_url, flush=True)
 sys.stdin.read()
 fake.close()
 """
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def percentiles(values_ms: list[float]) -> dict[str, float]:
-    ordered = sorted(values_ms)
-
-    def pick(q: float) -> float:  # nearest rank
-        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
-
-    return {"p50": round(statistics.median(ordered), 2), "p90": round(pick(0.90), 2), "p99": round(pick(0.99), 2),
-            "min": round(ordered[0], 2), "max": round(ordered[-1], 2), "n": len(ordered)}
 
 
 class Upstream:
@@ -317,12 +305,7 @@ def concurrency(server: Server, vault: Path, clients: int, per_client: int) -> d
     before, cpu_before = load(), server.cpu_seconds()
     health_before = server.client.get("/health").json()
     started = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(3600)
-    wall = time.perf_counter() - started
+    wall = run_together([threading.Thread(target=client, args=(i,)) for i in range(clients)])
     server.idle()
     drained = time.perf_counter() - started
     cpu = server.cpu_seconds() - cpu_before
@@ -419,14 +402,8 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
         errors: list[str] = []
         health = server.client.get("/health").json()
         before, cpu = load(), server.cpu_seconds()
-        threads = [threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
-                   for i in range(count)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(3600)
-        wall = time.perf_counter() - started
+        wall = run_together([threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
+                             for i in range(count)])
         server.idle()
         after = server.client.get("/health").json()
         return {"clients": count, "chats": count * each, "errors": len(errors), "error_samples": errors[:3],

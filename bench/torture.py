@@ -84,6 +84,15 @@ def spawn(vault: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
                             text=True, start_new_session=True)
 
 
+def kill_after(proc: subprocess.Popen, seconds: float) -> None:
+    """SIGKILL to the process's group once `seconds` have passed (gone already: nothing to do)."""
+    time.sleep(seconds)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def git(vault: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(vault), *args], capture_output=True, text=True, check=True).stdout
 
@@ -139,6 +148,18 @@ class Run:
     def fail(self, what: str) -> None:
         self.fig.failures.append(what)
         self.say(f"  FAIL {what}")
+
+    def killed(self, trial: int, kind: str, victim: subprocess.Popen, proc: subprocess.Popen, err: str) -> bool:
+        """A kill trial counted, by command: whether SIGKILL ended `victim` before it finished; `proc` (the
+        command, or the client of the agent that was the victim) that finished on its own must exit 0."""
+        landed = victim.returncode == -signal.SIGKILL
+        self.fig.kill_trials += 1
+        self.fig.kills_landed += landed
+        self.fig.finished_before_kill += not landed
+        self.fig.kills_by_command[kind] = self.fig.kills_by_command.get(kind, 0) + landed
+        if not landed and proc.returncode != 0:
+            self.fail(f"trial {trial} ({kind}) exited {proc.returncode}: {err.strip()[-300:]}")
+        return landed
 
     def expect(self, vault: Path, *texts: str) -> None:
         self.expected.setdefault(vault, set()).update(texts)
@@ -340,11 +361,7 @@ class Run:
                 if mode == "whole life":
                     proc = spawn(target, *args, env=env)
                     delay = self.rng.uniform(0, span + 3.0)
-                    time.sleep(delay)
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    kill_after(proc, delay)
                     where = f"+{delay:.2f}s"
                 elif mode == "risky step":
                     where = self.rng.choice(steps)
@@ -356,13 +373,7 @@ class Run:
                     out, err = proc.communicate(timeout=600)
                 finally:
                     stop_process(proc)
-                landed = proc.returncode == -signal.SIGKILL
-                self.fig.kill_trials += 1
-                self.fig.kills_landed += landed
-                self.fig.finished_before_kill += not landed
-                self.fig.kills_by_command[kind] = self.fig.kills_by_command.get(kind, 0) + landed
-                if not landed and proc.returncode != 0:
-                    self.fail(f"trial {trial} ({kind}) exited {proc.returncode}: {err.strip()[-300:]}")
+                landed = self.killed(trial, kind, proc, proc, err)
                 if "Traceback" in err:
                     self.fail(f"trial {trial} ({kind}) printed a traceback: {err.strip()[-300:]}")
                 if not landed and kind.startswith("add"):
@@ -413,23 +424,13 @@ class Run:
             else:
                 proc = victim = spawn(vault, "-q", "add", "--jsonl", str(lines), env=kill_env)
             if mode == "whole life":
-                time.sleep(float(where[1:-1]))
-                try:
-                    os.killpg(victim.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kill_after(victim, float(where[1:-1]))
             out, err = proc.communicate(timeout=600)
         finally:
             if agent is not None:
                 stop_process(agent)
             stop_process(proc)
-        landed = victim.returncode == -signal.SIGKILL
-        self.fig.kill_trials += 1
-        self.fig.kills_landed += landed
-        self.fig.finished_before_kill += not landed
-        self.fig.kills_by_command[kind] = self.fig.kills_by_command.get(kind, 0) + landed
-        if not landed and proc.returncode != 0:
-            self.fail(f"trial {trial} ({kind}) exited {proc.returncode}: {err.strip()[-300:]}")
+        landed = self.killed(trial, kind, victim, proc, err)
         # The agent killed after it took the command: the client says so (exit 1); before: it ran cold
         if landed and agent is not None and not (proc.returncode == 1 and "ended while" in err or proc.returncode == 0):
             self.fail(f"trial {trial} ({kind}): the client said {proc.returncode} {err.strip()[-300:]!r}")

@@ -158,7 +158,10 @@ def _as_of(help_: str, **faces: Any) -> Option:
     return Option("as_of", help=help_, metavar=ISO, faces=faces)
 
 
-def _memory_id(help_: str, **faces: Any) -> Option:
+MEMORY_ID_HELP = "The memory's id, or a unique prefix of at least 4 characters."
+
+
+def _memory_id(help_: str = MEMORY_ID_HELP, **faces: Any) -> Option:
     return Option("id_or_prefix", help=help_, required=True, argument=True, metavar="ID", complete="memory",
                   faces={"cli": {"name": "memory_id"}, "serve": {"name": "memory_id"}, "mcp": {"name": "id"},
                          "page": {"name": "memory_id"}, **faces})
@@ -317,7 +320,7 @@ REVIEW = Request(
 GET = Request(
     call="get",
     options=(
-        _memory_id("The memory's id, or a unique prefix of at least 4 characters."),
+        _memory_id(),
         _as_of("The memory as the vault held it at this ISO 8601 date or time (an error if it did not)."),
     ),
     where={"cli": "memvault show", "serve": "GET /v1/memories/{memory_id}", "mcp": "get_memory"},
@@ -399,16 +402,17 @@ CHAT = Request(
 
 # -- what the page asks (faces/routes_page.py); the CLI's commands for these take their options by hand ---------
 
-DETAILS = Request(
-    call="details",
-    options=(_memory_id("The memory's id, or a unique prefix of at least 4 characters."),),
-    where={"page": "GET /memory/{memory_id}"},
-)
+def _page_of_one(call: str, route: str, help_: str = MEMORY_ID_HELP) -> Request:
+    """A page request whose one option is the memory's id, in its path."""
+    return Request(call=call, options=(_memory_id(help_),), where={"page": route})
+
+
+DETAILS = _page_of_one("details", "GET /memory/{memory_id}")
 
 EDIT = Request(
     call="edit",
     options=(
-        _memory_id("The memory's id, or a unique prefix of at least 4 characters."),
+        _memory_id(),
         Option("text", help="The memory's new text (its front matter is kept).",
                faces={"page": {"required": True}}),
         Option("editor", many=True, help="The editor command (default: $VISUAL, else $EDITOR).",
@@ -420,11 +424,8 @@ EDIT = Request(
     where={"page": "POST /memory/{memory_id}/edit"},
 )
 
-RESTORE = Request(
-    call="restore",
-    options=(_memory_id("The deleted memory's id, or a unique prefix of at least 4 characters."),),
-    where={"page": "POST /memory/{memory_id}/restore"},
-)
+RESTORE = _page_of_one("restore", "POST /memory/{memory_id}/restore",
+                       "The deleted memory's id, or a unique prefix of at least 4 characters.")
 
 UNDO = Request(
     call="undo",

@@ -1,7 +1,8 @@
 """A scripted Anthropic Messages API server for tests (real sockets, a real HTTP/1.1 server).
 
-The Anthropic-speaking twin of tests/fake_llm.py: the upstream a real client (the `claude` CLI, the
-`anthropic` SDK, litellm's anthropic provider, `memvault serve`'s Anthropic face) talks to. Its
+The Anthropic-speaking twin of tests/fake_llm.py (the server, script and records they share:
+tests/fake_server.py): the upstream a real client (the `claude` CLI, the `anthropic` SDK, litellm's
+anthropic provider, `memvault serve`'s Anthropic face) talks to. Its
 ``base_url`` is the server's root (``http://127.0.0.1:PORT``), as ``ANTHROPIC_BASE_URL`` takes it:
 clients add ``/v1/messages`` themselves (the `claude` CLI adds ``?beta=true``, which is accepted).
 
@@ -54,14 +55,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import queue
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from fake_server import ScriptedHandler, ScriptedServer, serving, split
 
 __all__ = ["FakeAnthropic", "fake_anthropic", "request_text"]
 
@@ -100,56 +99,22 @@ def request_text(body: dict) -> str:
     return "\n".join(out)
 
 
-def _split(text: str, pieces: int = 4) -> list[str]:
-    """Cut text into up to `pieces` non-empty consecutive parts (at least 2 when possible)."""
-    if len(text) < 2:
-        return [text] if text else []
-    size = max(1, -(-len(text) // pieces))
-    return [text[i : i + size] for i in range(0, len(text), size)]
+class FakeAnthropic(ScriptedServer):
+    name = "fake_anthropic"
 
-
-class FakeAnthropic:
     def __init__(self) -> None:
-        self._script: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._closing = threading.Event()
         self._ids = itertools.count(1)
-        self.requests: list[dict] = []
-        self.headers: list = []
         self.paths: list[str] = []
         self.count_requests: list[dict] = []
-        self.unscripted = 0  # requests answered while the queue was empty and no default was set
-        self.default: Any = None
         self.models = ["claude-test-1"]
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-anthropic",
-                                        daemon=True)  # a short poll interval keeps each teardown fast
-        self._thread.start()
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host}:{port}"
+        super().__init__()
 
-    def push(self, *items: Any) -> None:
-        for item in items:
-            self._script.put(item)
-
-    def close(self) -> None:
-        self._closing.set()  # wakes handlers sleeping on a "delay" or "hold" item
-        self._server.shutdown()
-        self._server.server_close()
+    def unscripted_reply(self) -> dict:
+        return {"status": 500, "body": error_body(500, EMPTY_QUEUE_MESSAGE)}
 
     def texts(self) -> list[str]:
         """request_text of every recorded /v1/messages request, in order."""
         return [request_text(body) for body in self.requests]
-
-    def _next_item(self, body: dict) -> Any:
-        try:
-            item = self._script.get_nowait()
-        except queue.Empty:
-            if self.default is None:
-                self.unscripted += 1
-                return {"status": 500, "body": error_body(500, EMPTY_QUEUE_MESSAGE)}
-            item = self.default
-        return item(body) if callable(item) else item
 
     def _message(self, body: dict, item: dict) -> tuple[dict, list[dict]]:
         """The response message (content filled) and its content blocks."""
@@ -171,146 +136,122 @@ class FakeAnthropic:
                    "stop_sequence": None, "usage": item.get("usage") or dict(USAGE)}
         return message, blocks
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    class Handler(ScriptedHandler):
+        answer_headers = {"request-id": "req_fake"}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out as two writes; avoid a 40 ms stall
+        def do_GET(self) -> None:
+            fake = self.fake
+            path = urlsplit(self.path).path.rstrip("/")
+            models = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                      for m in fake.models]
+            if path == "/v1/models":
+                self._send(200, {"data": models, "has_more": False, "first_id": fake.models[0],
+                                 "last_id": fake.models[-1]})
+            elif path.startswith("/v1/models/") and path.rsplit("/", 1)[1] in fake.models:
+                self._send(200, next(m for m in models if m["id"] == path.rsplit("/", 1)[1]))
+            else:
+                self._send(404, error_body(404, f"no route {self.path}"))
 
-            def log_message(self, *args: Any) -> None:  # keep pytest output clean
-                pass
+        def do_POST(self) -> None:
+            fake = self.fake
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            path = urlsplit(self.path).path.rstrip("/")
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._send(400, error_body(400, "fake_anthropic: the body is not JSON"))
+                return
+            if path == "/v1/messages/count_tokens":
+                fake.count_requests.append(body)
+                self._send(200, {"input_tokens": max(1, len(json.dumps(body)) // 4)})
+                return
+            if path != "/v1/messages":
+                self._send(404, error_body(404, f"no route {self.path}"))
+                return
+            fake.headers.append(self.headers)
+            fake.paths.append(self.path)
+            fake.requests.append(body)
+            item = fake.next_item(body)
+            try:
+                self._answer(body, {"text": item} if isinstance(item, str) else item)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test); nothing to answer
 
-            def do_GET(self) -> None:
-                path = urlsplit(self.path).path.rstrip("/")
-                models = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-                          for m in fake.models]
-                if path == "/v1/models":
-                    self._send(200, {"data": models, "has_more": False, "first_id": fake.models[0],
-                                     "last_id": fake.models[-1]})
-                elif path.startswith("/v1/models/") and path.rsplit("/", 1)[1] in fake.models:
-                    self._send(200, next(m for m in models if m["id"] == path.rsplit("/", 1)[1]))
-                else:
-                    self._send(404, error_body(404, f"no route {self.path}"))
+        def _answer(self, body: dict, item: dict) -> None:
+            fake = self.fake
+            if "delay" in item and fake.closing_within(item["delay"]):
+                return
+            if "status" in item:
+                self._send(item["status"], item.get("body", error_body(item["status"])))
+            elif "raw" in item:
+                self._send(200, item["raw"])
+            elif body.get("stream"):
+                self._stream(body, item)
+            else:
+                self._send(200, fake._message(body, item)[0])
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                path = urlsplit(self.path).path.rstrip("/")
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._send(400, error_body(400, "fake_anthropic: the body is not JSON"))
-                    return
-                if path == "/v1/messages/count_tokens":
-                    fake.count_requests.append(body)
-                    self._send(200, {"input_tokens": max(1, len(json.dumps(body)) // 4)})
-                    return
-                if path != "/v1/messages":
-                    self._send(404, error_body(404, f"no route {self.path}"))
-                    return
-                fake.headers.append(self.headers)
-                fake.paths.append(self.path)
-                fake.requests.append(body)
-                item = fake._next_item(body)
-                try:
-                    self._answer(body, {"text": item} if isinstance(item, str) else item)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test); nothing to answer
+        def _event(self, payload: dict) -> None:
+            self.wfile.write(f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode())
+            self.wfile.flush()
 
-            def _answer(self, body: dict, item: dict) -> None:
-                if "delay" in item and fake._closing.wait(item["delay"]):
-                    return
-                if "status" in item:
-                    self._send(item["status"], item.get("body", error_body(item["status"])))
-                elif "raw" in item:
-                    self._send(200, item["raw"])
-                elif body.get("stream"):
-                    self._stream(body, item)
-                else:
-                    self._send(200, fake._message(body, item)[0])
-
-            def _send(self, status: int, payload: Any) -> None:
-                encoded = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(encoded)))
-                self.send_header("request-id", "req_fake")
-                self.end_headers()
-                self.wfile.write(encoded)
-
-            def _event(self, payload: dict) -> None:
-                self.wfile.write(f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode())
-                self.wfile.flush()
-
-            def _stream(self, body: dict, item: dict) -> None:
-                message, blocks = fake._message(body, item)
-                usage = message["usage"]
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                start = dict(message, content=[], stop_reason=None,
-                             usage={"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1})
-                self._event({"type": "message_start", "message": start})
-                self._event({"type": "ping"})
-                delay, hold = item.get("chunk_delay", 0), item.get("hold")
-                for index, block in enumerate(blocks):
-                    if block["type"] == "text":
-                        self._event({"type": "content_block_start", "index": index,
-                                     "content_block": {"type": "text", "text": ""}})
-                        for piece in item.get("chunks") or _split(block["text"]):
-                            if delay and fake._closing.wait(delay):
-                                return
-                            self._event({"type": "content_block_delta", "index": index,
-                                         "delta": {"type": "text_delta", "text": piece}})
-                        if item.get("cut"):  # half an event, then the connection gone
-                            self.wfile.write(b'event: content_block_delta\ndata: {"type": "content_bl')
-                            self.wfile.flush()
+        def _stream(self, body: dict, item: dict) -> None:
+            fake = self.fake
+            message, blocks = fake._message(body, item)
+            usage = message["usage"]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            start = dict(message, content=[], stop_reason=None,
+                         usage={"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1})
+            self._event({"type": "message_start", "message": start})
+            self._event({"type": "ping"})
+            delay, hold = item.get("chunk_delay", 0), item.get("hold")
+            for index, block in enumerate(blocks):
+                if block["type"] == "text":
+                    self._event({"type": "content_block_start", "index": index,
+                                 "content_block": {"type": "text", "text": ""}})
+                    for piece in item.get("chunks") or split(block["text"]):
+                        if delay and fake.closing_within(delay):
                             return
-                        if item.get("error_event"):
-                            self._event({"type": "error", "error": item["error_event"]})
-                            return
-                    elif block["type"] == "thinking":
-                        self._event({"type": "content_block_start", "index": index,
-                                     "content_block": {"type": "thinking", "thinking": ""}})
-                        for piece in _split(block["thinking"]):
-                            self._event({"type": "content_block_delta", "index": index,
-                                         "delta": {"type": "thinking_delta", "thinking": piece}})
                         self._event({"type": "content_block_delta", "index": index,
-                                     "delta": {"type": "signature_delta", "signature": block["signature"]}})
-                    else:  # tool_use: the input's JSON in two pieces
-                        self._event({"type": "content_block_start", "index": index, "content_block": {
-                            "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
-                        arguments = json.dumps(block["input"])
-                        half = len(arguments) // 2
-                        for piece in (arguments[:half], arguments[half:]):
-                            self._event({"type": "content_block_delta", "index": index,
-                                         "delta": {"type": "input_json_delta", "partial_json": piece}})
-                    self._event({"type": "content_block_stop", "index": index})
-                if hold is not None:
-                    while not hold.wait(0.05):
-                        if fake._closing.is_set():
-                            return
-                self._event({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
-                                                                "stop_sequence": None},
-                             "usage": {"output_tokens": usage.get("output_tokens", 0)}})
-                self._event({"type": "message_stop"})
+                                     "delta": {"type": "text_delta", "text": piece}})
+                    if item.get("cut"):  # half an event, then the connection gone
+                        self.wfile.write(b'event: content_block_delta\ndata: {"type": "content_bl')
+                        self.wfile.flush()
+                        return
+                    if item.get("error_event"):
+                        self._event({"type": "error", "error": item["error_event"]})
+                        return
+                elif block["type"] == "thinking":
+                    self._event({"type": "content_block_start", "index": index,
+                                 "content_block": {"type": "thinking", "thinking": ""}})
+                    for piece in split(block["thinking"]):
+                        self._event({"type": "content_block_delta", "index": index,
+                                     "delta": {"type": "thinking_delta", "thinking": piece}})
+                    self._event({"type": "content_block_delta", "index": index,
+                                 "delta": {"type": "signature_delta", "signature": block["signature"]}})
+                else:  # tool_use: the input's JSON in two pieces
+                    self._event({"type": "content_block_start", "index": index, "content_block": {
+                        "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+                    arguments = json.dumps(block["input"])
+                    half = len(arguments) // 2
+                    for piece in (arguments[:half], arguments[half:]):
+                        self._event({"type": "content_block_delta", "index": index,
+                                     "delta": {"type": "input_json_delta", "partial_json": piece}})
+                self._event({"type": "content_block_stop", "index": index})
+            if hold is not None and not fake.released(hold):
+                return
+            self._event({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
+                                                            "stop_sequence": None},
+                         "usage": {"output_tokens": usage.get("output_tokens", 0)}})
+            self._event({"type": "message_stop"})
 
-        return Handler
 
 
 @pytest.fixture
 def fake_anthropic():
-    fake = FakeAnthropic()
-    try:
-        yield fake
-    finally:
-        fake.close()
-    if fake.unscripted:
-        pytest.fail(
-            f"fake_anthropic got {fake.unscripted} request(s) with no scripted reply; "
-            "push() one per expected call or set fake_anthropic.default"
-        )
+    yield from serving(FakeAnthropic())

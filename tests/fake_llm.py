@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible HTTP server for tests (real sockets, real litellm).
+"""A scripted OpenAI-compatible HTTP server for tests (real sockets, real litellm; the server, script and
+records it shares with tests/fake_anthropic.py: tests/fake_server.py).
 
 Each test scripts the replies it expects with ``fake_llm.push(...)``; a script item is
 - a string: the assistant's content (streamed as several SSE chunks when ``stream: true``);
@@ -44,15 +45,13 @@ answers with (ids).
 from __future__ import annotations
 
 import json
-import queue
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from fake_server import ScriptedHandler, ScriptedServer, serving, split
 from memvault.store.llm import LLMConfig
 
 __all__ = ["FakeLLM", "fake_llm", "refused_url"]
@@ -68,167 +67,116 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def _split(text: str, pieces: int = 4) -> list[str]:
-    """Cut text into up to `pieces` non-empty consecutive parts (at least 2 when possible)."""
-    if len(text) < 2:
-        return [text] if text else []
-    size = max(1, -(-len(text) // pieces))
-    return [text[i : i + size] for i in range(0, len(text), size)]
+class FakeLLM(ScriptedServer):
+    name = "fake_llm"
+    path = "/v1"
 
-
-class FakeLLM:
     def __init__(self) -> None:
-        self._script: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._closing = threading.Event()
-        self.requests: list[dict] = []
-        self.headers: list = []  # the HTTP headers of each recorded request (email.message.Message: any case)
-        self.unscripted = 0  # requests answered while the queue was empty and no default was set
-        self.default: Any = None
         self.received: list[tuple[str, str, bytes]] = []  # every request: method, path, body
         self.models: list[str] = ["test-model"]
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="fake-llm", daemon=True
-        )  # a short poll interval keeps shutdown (each test's teardown) fast
-        self._thread.start()
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host}:{port}/v1"
-
-    def push(self, *items: Any) -> None:
-        for item in items:
-            self._script.put(item)
+        super().__init__()
 
     def config(self, **overrides: Any) -> LLMConfig:
         values = {"model": "openai/test-model", "base_url": self.base_url, "api_key": None, "timeout": 10.0}
         values.update(overrides)
         return LLMConfig(**values)
 
-    def close(self) -> None:
-        self._closing.set()  # wakes handlers sleeping on a "delay" item
-        self._server.shutdown()
-        self._server.server_close()
+    def unscripted_reply(self) -> dict:
+        return {"status": 500, "body": {"error": {"message": EMPTY_QUEUE_BODY, "type": "fake_llm"}}}
 
-    def _next_item(self) -> Any:
-        try:
-            return self._script.get_nowait()
-        except queue.Empty:
-            if self.default is not None:
-                return self.default
-            self.unscripted += 1
-            return {"status": 500, "body": {"error": {"message": EMPTY_QUEUE_BODY, "type": "fake_llm"}}}
+    class Handler(ScriptedHandler):
+        def do_GET(self) -> None:
+            fake = self.fake
+            fake.received.append(("GET", self.path, b""))
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+        def do_POST(self) -> None:
+            fake = self.fake
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            fake.received.append(("POST", self.path, raw))
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            body = json.loads(raw or b"{}")
+            fake.headers.append(self.headers)  # case-insensitive: HTTP/2-era clients send lowercase names
+            fake.requests.append(body)
+            item = fake.next_item(body)
+            body = {**body, "_id": f"chatcmpl-fake-{len(fake.requests)}"}
+            try:
+                self._answer(body, item)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout test); nothing to answer
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out as two writes; avoid a 40 ms stall
-
-            def log_message(self, *args: Any) -> None:  # keep pytest output clean
-                pass
-
-            def do_GET(self) -> None:
-                fake.received.append(("GET", self.path, b""))
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                fake.received.append(("POST", self.path, raw))
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+        def _answer(self, body: dict, item: Any) -> None:
+            fake = self.fake
+            if isinstance(item, str):
+                item = {"content": item}
+            if "delay" in item and fake.closing_within(item["delay"]):
+                return
+            if "status" in item:
+                default_error = {"error": {"message": "fake_llm scripted error", "type": "server_error"}}
+                self._send(item["status"], item.get("body", default_error))
+            elif "raw" in item:
+                self._send(200, item["raw"])
+            elif body.get("stream"):
+                default = "" if item.get("tool_calls") else "ok"
+                pieces = item.get("chunks") or split(item.get("content", default))
+                if item.get("think"):
+                    pieces = [f"<think>{item['think']}</think>\n\n", *pieces]
+                self._stream(body, pieces, item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
+                             item.get("usage", USAGE), item.get("cut", False))
+            else:
+                hold = item.get("hold")
+                if hold is not None and not fake.released(hold):  # answered once the test says so
                     return
-                body = json.loads(raw or b"{}")
-                fake.headers.append(self.headers)  # case-insensitive: HTTP/2-era clients send lowercase names
-                fake.requests.append(body)
-                body = {**body, "_id": f"chatcmpl-fake-{len(fake.requests)}"}
-                item = fake._next_item()
-                try:
-                    self._answer(body, item)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test); nothing to answer
+                content = item.get("content", "".join(item.get("chunks", [])) or
+                                   (None if item.get("tool_calls") else "ok"))
+                if item.get("think"):
+                    content = f"<think>{item['think']}</think>\n\n{content or ''}"
+                self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage", USAGE)))
 
-            def _answer(self, body: dict, item: Any) -> None:
-                if isinstance(item, str):
-                    item = {"content": item}
-                if "delay" in item and fake._closing.wait(item["delay"]):
+        def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None, tool_calls=None,
+                    usage=None, cut: bool = False) -> None:
+            fake = self.fake
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            chunks = [_chunk(body, {"role": "assistant", "content": ""}, None)]
+            chunks += [_chunk(body, {"content": p}, None) for p in pieces]
+            for number, call in enumerate(tool_calls or []):
+                half = len(call["arguments"]) // 2
+                chunks.append(_chunk(body, {"tool_calls": [{"index": number, "id": f"call_{number}", "type": "function",
+                                                            "function": {"name": call["name"],
+                                                                         "arguments": call["arguments"][:half]}}]}, None))
+                chunks.append(_chunk(body, {"tool_calls": [{"index": number, "function": {
+                    "arguments": call["arguments"][half:]}}]}, None))
+            chunks.append(_chunk(body, {}, "tool_calls" if tool_calls else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage") and usage is not None:
+                chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage})
+            if cut:  # the pieces, then half a chunk and the connection gone
+                chunks = chunks[:1 + len(pieces)]
+            for number, c in enumerate(chunks):
+                if delay and 0 < number < len(chunks) - 1 and fake.closing_within(delay):
                     return
-                if "status" in item:
-                    default_error = {"error": {"message": "fake_llm scripted error", "type": "server_error"}}
-                    self._send(item["status"], item.get("body", default_error))
-                elif "raw" in item:
-                    self._send(200, item["raw"])
-                elif body.get("stream"):
-                    default = "" if item.get("tool_calls") else "ok"
-                    pieces = item.get("chunks") or _split(item.get("content", default))
-                    if item.get("think"):
-                        pieces = [f"<think>{item['think']}</think>\n\n", *pieces]
-                    self._stream(body, pieces, item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
-                                 item.get("usage", USAGE), item.get("cut", False))
-                else:
-                    hold = item.get("hold")
-                    while hold is not None and not hold.wait(0.05):  # answered once the test says so
-                        if fake._closing.is_set():
-                            return
-                    content = item.get("content", "".join(item.get("chunks", [])) or
-                                       (None if item.get("tool_calls") else "ok"))
-                    if item.get("think"):
-                        content = f"<think>{item['think']}</think>\n\n{content or ''}"
-                    self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage", USAGE)))
-
-            def _send(self, status: int, payload: Any) -> None:
-                data = payload if isinstance(payload, str) else json.dumps(payload)
-                encoded = data.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(encoded)))
-                self.end_headers()
-                self.wfile.write(encoded)
-
-            def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None, tool_calls=None,
-                        usage=None, cut: bool = False) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                chunks = [_chunk(body, {"role": "assistant", "content": ""}, None)]
-                chunks += [_chunk(body, {"content": p}, None) for p in pieces]
-                for number, call in enumerate(tool_calls or []):
-                    half = len(call["arguments"]) // 2
-                    chunks.append(_chunk(body, {"tool_calls": [{"index": number, "id": f"call_{number}", "type": "function",
-                                                                "function": {"name": call["name"],
-                                                                             "arguments": call["arguments"][:half]}}]}, None))
-                    chunks.append(_chunk(body, {"tool_calls": [{"index": number, "function": {
-                        "arguments": call["arguments"][half:]}}]}, None))
-                chunks.append(_chunk(body, {}, "tool_calls" if tool_calls else "stop"))
-                if (body.get("stream_options") or {}).get("include_usage") and usage is not None:
-                    chunks.append({**_chunk(body, {}, None), "choices": [], "usage": usage})
-                if cut:  # the pieces, then half a chunk and the connection gone
-                    chunks = chunks[:1 + len(pieces)]
-                for number, c in enumerate(chunks):
-                    if delay and 0 < number < len(chunks) - 1 and fake._closing.wait(delay):
-                        return
-                    if hold is not None and number == len(chunks) - 1:
-                        while not hold.wait(0.05):
-                            if fake._closing.is_set():
-                                return
-                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
-                    self.wfile.flush()
-                if cut:
-                    self.wfile.write(b'data: {"id": "chatcmpl-fake-cut", "choi')
-                    self.wfile.flush()
-                    self.close_connection = True
+                if hold is not None and number == len(chunks) - 1 and not fake.released(hold):
                     return
-                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                self.wfile.flush()
+            if cut:
+                self.wfile.write(b'data: {"id": "chatcmpl-fake-cut", "choi')
                 self.wfile.flush()
                 self.close_connection = True
+                return
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
 
-        return Handler
 
 
 USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
@@ -267,13 +215,4 @@ def _chunk(body: dict, delta: dict, finish_reason: str | None) -> dict:
 
 @pytest.fixture
 def fake_llm():
-    fake = FakeLLM()
-    try:
-        yield fake
-    finally:
-        fake.close()
-    if fake.unscripted:
-        pytest.fail(
-            f"fake_llm got {fake.unscripted} request(s) with no scripted reply; "
-            "push() one per expected call or set fake_llm.default"
-        )
+    yield from serving(FakeLLM())

@@ -8,6 +8,7 @@ tests/test_page_browser.py (slow)."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from html import unescape
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import memvault
-from conftest import git, seed
+from conftest import git, run_memvault, seed
 from memvault.faces.serve import ServeOptions, build_app
 from memvault.store import files
 
@@ -272,6 +273,36 @@ def test_review_keep_edit_and_reject_from_the_page(vault_dir):
     assert "Nothing waits for review." in client.get("/review").text
     both = client.post("/review", data={"csrf": csrf, "keep": figs.id, "reject": dates.id})
     assert "Nothing was done:" in both.text
+
+
+def test_each_page_load_sees_what_changed_since_the_last(vault_dir):
+    """The lookups by id of one page share one status of git (Index.one_status: review asked git once per
+    proposal, issue 43); the next load asks git again. A memory written by hand between two loads of its page
+    is found by the second; the fact a proposal would replace, removed by another process between two loads
+    of the review page, is no longer shown beside it."""
+    vault = memvault.open_vault(vault_dir)
+    [lisbon] = vault.add("The user lives in Lisbon")
+    [porto] = vault.add("The user lives in Porto", meta={files.ORIGIN_KEY: "learned", "would_replace": [lisbon.id]})
+    client = client_for(vault_dir)
+    time.sleep(1.2)  # past index.RACY_NS: the review page's sync vouches for the files, its record synced to HEAD
+    assert client.get("/review").status_code == 200  # lookups by id now go by the record and git's word
+    mine = "feedface-0000-4000-8000-000000000001"
+    assert client.get(f"/memory/{mine}").status_code == 404
+    dropped = vault_dir / "entries" / "global" / "notes" / "mine.md"
+    dropped.parent.mkdir(parents=True, exist_ok=True)
+    dropped.write_text(f"---\nid: {mine}\nrole: note\ncreated_at: 2026-01-01T00:00:00+00:00\n---\nA note of mine\n")
+    page = client.get(f"/memory/{mine}")
+    assert page.status_code == 200 and "A note of mine" in page.text
+
+    def beside_porto() -> str:
+        html = client.get("/review").text
+        side = html[html.index(f'id="r-{porto.id}"'):]
+        return side[:side.index("</article>")]
+
+    assert "Would replace" in beside_porto() and "The user lives in Lisbon" in beside_porto()
+    removed = run_memvault("--vault", str(vault_dir), "rm", lisbon.id)
+    assert removed.returncode == 0, removed.stderr
+    assert "Would replace" not in beside_porto() and "The user lives in Lisbon" not in beside_porto()
 
 
 def test_conversations_and_one_conversation(vault_dir):

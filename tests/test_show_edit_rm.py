@@ -353,3 +353,40 @@ def test_an_id_is_found_reading_only_its_file_and_hand_made_files_still_are(vaul
     read.clear()
     gone = vault.get(memories[7].id[:8])
     assert gone.is_deleted and read == [gone.path]
+
+
+def test_a_read_of_many_lookups_asks_git_once_and_a_write_within_it_is_seen(vault_dir, monkeypatch):
+    """Review looks up what each proposal would replace, one memory's page its links and the ids of its story;
+    each lookup asked git which files changed since the index (a `git status` of 10,000 files: ~26 ms of CPU),
+    so the review page of issue 43 ran one per proposal. Now one read asks once (Index.one_status). A file this
+    process writes within the read (a chat turn, written before the model answers: no commit) is still found."""
+    import memvault
+    from memvault.changing import review
+    from memvault.reading import details
+    from memvault.store import gitrepo
+
+    library = memvault.open_vault(vault_dir)
+    mine = library.add([f"The user's fact number {n}" for n in range(4)])
+    for n, old in enumerate(mine):
+        library.add(f"The user changed fact {n}", meta={files.ORIGIN_KEY: "learned", "would_replace": [old.id]})
+    library.edit(mine[0].id, "The user's fact number 0, edited")
+    time.sleep(1.2)  # past index.RACY_NS: the next sync vouches for the files and syncs its record to HEAD
+    library.review()  # as every read does first: the index in step, its record synced to HEAD
+    vault = Vault.open(vault_dir)
+    assert vault.index.changed_paths() is not None  # git's word is had: lookups go by the record
+    asked = []
+    real = gitrepo.changes_since
+    monkeypatch.setattr(gitrepo, "changes_since", lambda *args, **kw: asked.append(args) or real(*args, **kw))
+    items = review.waiting(vault)
+    assert sorted(m.text for item in items for m in item.would_replace) == \
+        ["The user's fact number 0, edited"] + [f"The user's fact number {n}" for n in (1, 2, 3)]
+    assert len(asked) == 1  # was 4: one per proposal
+    asked.clear()
+    found = details.details(vault, mine[0].id)
+    assert len(found.proposed) == 1 and len(found.history) == 2 and len(asked) == 1  # was 2
+    asked.clear()
+    with vault.index.one_status():
+        assert vault.find(mine[1].id).text == "The user's fact number 1"
+        turn = vault.write_aside("chat", files.new_memory("A turn written within the read", "user"))
+        assert vault.find(turn.id).text == "A turn written within the read"
+    assert len(asked) == 2

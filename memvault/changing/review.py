@@ -68,15 +68,17 @@ def status_of(memory: Memory) -> str:
 
 def waiting(vault, conversation: str | None = None, limit: int | None = None) -> list[ReviewItem]:
     """The learned facts not reviewed yet, newest first (found through the index, read from their
-    files), each with the words it came from and what it would replace or replaced."""
+    files), each with the words it came from and what it would replace or replaced: looked up by id
+    with one status of git for the whole list (Index.one_status), not one per lookup."""
     items: list[ReviewItem] = []
-    for row in vault.index.unreviewed_rows(conversation):
-        memory = files.still_live(vault.root, vault.root / row["path"], row["id"])
-        if memory is None or not files.is_learned(memory) or memory.extra.get(files.REVIEWED):
-            continue
-        items.append(describe(vault, memory))
-        if limit is not None and len(items) >= limit:
-            break
+    with vault.index.one_status():
+        for row in vault.index.unreviewed_rows(conversation):
+            memory = files.still_live(vault.root, vault.root / row["path"], row["id"])
+            if memory is None or not files.is_learned(memory) or memory.extra.get(files.REVIEWED):
+                continue
+            items.append(describe(vault, memory))
+            if limit is not None and len(items) >= limit:
+                break
     return items
 
 

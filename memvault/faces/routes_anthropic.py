@@ -100,18 +100,9 @@ def parse_messages(body: dict, headers, default_conversation: str, withheld: tup
                    query: str = "") -> ChatCall:
     """The request checked (what is wrong is the client's, said with the field's name) and made a ChatCall
     whose `forward` is the request as it came, with the client's headers to pass on."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
-    texts = []
-    for number, message in enumerate(messages):
-        where = f"messages[{number}]"
-        if not isinstance(message, dict):
-            raise ApiError(400, f"{where} must be an object with role and content", where)
-        if message.get("role") not in ROLES:
-            raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
-                                f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
-        texts.append(message_text(message.get("content"), f"{where}.content") if message["role"] == "user" else "")
+    messages = serving.checked_messages(body, ROLES)
+    texts = [message_text(message.get("content"), f"messages[{number}].content") if message["role"] == "user" else ""
+             for number, message in enumerate(messages)]
     # The user's message: the last user message with words of the user's. After it, a tool round (the
     # assistant's tool_use, the client's tool_result blocks: a user message without such words) and
     # system messages (claude's).

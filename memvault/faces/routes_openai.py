@@ -70,16 +70,7 @@ async def chat_completions(request: Request, options: OptionsDep, exchanges: Exc
 def parse_chat(body: dict, headers, default_conversation: str) -> ChatCall:
     """The request checked (what is wrong is the client's, said with the field's name) and made a ChatCall
     whose `forward` is the request as it came: nothing in it is changed here."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
-    for number, message in enumerate(messages):
-        where = f"messages[{number}]"
-        if not isinstance(message, dict):
-            raise ApiError(400, f"{where} must be an object with role and content", where)
-        if message.get("role") not in ROLES:
-            raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(ROLES))} "
-                                f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
+    messages = serving.checked_messages(body, ROLES)
     # The user's message is the last one, or the last before a tool round (the assistant's tool
     # calls and their results, which the client sends back for the model's answer).
     at = max((n for n, m in enumerate(messages) if m["role"] == "user"), default=None)

@@ -166,13 +166,33 @@ async def conversation(conversation: str, page: PageDep):
 
 # -- changing ----------------------------------------------------------------------------------------
 
+async def _memory_form(page: Page, memory_id: str, model) -> tuple[Any, str | None]:
+    """The form of one memory's page (edit, remove), read against its model: (its values, the words typed in
+    its text box, None without one); a form that does not read ends the request with the memory's page
+    saying why (400), the words kept in the box."""
+    form = await posted(page.request, page)
+    body, problem = read_values(model, form)
+    text = (form.get("text") or [""])[-1] if "text" in model.model_fields else None
+    if problem is not None:
+        raise PageExit(await _memory_page(page, memory_id, problem, 400, text))
+    return body, text
+
+
+async def _back_form(page: Page, model, definition, call, back: str) -> tuple[str, Any, str | None]:
+    """A change from a form that names the page to go back to (review's decisions, undo): (that page, safe,
+    `back` by default; the library call's result; what went wrong instead, in the library's words)."""
+    form = await posted(page.request, page)
+    back = safe_next((form.get("back") or [back])[-1])
+    body, problem = read_values(model, form)
+    result = None
+    if problem is None:
+        result, problem, _ = await _try(page, call, **definition.library_args("page", dict(body)))
+    return back, result, problem
+
+
 @router.post("/memory/{memory_id}/edit")
 async def edit(memory_id: str, page: PageDep):
-    form = await posted(page.request, page)
-    body, problem = read_values(EditForm, form)
-    text = (form.get("text") or [""])[-1]
-    if problem is not None:
-        return await _memory_page(page, memory_id, problem, 400, text)
+    body, text = await _memory_form(page, memory_id, EditForm)
     result, problem, status = await _try(page, page.vault.edit,
                                          **EDIT.library_args("page", {**dict(body), "memory_id": memory_id}))
     if problem is not None:  # the user's words stay in the box, with what went wrong
@@ -185,9 +205,7 @@ async def edit(memory_id: str, page: PageDep):
 
 @router.post("/memory/{memory_id}/remove")
 async def remove(memory_id: str, page: PageDep):
-    body, problem = read_values(RemoveForm, await posted(page.request, page))
-    if problem is not None:
-        return await _memory_page(page, memory_id, problem, 400)
+    body, _ = await _memory_form(page, memory_id, RemoveForm)
     removed = await page.call(page.vault.remove, **DELETE.library_args("page", {**dict(body), "memory_id": memory_id}))
     return page.redirect(f"/memory/{removed[0].id}", [f"Removed {m.id[:8]}: {m.text[:120]}" for m in removed])
 
@@ -201,11 +219,7 @@ async def restore(memory_id: str, page: PageDep):
 
 @router.post("/review")
 async def decide(page: PageDep):
-    form = await posted(page.request, page)
-    back = safe_next((form.get("back") or ["/review"])[-1])
-    body, problem = read_values(DecideForm, form)
-    if problem is None:
-        outcome, problem, status = await _try(page, page.vault.review_decide, **DECIDE.library_args("page", dict(body)))
+    back, outcome, problem = await _back_form(page, DecideForm, DECIDE, page.vault.review_decide, "/review")
     if problem is not None:
         return page.redirect(back, [f"Nothing was done: {problem}"])
     word = {"keep": "Kept", "reject": "Rejected"}.get(outcome.action, outcome.action)
@@ -215,11 +229,7 @@ async def decide(page: PageDep):
 
 @router.post("/undo")
 async def undo(page: PageDep):
-    form = await posted(page.request, page)
-    back = safe_next((form.get("back") or ["/changes"])[-1])
-    body, problem = read_values(UndoForm, form)
-    if problem is None:
-        result, problem, status = await _try(page, page.vault.undo, **UNDO.library_args("page", dict(body)))
+    back, result, problem = await _back_form(page, UndoForm, UNDO, page.vault.undo, "/changes")
     if problem is not None:
         return page.redirect(back, [f"Nothing was taken back: {problem}"])
     return page.redirect(back, [f"Took back {result.commit[:8]} ({result.subject}), committed "

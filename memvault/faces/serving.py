@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import queue
 import threading
 import time
@@ -47,6 +48,23 @@ class ChatCall:
     model: str | None  # the model the client named
     forward: Any  # store/upstream.Forward: the request as the client sent it, for the upstream
     resent: bool = False  # the client's retry of this message (x-stainless-retry-count >= 1)
+
+
+def checked_messages(body: dict, roles: set[str]) -> list[dict]:
+    """The request's `messages` as both chat protocols take them: a non-empty list of objects, each with a
+    role of `roles` (the protocol's). What is wrong is the client's: ApiError 400 naming the field
+    (`messages[2].role`)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
+    for number, message in enumerate(messages):
+        where = f"messages[{number}]"
+        if not isinstance(message, dict):
+            raise ApiError(400, f"{where} must be an object with role and content", where)
+        if message.get("role") not in roles:
+            raise ApiError(400, f"{where}.role must be one of {', '.join(sorted(roles))} "
+                                f"(got {json.dumps(message.get('role'))[:40]})", f"{where}.role")
+    return messages
 
 
 class Handed(Response):

@@ -59,10 +59,16 @@ def _ids(value: Any) -> list[str]:
 
 def details(vault, id_or_prefix: str) -> MemoryDetails:
     """`Memvault.details`: the memory by id or unique prefix (live preferred, else its tombstone), its links,
-    its story from git with each commit's diff of its file."""
+    its story from git with each commit's diff of its file. Its lookups by id (the memory, its links, the
+    ids its story follows) share one status of git (Index.one_status)."""
+    vault.require_existing()
+    with vault.index.one_status():
+        return _details(vault, id_or_prefix)
+
+
+def _details(vault, id_or_prefix: str) -> MemoryDetails:
     from memvault.reading import history
 
-    vault.require_existing()
     memory = vault.find(id_or_prefix)
     found = MemoryDetails(memory)
     linked: dict[str, Memory | None] = {}

@@ -155,9 +155,16 @@ class _Commit:
     body: str
     merge: bool
     rows: list = field(default_factory=list)
+    _events: dict | None = field(default=None, repr=False, compare=False)
 
     def events(self) -> dict[str, str]:
-        """{memory id: action} as the commit's trailers name them (memvault's commits only)."""
+        """{memory id: action} as the commit's trailers name them (memvault's commits only). Read once:
+        `log ID` asks again on every pass of its replacements, and an import's commit names 10,000."""
+        if self._events is None:
+            self._events = self._read_events()
+        return self._events
+
+    def _read_events(self) -> dict[str, str]:
         found: dict[str, str] = {}
         if not self.subject.startswith("memvault "):
             return found

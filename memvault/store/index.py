@@ -18,9 +18,11 @@ import shutil
 import stat as stat_module
 import sys
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from memvault.store import files
 from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
@@ -74,6 +76,9 @@ FTS_SUMS = "fts-checksums.json"
 # the expressions as JSON and the whole stretch they name, in UTC microseconds [from, to), which the
 # time-range candidates read (time_clause).
 TOLD_COLUMNS = ("told", "told_from_us", "told_to_us")
+# The answer of changed_paths kept for one read (Index.one_status): {(root, record's commit, HEAD,
+# Vault.writes): the paths}, or None outside such a read.
+_STATUS: ContextVar[dict | None] = ContextVar("memvault_one_status", default=None)
 
 
 def TOLD_FIELDS(pa):  # noqa: N802 (a constant of the schema, built where pyarrow is loaded)
@@ -362,17 +367,47 @@ class Index:
                 raise
         return True
 
-    def changed_paths(self) -> set[str] | None:
+    def changed_paths(self) -> frozenset[str] | None:
         """The paths under entries/ whose files may not be what the record says (git's word, the
-        record's own list); None when git cannot say (no record synced to a commit, no git)."""
+        record's own list); None when git cannot say (no record synced to a commit, no git). Within
+        `one_status`, git is asked once: the answer is reused while HEAD, the record's commit and this
+        process's files stay as they were."""
         header = self._header()
         if header is None or not header["commit"] or not self._git_ok():
             return None
         from memvault.store import gitrepo
 
+        kept = _STATUS.get()
+        if kept is not None:
+            key = (str(self.root), header["commit"], gitrepo.read_head(self.root), self.vault.writes)
+            if key in kept:
+                return kept[key]
         look_in, _ = self._folders_to_look_in(header, time.time_ns())
         answer = gitrepo.changes_since(self.root, header["commit"], files.ENTRIES, untracked_in=look_in)()
-        return None if answer is None else set(answer[1]) | set(self.state.dirty())
+        changed = None if answer is None else frozenset(answer[1]) | frozenset(self.state.dirty())
+        if kept is not None and answer is not None:
+            kept.clear()  # only the newest answer is any use
+            kept[key] = changed
+        return changed
+
+    @contextmanager
+    def one_status(self) -> Iterator[None]:
+        """One read made of many lookups by id (a page's review list with what each proposal would
+        replace, one memory with its links and its story): git is asked which files may differ from
+        the record (`changed_paths`, the `git status` of every `Vault.find`) once, on the first
+        lookup, and every lookup within reuses its answer, while HEAD, the record's commit and this
+        process's files (`Vault.writes`) stay as they were; else it is asked again. Nothing is kept
+        past the block, so the next read asks git anew and sees what another process wrote in
+        between (docs/design.md, "The index"). Per thread and task (a context variable): the threads
+        of a server each read with their own. Nested: the outer block's answer serves."""
+        if _STATUS.get() is not None:
+            yield
+            return
+        token = _STATUS.set({})
+        try:
+            yield
+        finally:
+            _STATUS.reset(token)
 
     def _folders_to_look_in(self, header, now: int) -> tuple[list[str] | None, dict[str, int]]:
         """(the folders under entries/ where a file may have been added or removed since the

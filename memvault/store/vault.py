@@ -53,6 +53,9 @@ class Vault:
         self._group = threading.Condition()
         self._group_waiting: list[_GroupWrite] = []
         self._group_writing = False
+        # Bumped before every file a change of this process writes or removes: a status of git kept
+        # for one read (Index.one_status) is not reused past a write.
+        self.writes = 0
 
     @classmethod
     def open(cls, root: Path, overrides: dict | None = None, notice: Callable[[str], None] | None = None) -> "Vault":
@@ -380,7 +383,8 @@ class Vault:
 
         Only the files that may hold it are read: those the index's record gives that id and
         that have not changed since (git says which may have, else their size and mtime), plus
-        those the record does not know as they are (hand edits, new files)."""
+        those the record does not know as they are (hand edits, new files). Git is asked once per
+        lookup, or once for all the lookups of one read within `self.index.one_status()`."""
         needle = id_or_prefix.strip().lower()
         if len(needle) < 4:
             raise UsageError(f"id prefix {id_or_prefix!r} is too short (at least 4 characters)")
@@ -563,6 +567,7 @@ class Change:
     journal: Any = None  # journal.Journal: each file noted before it is written or removed (Vault.change)
 
     def _before(self, path: Path) -> None:
+        self.vault.writes += 1
         if self.journal is not None:
             self.journal.before(path)
 
