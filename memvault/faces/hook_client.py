@@ -29,10 +29,10 @@ import socket
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from memvault.faces import agent_socket
+from memvault.faces.hook_log import NOTHING, answered, log_line
 
 # The events whose answer the coding agent waits for (context to inject): the time limit applies.
 ANSWERED = {"SessionStart", "UserPromptSubmit", "BeforeAgent"}
@@ -40,42 +40,8 @@ ANSWERED = {"SessionStart", "UserPromptSubmit", "BeforeAgent"}
 # other event (one memvault does not answer, a broken one) is said in the log at once.
 WRITES = {"Stop", "PreCompact", "SessionEnd", "AfterAgent", "PreCompress"}
 STARTS = {"SessionStart"}  # answered without a model: cold is fast enough, the agent is not waited for
-NOTHING = {"gemini": "{}"}  # what an agent reads when the hook has nothing to say (Gemini CLI parses JSON)
-LOG_NAME = "hook.log"
 WRITE_WAIT_S = 600.0  # how long an event that writes waits, in the background, for the agent (the lock's own wait)
 MAX_EVENT_BYTES = 64 << 20
-answered = threading.Event()  # set by the face once it has written its answer: the watchdog then stays quiet
-
-
-def log_line(root: Path | None, agent: str, event: str | None, message: str, once: bool = False) -> None:
-    """One line in the vault's hook log (`.memvault/hook.log`, owner-only); never raises. once: not when
-    one of the log's last lines says the same (a notice every prompt repeats, such as a missing reranker)."""
-    if root is None:
-        return
-    try:
-        sidecar = root / ".memvault"
-        sidecar.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-        said = f"{agent} {event or '?'}: {' '.join(str(message).split())}"
-        if once and said in _tail(sidecar / LOG_NAME):
-            return
-        line = f"{stamp} {said}\n"
-        fd = os.open(sidecar / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8", "replace"))
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def _tail(path: Path, size: int = 8192) -> str:
-    try:
-        with open(path, "rb") as log:
-            log.seek(max(0, log.seek(0, os.SEEK_END) - size))
-            return log.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _settings(root: Path | None) -> tuple[float, str]:
@@ -96,7 +62,7 @@ def _settings(root: Path | None) -> tuple[float, str]:
 
 def main(argv: list[str]) -> int:
     """The `memvault hook` process: the exit code (0, always, unless the arguments are not a hook's)."""
-    from memvault.faces.warm import command_of, vault_root
+    from memvault.faces.command_line import command_of, vault_root
 
     started = time.monotonic()
     rest = argv[argv.index("hook") + 1:] if "hook" in argv else []
@@ -278,7 +244,7 @@ def _plain(argv: list[str], agent: str) -> bool:
     """Whether the command line is `[--vault PATH] [-q] [-v] [--json] hook AGENT`, nothing else: a hook as
     `memvault setup` writes it, whose cold run needs nothing of the CLI but the face (faces/hooks.py)."""
     from memvault.faces.hooks import EVENTS
-    from memvault.faces.warm import command_of
+    from memvault.faces.command_line import command_of
 
     return command_of(argv) == "hook" and agent in EVENTS and argv[argv.index("hook") + 1:] == [agent]
 

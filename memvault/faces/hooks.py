@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memvault.errors import UsageError
-from memvault.faces import hook_client
+from memvault.faces import hook_log
 
 # Each agent's hook events and what memvault does at each.
 EVENTS: dict[str, dict[str, str]] = {
@@ -81,7 +81,7 @@ def parse(agent: str, raw: bytes) -> Event:
 def render(agent: str, event: str, context: str) -> str:
     """The agent's hook answer carrying `context` for the model ("" for none; Gemini CLI reads `{}`)."""
     if not context:
-        return hook_client.NOTHING.get(agent, "")
+        return hook_log.NOTHING.get(agent, "")
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
                       ensure_ascii=False)
 
@@ -124,7 +124,7 @@ def spawn_upkeep(root: Path) -> None:
     for child in list(_children):
         if child.poll() is not None:
             _children.remove(child)  # reaped
-    log = os.open(root / ".memvault" / hook_client.LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log = os.open(root / ".memvault" / hook_log.LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         _children.append(subprocess.Popen(
             [sys.executable, "-m", "memvault", "--vault", str(root), "hook-upkeep"], stdin=subprocess.DEVNULL,
@@ -138,10 +138,10 @@ def run(agent: str, raw: bytes, root: Path, open_vault: Callable[..., Any]) -> i
     """The `hook` command: answer the event on stdout (or nothing), every failure one line in the hook log;
     exit code 0."""
     name = None
-    answer = hook_client.NOTHING.get(agent, "")
+    answer = hook_log.NOTHING.get(agent, "")
 
     def log(message: str, once: bool = False) -> None:
-        hook_client.log_line(root, agent, name, message, once)
+        hook_log.log_line(root, agent, name, message, once)
 
     try:
         event = parse(agent, raw)
@@ -157,14 +157,14 @@ def run(agent: str, raw: bytes, root: Path, open_vault: Callable[..., Any]) -> i
     if answer:
         sys.stdout.write(answer)
         sys.stdout.flush()
-    hook_client.answered.set()
+    hook_log.answered.set()
     return 0
 
 
 def upkeep(root: Path, open_vault: Callable[..., Any]) -> int:
     """`memvault hook-upkeep`: the queued learning and closing, each outcome one line in the hook log."""
     def log(message: str) -> None:
-        hook_client.log_line(root, "upkeep", "learning", message)
+        hook_log.log_line(root, "upkeep", "learning", message)
 
     try:
         vault = open_vault(notice=lambda message: log(message.removeprefix("memvault: ")))

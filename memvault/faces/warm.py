@@ -22,6 +22,7 @@ from pathlib import Path
 
 from memvault.faces.agent_socket import (NotOurs, code_identity, connect, peer_ids, read_message, send_message,
                                          start_agent)
+from memvault.faces.command_line import command_of, vault_root
 
 
 # Commands the agent carries out. Left cold: those that need the terminal or the process to
@@ -31,41 +32,9 @@ from memvault.faces.agent_socket import (NotOurs, code_identity, connect, peer_i
 # or --version (cheap anyway).
 WARM_COMMANDS = {"add", "search", "ls", "show", "log", "rm", "restore", "undo", "conversations", "stats",
                  "reindex", "review", "reconcile", "learn", "episodes", "summarize", "export", "import"}
-_GLOBAL_FLAGS = {"--json", "-q", "--quiet", "-v", "--verbose"}
 
 class AgentDied(Exception):
     """The agent accepted the command and ended before it answered."""
-
-
-def vault_root(argv: list[str]) -> Path | None:
-    """The vault the command names (--vault before the command, else $MEMVAULT_DIR, else the
-    default), or None when the arguments before the command are not the plain global options."""
-    from memvault.store.config import default_vault_path
-
-    vault = None
-    position = 0
-    while position < len(argv) and argv[position].startswith("-"):
-        arg = argv[position]
-        if arg == "--vault" and position + 1 < len(argv):
-            vault = argv[position + 1]
-            position += 2
-            continue
-        if arg.startswith("--vault="):
-            vault = arg.split("=", 1)[1]
-        elif arg not in _GLOBAL_FLAGS:
-            return None  # --help, --version, or an option this does not know: cold
-        position += 1
-    if position >= len(argv):
-        return None
-    root = Path(vault).expanduser() if vault is not None else default_vault_path()
-    return Path(os.path.abspath(root))
-
-
-def command_of(argv: list[str]) -> str | None:
-    position = 0
-    while position < len(argv) and argv[position].startswith("-"):
-        position += 2 if argv[position] == "--vault" else 1
-    return argv[position] if position < len(argv) else None
 
 
 def goes_warm(argv: list[str]) -> bool:
