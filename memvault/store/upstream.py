@@ -522,9 +522,7 @@ def stream(cfg, dialect: Dialect, body: dict, reading: Reading, headers: dict | 
                 try:
                     yield _event(lines, reading)
                 except UpstreamSaid as said:
-                    raise UpstreamAnswered(dialect.reworded(LLMError(
-                        f"LLM endpoint {url} failed mid-stream ({llm._first_line(said)}); "
-                        "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")).args[0],
+                    raise UpstreamAnswered(dialect.reworded(_failed_mid_stream(url, said)).args[0],
                         body=("\n".join(lines) + "\n\n").encode(), content_type="text/event-stream",
                         event=True) from None
                 lines = []
@@ -532,13 +530,23 @@ def stream(cfg, dialect: Dialect, body: dict, reading: Reading, headers: dict | 
     except httpx.TimeoutException as exc:
         raise _failed(cfg, dialect, exc) from exc
     except httpx.HTTPError as exc:  # the connection broke mid-stream
-        raise dialect.reworded(LLMError(f"LLM endpoint {url} broke off its reply mid-stream ({llm._first_line(exc)}); "
-                                        "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")) from exc
+        raise dialect.reworded(_broke_off(url, llm._first_line(exc))) from exc
     finally:
         response.close()
     if not reading.ended:
-        raise dialect.reworded(LLMError(f"LLM endpoint {url} broke off its reply mid-stream (the stream ended "
-                                        "before its end); check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)"))
+        raise dialect.reworded(_broke_off(url, "the stream ended before its end"))
+
+
+def _failed_mid_stream(url: str, said: BaseException) -> LLMError:
+    from memvault.store import llm
+
+    return LLMError(f"LLM endpoint {url} failed mid-stream ({llm._first_line(said)}); "
+                    "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")
+
+
+def _broke_off(url: str, why: str) -> LLMError:
+    return LLMError(f"LLM endpoint {url} broke off its reply mid-stream ({why}); "
+                    "check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")
 
 
 def _event(lines: list[str], reading: Reading) -> Event:
@@ -615,16 +623,13 @@ def _translated_stream(cfg, dialect: Dialect, body: dict, reading: Reading) -> I
                     try:
                         yield _event(lines, reading)
                     except UpstreamSaid as said:
-                        raise LLMError(f"LLM endpoint {llm.display_url(cfg.base_url)} failed mid-stream "
-                                       f"({llm._first_line(said)}); check the server at llm_base_url "
-                                       "(MEMVAULT_LLM_BASE_URL)") from None
+                        raise _failed_mid_stream(llm.display_url(cfg.base_url), said) from None
     except MemvaultError:
         raise
     except Exception as exc:
         raise _failed(cfg, dialect, exc) from exc
     if not reading.ended:
-        raise LLMError(f"LLM endpoint {llm.display_url(cfg.base_url)} broke off its reply mid-stream (the stream "
-                       "ended before its end); check the server at llm_base_url (MEMVAULT_LLM_BASE_URL)")
+        raise _broke_off(llm.display_url(cfg.base_url), "the stream ended before its end")
 
 
 def _translated_relay(cfg, method: str, path: str, body: dict | None) -> Answer:
