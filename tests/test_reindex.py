@@ -433,6 +433,25 @@ def test_many_single_adds_are_compacted(vault_dir):
     assert top("memory number 17") == "The user wrote memory number 17"
 
 
+def test_a_warm_handle_sees_another_process_s_write_whenever_it_comes(vault_dir):
+    """A long-lived process (serve, the agent) reads the table's newest version only when its version
+    folder changed (issue 41: LanceDB's checkout_latest cost ~8 ms before every search); another
+    process's add is found at once after it, and also long after the handle last looked."""
+    import memvault
+
+    add("The user keeps bees")
+    with memvault.open_vault(vault_dir) as warm:
+        assert [r.text for r in warm.search("bees", top_k=1).results] == ["The user keeps bees"]
+        time.sleep(0.2)  # the handle's last look is now older than any clock step
+        assert [r.text for r in warm.search("bees", top_k=1).results] == ["The user keeps bees"]
+        assert run_memvault("add", "The user rows on Sundays").returncode == 0
+        assert [r.text for r in warm.search("rows on Sundays", top_k=1).results] == ["The user rows on Sundays"]
+        assert run_memvault("add", "The user swims in the lake").returncode == 0  # right after its last look
+        assert [r.text for r in warm.search("swims in the lake", top_k=1).results] == ["The user swims in the lake"]
+        table = warm.vault.index.table()
+        assert table.count_rows() == 3 and warm.vault.index.state.count() == 3  # read, not repaired
+
+
 def test_who_waits_for_a_write_reads_before_its_compaction(vault_dir, monkeypatch):
     """A change whose rows someone waits for (serve: a conversation's next message waits for its last
     exchange) lets them read once the rows are in, and compacts the table after: the compaction

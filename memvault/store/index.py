@@ -277,6 +277,7 @@ class Index:
         self._state = None
         self._object_format = "sha1"
         self._touched = False  # written since the last maintain()
+        self._versions_seen = None  # the table's version folder at the last refresh (_versions_stamp)
         self._filter_indexes_checked = False
         self._db = None
         self._table = None
@@ -512,6 +513,7 @@ class Index:
         db = self._connect()
         try:
             self._table = db.open_table(TABLE)
+            self._versions_seen = None
         except (FileNotFoundError, ValueError) as exc:
             if "not found" not in str(exc).lower() and "was not found" not in str(exc).lower() \
                     and not isinstance(exc, FileNotFoundError):
@@ -519,6 +521,7 @@ class Index:
             if not create:
                 return None
             self._table = db.create_table(TABLE, schema=self._schema())
+            self._versions_seen = None
         if _kept is not None:
             _keep(self)
         return self._table
@@ -539,20 +542,28 @@ class Index:
             _forget(self.dir)
             return False
         self._db, self._table = kept.db, kept.table
+        self._versions_seen = None
         self._filter_indexes_checked = kept.filter_indexes_checked
         self.range_cache = kept.range_cache
         return True
 
     def refresh(self) -> None:
         """See what other processes wrote since the table was opened (a handle sees its own writes
-        only); a long-lived reader calls this after its folder changed."""
+        only); a long-lived reader calls this after its folder changed. Nothing to read when the
+        table's version folder is as it was at the last look (a write, any process's, adds a manifest
+        there): LanceDB's checkout_latest costs ~8 ms, before every search of a warm process."""
         if self._table is not None:
+            stamp = _versions_stamp(self.dir)
+            if stamp is not None and stamp == self._versions_seen:
+                return
             try:
                 self._table.checkout_latest()
             except Exception:  # dropped or rebuilt meanwhile: open it again on the next use
                 self._table = None
                 if _kept is not None:
                     _forget(self.dir)
+                stamp = None
+            self._versions_seen = stamp
 
     @staticmethod
     def table_gone(exc: BaseException) -> bool:
@@ -1550,6 +1561,21 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = re.sub(r",\s*/\S*/\.cargo/\S*", "", text[0] if text else type(exc).__name__)
     return line if len(line) <= 200 else line[:199] + "…"
+
+
+def _versions_stamp(index_dir: Path) -> tuple[int, int] | None:
+    """The table's version folder as (inode, modification time): a new manifest, a pruned one or a
+    rebuilt table changes it. None (look again) when it cannot be read or changed too recently to
+    tell: a later write could show the same time, within the file system's clock's step (a few ms
+    where times have nanoseconds; a time of whole seconds says the step may be 2 s: FAT, HFS+)."""
+    try:
+        stat = os.stat(index_dir / f"{TABLE}.lance" / "_versions")
+    except OSError:
+        return None
+    step = 2 * RACY_NS if stat.st_mtime_ns % 1_000_000_000 == 0 else RACY_NS // 20
+    if stat.st_mtime_ns >= time.time_ns() - step:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _bm25_behind(table) -> bool:
