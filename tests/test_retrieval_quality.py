@@ -296,3 +296,28 @@ def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_sessi
     assert GROUP_CHAT[4][0][1] in john and all(t.startswith("John:") for t in john)
     both = vault.search("What have John and Maria painted?", conversation="club", top_k=5, now=now).results
     assert not any("speaker" in r.scores for r in both)
+
+
+def test_a_list_question_about_one_speaker_finds_her_lines_of_other_sessions(vault_dir, tmp_path):
+    """Issue 45's retrieval goals (multi-hop): "What has Maria bought?" is answered by two of Maria's own
+    lines from sessions weeks apart, while John asks her about buying at every turn of a dozen others: his
+    questions and her replies to them fill every candidate place the question has. Searched again among
+    Maria's lines without her name (retrieval._speaker_candidates), both answers reach the top 5."""
+    chat = [[("user", "John: Maria, have you bought anything nice lately?"), ("assistant", "Maria: Not really, work was busy.")]
+            for _ in range(14)]
+    chat[3] = [("user", "John: How was your weekend?"), ("assistant", "Maria: Great, I finally bought a kayak.")]
+    chat[9] = [("user", "John: Any news from the trip?"),
+               ("assistant", "Maria: Yes! In Vienna I bought an old cello from a street market.")]
+    lines = []
+    for week, exchange in enumerate(chat):
+        for minute, (role, text) in enumerate(exchange):
+            lines.append({"id": str(uuid.uuid4()), "role": role, "conversation_id": "club", "text": text,
+                          "created_at": (T0 + timedelta(days=7 * week, minutes=minute)).isoformat()})
+    path = tmp_path / "club.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    now = (T0 + timedelta(days=120)).isoformat()
+    found = memvault.open_vault(vault_dir).search("What has Maria bought?", conversation="club", top_k=5,
+                                                  now=now).results
+    texts = [r.text for r in found]
+    assert chat[3][1][1] in texts and chat[9][1][1] in texts, texts  # before: John's questions in all five places

@@ -261,7 +261,7 @@ def _scopes(query: Query) -> list[str | None]:
 
 
 def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
-               range_cache: dict | None = None) -> dict[str, Result]:
+               range_cache: dict | None = None, embed: Callable | None = None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
@@ -346,6 +346,8 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                         pool[key].scores["bm25"] = float(row["_score"])
     for key in [k for k in pool if k not in kept]:
         del pool[key]  # seen by one retriever but past the fused depth
+    if SPEAKER_SEARCH:
+        _speaker_candidates(table, query, query_vector, pool, depth, embed)
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.
     import numpy as np
 
@@ -355,6 +357,68 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
         result.parts = [{"dense": float(np.dot(vector, part_vector)), "bm25": part_bm25[i].get(result.id, 0.0)}
                         for i, (_, part_vector) in enumerate(parts)]
     return {key: pool[key] for key in sorted(pool)}  # what follows sees the pool in one order: by id
+
+
+# A question about one speaker of a chat is searched again among that speaker's lines, without the name
+# (_speaker_candidates; docs/design.md section 7 step 1): the name matches every line of a two-speaker chat,
+# in BM25 and in the embedding, so the lines that answer it from other sessions rarely reach the candidates.
+# SPEAKER_BEST of that search's best are lifted beside the question's own (speaker_lift). Measured on
+# LoCoMo's tuning conversations (bench/README.md, "Retrieval, issue 45: the speaker's own lines"): 3 lifted
+# or 10 cost category 5 more (a question naming the wrong speaker) for no more multi-hop evidence than 5.
+SPEAKER_SEARCH = True
+SPEAKER_BEST = 5
+
+
+def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Result], depth: int,
+                        embed: Callable | None = None) -> None:
+    """When the question names exactly one of the speakers of the candidates' turns (asked_speaker),
+    the question without the name is searched again among the lines that speaker said ("Name: ...",
+    the question's own filter and conversation): its vector among them, and its words without the name
+    by BM25. Their best `depth` (RRF) join the pool; a line keeps the larger of its BM25 scores, the
+    question's and the nameless search's (scores "speaker_search": its rank there, for speaker_lift)."""
+    from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
+
+    if not query.use_dense and not query.use_bm25:
+        return
+    known = {who for who in (speaker_of(r) for r in pool.values()) if who}
+    if len(known) < 2:
+        return
+    asked = asked_speaker(query.text, known)
+    if asked is None or "'" in asked or "%" in asked or "_" in asked:
+        return
+    conversations = sorted({r.conversation_id for r in pool.values() if speaker_of(r) == asked})
+    nameless = " ".join(re.sub(rf"\b{re.escape(asked)}(?:['’]s)?\b", " ", query.text).split())
+    if embed is not None and nameless.strip():
+        query_vector = embed(nameless)  # the name pulls every line of the chat alike
+    for conversation in conversations:
+        where = _where(query, conversation) + f" AND text LIKE '{asked}: %'"
+        dense_rows = top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
+                                                      .metric("cosine"), where).limit(limit), depth, by_distance) \
+            if query.use_dense else []
+        bm25_rows = []
+        if query.use_bm25 and nameless.strip():
+            bm25_text = " ".join([nameless, *ranking.category_words(nameless)])
+            try:
+                bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
+                                                                          fts_columns=FTS_COLUMN), where)
+                                     .limit(limit), depth, by_score)
+            except Exception as exc:
+                from memvault.store.index import Index, _first_line
+
+                raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
+                                     gone=Index.table_gone(exc)) from None
+        fused = ranking.rrf([[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]])
+        order = sorted(fused, key=lambda key: (-fused[key], key))[:depth]
+        keep = set(order)
+        place = {key: n for n, key in enumerate(order, 1)}
+        bm25 = {row["id"]: float(row["_score"]) for row in bm25_rows}
+        for row in dense_rows + bm25_rows:
+            if row["id"] not in keep:
+                continue
+            found = _result(pool, row)
+            found.scores["speaker_search"] = place[row["id"]]
+            if row["id"] in bm25:
+                found.scores["bm25"] = max(found.scores.get("bm25", 0.0), bm25[row["id"]])
 
 
 class FullTextFailed(Exception):
@@ -638,6 +702,23 @@ def _speaker_focus(pool: list[Result], relevance: list[float], text: str) -> lis
     return focused
 
 
+def speaker_lift(pool: list[Result], relevance: list[float]) -> list[float]:
+    """The n-th best line of the speaker search (_speaker_candidates; n <= SPEAKER_BEST) gets at least the
+    n-th best relevance of the pool (no more than its own match): the named speaker's own answers from
+    other sessions stand beside the question's best (scores "speaker_lift": what it gained)."""
+    ranked = sorted((r.scores["speaker_search"], j) for j, r in enumerate(pool) if "speaker_search" in r.scores)
+    if not ranked or SPEAKER_BEST <= 0:
+        return relevance
+    ladder = sorted(relevance, reverse=True)
+    lifted = list(relevance)
+    for place, (_, j) in enumerate(ranked[:SPEAKER_BEST]):
+        value = min(ladder[place], pool[j].scores["match"])
+        if value > lifted[j]:
+            pool[j].scores["speaker_lift"] = value - lifted[j]
+            lifted[j] = value
+    return lifted
+
+
 @dataclass
 class LeftOut:
     """What the floor and the threshold left out of a search's candidates."""
@@ -686,6 +767,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
             if after != before_lift:
                 result.scores["session"] = after - before_lift
         relevance = lifted
+    relevance = speaker_lift(pool, relevance)  # after the session's lift, which favours the best hit's session
     if asked is not None:
         from memvault.reading import when
 
@@ -765,18 +847,18 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     part_pairs = list(zip(pieces, part_vectors))
     range_cache = getattr(index, "range_cache", None)
     try:
-        pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache).values())
+        pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values())
     except FullTextFailed as exc:
         damaged = str(exc)
         if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
             index.refresh()
             table = index.table()
             try:
-                pool, damaged = list(candidates(table, query, vector, asked, part_pairs, range_cache).values()), None
+                pool, damaged = list(candidates(table, query, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values()), None
             except FullTextFailed as again:
                 damaged = str(again)
         if damaged:
-            pool = list(candidates(table, by_meaning, vector, asked, part_pairs, range_cache).values())
+            pool = list(candidates(table, by_meaning, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values())
     if damaged:
         query = by_meaning
     lap("candidates")
