@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -398,6 +399,34 @@ def test_a_post_commit_hook_of_the_user_still_runs(vault_dir, tmp_path):
     hook.chmod(0o755)
     assert run_cli("add", "The user rows on Sundays").exit_code == 0
     assert ran.read_text() == "memvault add: 1 memory (global)\n"
+    assert git(vault_dir, "status", "--porcelain") == ""
+
+
+def test_a_long_lived_writer_asks_for_the_hook_path_once_and_sees_hooks_path_set_later(vault_dir, tmp_path,
+                                                                                      monkeypatch):
+    """serve commits every exchange: where git keeps the post-commit hook is asked once per process
+    (issue 41: one git process fewer per commit), and asked again when the vault's config changes (a
+    core.hooksPath set meanwhile, with a hook there: it runs)."""
+    from memvault.store import gitrepo
+
+    vault = Vault(vault_dir, auto_index=False)
+    asked = []
+    real_run = gitrepo._run
+    monkeypatch.setattr(gitrepo, "_run", lambda root, *args, **kw: asked.append(args[0]) or real_run(root, *args, **kw))
+    for text in ("The user keeps bees", "The user rows on Sundays", "The user reads at night"):
+        with vault.change("test") as change:
+            change.add(files.new_memory(text))
+    assert asked.count("rev-parse") == 1 and asked.count("commit-tree") == 3
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    ran = tmp_path / "hook-ran"
+    (hooks / "post-commit").write_text(f'#!/bin/sh\ngit log -1 --format=%s >> "{ran}"\n')
+    (hooks / "post-commit").chmod(0o755)
+    time.sleep(0.01)  # the config's modification time moves on
+    git(vault_dir, "config", "core.hooksPath", str(hooks))
+    with vault.change("test") as change:
+        change.add(files.new_memory("The user swims in the lake"))
+    assert ran.read_text() == "memvault test: 1 memory (global)\n"
     assert git(vault_dir, "status", "--porcelain") == ""
 
 

@@ -34,6 +34,7 @@ if how in ("watch", "cli"):
     from memvault.store import models
     session = models.get_embedder()._model.model.model  # fastembed's onnxruntime InferenceSession
     print("onnx cpu arena:", session.get_session_options().enable_cpu_mem_arena)
+    print("onnx threads:", session.get_session_options().intra_op_num_threads)
 
 start = threading.Barrier(12)
 
@@ -55,24 +56,27 @@ ctypes.CDLL(None).malloc_stats()
 """
 
 
-def settled(how: str, path, env_extra: dict | None = None) -> tuple[int, bool]:
-    """(malloc arenas after twelve threads allocated, whether the embedder has ONNX Runtime's CPU arena)."""
+def settled(how: str, path, env_extra: dict | None = None) -> tuple[int, bool, bool]:
+    """(malloc arenas after twelve threads allocated, whether the embedder has ONNX Runtime's CPU arena,
+    whether it runs on one thread: no pool spinning after each inference, issue 41)."""
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(REPO), how, str(path)], capture_output=True,
                           text=True, timeout=300, env={**env, **(env_extra or {})})
     assert done.returncode == 0, done.stderr
-    return len(re.findall(r"^Arena \d+:", done.stderr, re.M)), "onnx cpu arena: True" in done.stdout
+    return (len(re.findall(r"^Arena \d+:", done.stderr, re.M)), "onnx cpu arena: True" in done.stdout,
+            "onnx threads: 1" in done.stdout)
 
 
 def test_a_long_lived_vault_settles_its_memory_where_a_short_lived_one_does_not(vault_dir):
     seed("I drink green tea every morning.")
-    arenas, onnx_arena = settled("cli", vault_dir)
-    assert arenas > 2 and onnx_arena  # what it is for: an arena per thread, ONNX Runtime's arena kept
-    arenas, onnx_arena = settled("watch", vault_dir)
-    assert arenas <= 2 and not onnx_arena
+    arenas, onnx_arena, one_thread = settled("cli", vault_dir)
+    # what it is for: an arena per thread, ONNX Runtime's arena kept, its thread pool for a bulk embedding
+    assert arenas > 2 and onnx_arena and not one_thread
+    arenas, onnx_arena, one_thread = settled("watch", vault_dir)
+    assert arenas <= 2 and not onnx_arena and one_thread
 
 
 def test_a_users_own_malloc_arena_max_is_left_alone(vault_dir):
     seed("I drink green tea every morning.")
-    arenas, _ = settled("watch", vault_dir, {"MALLOC_ARENA_MAX": "6"})
+    arenas, _, _ = settled("watch", vault_dir, {"MALLOC_ARENA_MAX": "6"})
     assert arenas > 2

@@ -225,9 +225,9 @@ class Upkeep:
             except Exception as exc:  # the turns are stored; say why learning failed and go on
                 self._notice(f"memvault: warning: memory upkeep failed: {answer_for(exc).message}")
             if self._when_idle is not None and self.pending == 1 and not self.stopping:
-                # Nothing else queued: the files just written go into the index, and its new table
-                # version into LanceDB's caches, now and not in the next request (its search, at
-                # 10,000 memories: 38 -> 26 ms).
+                # Nothing else queued: the index brought in step now, not in the next request. Only that:
+                # a whole search here (warm) cost 90 ms of CPU after every chat at 10,000 memories and
+                # the next request's search was no faster for it (bench/README.md, issue 41).
                 with contextlib.suppress(Exception):  # the next request syncs and loads what it needs
                     self._when_idle()
         finally:
@@ -281,7 +281,7 @@ class Exchanges:
         self.vault, self.options, self.notice = vault, options, notice
         self.turns = Turns()
         self.storing = Storing()
-        self.upkeep = Upkeep(notice, when_idle=vault.warm)
+        self.upkeep = Upkeep(notice, when_idle=vault.catch_up)
         self.workers = Workers()
         self._models: tuple[float, set[str]] = (0.0, set())
         provider, sep, name = vault.settings.llm_model.partition("/")

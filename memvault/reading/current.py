@@ -24,6 +24,7 @@ history stays findable.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timezone
 from typing import Any
@@ -299,11 +300,9 @@ def same_thing(older: str, newer: str, older_words: set[str], cosine: float, com
     changed = _near_cue(CHANGE_CUES, newer, older_words)
     if changed:
         return True
-    if any(not _NEGATED.search(newer[:m.start()]) or _NEGATIVE_CUE.match(m.group()) for m in CHANGE_CUES.finditer(newer)):
-        lived = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _LIVES.finditer(older)}
-        moved = {_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _MOVED.finditer(newer)}
-        if lived & moved:
-            return True
+    moved = _moved(newer)
+    if moved and moved & _lived(older):
+        return True
     return (cosine >= SAME_THING_NOW and len(newer.split()) <= NOW_WORDS and _same_people(older, newer)
             and _near_cue(NOW_CUES, newer, older_words))
 
@@ -323,11 +322,39 @@ def _names(text: str) -> set[str]:
     return {w for w in _NAME.findall(text) if w.lower() not in ranking._STOP_WORDS}
 
 
+# What one text holds, asked of it once however many pairs it is in (_said_changes weighs every
+# candidate against every statement: 225 pairs a chat's search, ~10 ms read anew each time).
+_TEXT_CACHE = 4096
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _moved(newer: str) -> frozenset[str]:
+    """Who moved in `newer` (_MOVED), when it says a change (CHANGE_CUES not negated)."""
+    if not any(not _NEGATED.search(newer[:m.start()]) or _NEGATIVE_CUE.match(m.group())
+               for m in CHANGE_CUES.finditer(newer)):
+        return frozenset()
+    return frozenset(_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _MOVED.finditer(newer))
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _lived(older: str) -> frozenset[str]:
+    """Who lived somewhere in `older` (_LIVES)."""
+    return frozenset(_HOUSEHOLD.get(m.group(1).lower(), m.group(1).lower()) for m in _LIVES.finditer(older))
+
+
 def _near_cue(cues: re.Pattern, text: str, wanted: set[str]) -> bool:
     """Whether one of `wanted` (content words, as words() gives them) is among the NEAR content words
     before or after a match of `cues` in `text`, within its sentence."""
     if not wanted:
         return False
+    return any(not wanted.isdisjoint(near) for near in _cue_neighbours(cues, text))
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _cue_neighbours(cues: re.Pattern, text: str) -> tuple[frozenset[str], ...]:
+    """For each match of `cues` in `text` that is not negated, the NEAR content words before and
+    after it within its sentence (_near_cue)."""
+    found = []
     tokens = [(m.start(), _stem(m.group().lower())) for m in re.finditer(r"[^\W_]+", text)
               if m.group().lower() not in ranking._STOP_WORDS and len(m.group()) >= 2]
     ends = [m.end() for m in _SENTENCE_END.finditer(text)]
@@ -338,18 +365,18 @@ def _near_cue(cues: re.Pattern, text: str, wanted: set[str]) -> bool:
         end = min((e for e in ends if e > match.end()), default=len(text))  # "...ice cream! The sprinkles changed"
         before = [word for at, word in tokens if start <= at < match.start()][-NEAR:]
         after = [word for at, word in tokens if match.end() <= at < end][:NEAR]
-        if wanted & set(before + after):
-            return True
-    return False
+        found.append(frozenset(before + after))
+    return tuple(found)
 
 
-def _cue_words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _cue_words(text: str) -> frozenset[str]:
     """The content words of the cues a text holds ("moved", "gave", "now"): they tie nothing."""
     found = set()
     for cues in (CHANGE_CUES, NOW_CUES):
         for match in cues.finditer(text):
             found |= words(match.group())
-    return found
+    return frozenset(found)
 
 
 def _cosines(pool: list):

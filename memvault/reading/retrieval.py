@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -225,6 +226,34 @@ def _skipped(query: Query, scopes: list[str | None]) -> str:
     return tail + (f" AND NOT ({id_clause(query.skip_ids)})" if query.skip_ids else "")
 
 
+class _together:
+    """Calls run at once on a few threads (`run(fn, *args)` gives a future), all done when the block
+    ends. One pool per process, made on first use."""
+
+    _pool = None
+    _lock = threading.Lock()
+
+    def __enter__(self):
+        with _together._lock:
+            if _together._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _together._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memvault-query")
+        self.futures = []
+
+        def run(fn, *args):
+            future = _together._pool.submit(fn, *args)
+            self.futures.append(future)
+            return future
+
+        return run
+
+    def __exit__(self, *exc) -> None:
+        from concurrent.futures import wait
+
+        wait(self.futures)
+
+
 def _scopes(query: Query) -> list[str | None]:
     if query.all_conversations:
         return [None]
@@ -246,26 +275,46 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     pool: dict[str, Result] = {}
     kept: set[str] = set()
     scopes = _scopes(query)
-    in_range_rows = _in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes), range_cache)
+    variants = [(query.text, query_vector), *parts]
+
+    def dense(where: str, vector) -> list[dict]:
+        return top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
+                                                .metric("cosine"), where).limit(limit), depth, by_distance)
+
+    def bm25(where: str, text: str, tied: dict) -> list[dict]:
+        bm25_text = " ".join([text, *ranking.category_words(text)])
+        return top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
+                                                where).limit(limit), depth, by_score, tied)
+
+    # Every retriever's query of every scope and part at once (LanceDB's work runs outside the GIL):
+    # each is independent of the others, and they are read below in the same order as before.
+    ties: dict[tuple[int, int], dict] = {(s, v): {} for s in range(len(scopes)) for v in range(len(variants))}
+    asked_for: dict[tuple, Any] = {}
+    with _together() as run:
+        in_range_future = run(_in_range_rows, table, query, query_vector, scopes, asked, depth * len(scopes),
+                              range_cache)
+        for s, scope in enumerate(scopes):
+            where = _where(query, scope)
+            for v, (text, vector) in enumerate(variants):
+                if query.use_dense:
+                    asked_for[("dense", s, v)] = run(dense, where, vector)
+                if query.use_bm25 and text.strip():
+                    asked_for[("bm25", s, v)] = run(bm25, where, text, ties[(s, v)])
+    in_range_rows = in_range_future.result()
     part_bm25: list[dict[str, float]] = [{} for _ in parts]
-    for scope in scopes:
-        where = _where(query, scope)
+    for s, scope in enumerate(scopes):
         in_range = [r for r in in_range_rows if scope is None or r["conversation_id"] == scope][:depth]
         for row in in_range:
             _result(pool, row)
-        for variant, (text, vector) in enumerate([(query.text, query_vector), *parts]):
+        for variant, (text, vector) in enumerate(variants):
             dense_rows = []
-            if query.use_dense:
-                dense_rows = top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
-                                                              .metric("cosine"), where).limit(limit), depth, by_distance)
+            if ("dense", s, variant) in asked_for:
+                dense_rows = asked_for[("dense", s, variant)].result()
             bm25_rows = []
-            tied: dict[str, dict] = {}
-            if query.use_bm25 and text.strip():
-                bm25_text = " ".join([text, *ranking.category_words(text)])
+            tied = ties[(s, variant)]
+            if ("bm25", s, variant) in asked_for:
                 try:
-                    bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
-                                                                              fts_columns=FTS_COLUMN), where)
-                                         .limit(limit), depth, by_score, tied)
+                    bm25_rows = asked_for[("bm25", s, variant)].result()
                 except Exception as exc:  # a damaged or pruned index: search() decides (FullTextFailed)
                     from memvault.store.index import Index, _first_line
 

@@ -72,12 +72,8 @@ class Reader:
 
         self.vault.require_existing()
         started = time.perf_counter()
-        ahead = self._embed_ahead(query.text)
-        try:
-            index = self.fresh_index()
-        finally:
-            if ahead is not None:
-                ahead.join()
+        self._embed_ahead(query.text)  # the search's own embed_query waits for it, after reading the question's times
+        index = self.fresh_index()
 
         def once(held):
             return read(held, query, self.vault.settings, self.say, self.llm_order,

@@ -440,9 +440,8 @@ def _commit_staged(root: Path, record: CommitRecord, rels: list[str]) -> bool | 
     None when this cannot say (no commit yet, something else staged, a post-commit hook to run,
     HEAD moved meanwhile): the caller then runs `git commit --only`."""
     head = head_sha(root)
-    status, out, _ = _run(root, "rev-parse", "--git-path", "hooks/post-commit")
-    hook = out.decode("utf-8", "surrogateescape").strip()
-    if head is None or status != 0 or not hook or (root / hook).exists():
+    hook = _post_commit_hook(root)
+    if head is None or not hook or (root / hook).exists():
         return None
     status, out, _ = _run(root, "write-tree")
     if status != 0:
@@ -462,6 +461,29 @@ def _commit_staged(root: Path, record: CommitRecord, rels: list[str]) -> bool | 
     if _many_loose_objects(root):
         _run(root, "maintenance", "run", "--auto", "--quiet")  # what git commit does after committing
     return True
+
+
+# Where git looks for the post-commit hook, per vault and the config files that may move it
+# (core.hooksPath): asked of git once, not before every commit (serve commits every exchange).
+_HOOK_PATHS: dict[tuple, str | None] = {}
+
+
+def _post_commit_hook(root: Path) -> str | None:
+    """The post-commit hook's path as git names it (relative to the vault, or absolute); None if git
+    could not say."""
+    def stamp(path: Path) -> int | None:
+        try:
+            return path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    home = Path(os.environ.get("HOME") or os.path.expanduser("~"))
+    key = (str(root), stamp(_git_dir(root) / "config"), stamp(home / ".gitconfig"),
+           stamp(home / ".config/git/config"), os.environ.get("GIT_CONFIG_GLOBAL"))
+    if key not in _HOOK_PATHS:
+        status, out, _ = _run(root, "rev-parse", "--git-path", "hooks/post-commit")
+        _HOOK_PATHS[key] = out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
+    return _HOOK_PATHS[key] or None
 
 
 def _many_loose_objects(root: Path) -> bool:

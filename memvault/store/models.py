@@ -65,6 +65,7 @@ class Embedder:
         self._model = model
         self._queries: dict[str, np.ndarray] = {}  # the latest queries' vectors (embed_query)
         self._queries_lock = threading.Lock()
+        self._making: dict[str, threading.Event] = {}  # queries being embedded now, by another thread
 
     def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Rows in the order of ``texts``.
@@ -87,17 +88,28 @@ class Embedder:
         the vector made ahead while the index is brought in step: searching.Reader.run), the same floats."""
         import numpy as np
 
-        with self._queries_lock:
-            known = self._queries.get(text)
-        if known is not None:
-            return known.copy()
-        # query_embed, not embed: some fastembed models prefix queries differently.
-        vector = _normalise(np.asarray(list(self._model.query_embed(text))))[0]
-        with self._queries_lock:
-            self._queries.pop(text, None)
-            self._queries[text] = vector
-            while len(self._queries) > QUERY_CACHE:
-                self._queries.pop(next(iter(self._queries)))  # the oldest first
+        while True:
+            with self._queries_lock:
+                known = self._queries.get(text)
+                making = self._making.get(text) if known is None else None
+                if known is None and making is None:
+                    made = self._making[text] = threading.Event()
+                    break
+            if known is not None:
+                return known.copy()
+            making.wait()  # the thread making it ahead (Reader.run) is nearly done: not made twice
+        try:
+            # query_embed, not embed: some fastembed models prefix queries differently.
+            vector = _normalise(np.asarray(list(self._model.query_embed(text))))[0]
+            with self._queries_lock:
+                self._queries.pop(text, None)
+                self._queries[text] = vector
+                while len(self._queries) > QUERY_CACHE:
+                    self._queries.pop(next(iter(self._queries)))  # the oldest first
+        finally:
+            with self._queries_lock:
+                self._making.pop(text, None)
+            made.set()
         return vector.copy()
 
 

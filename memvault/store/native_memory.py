@@ -15,6 +15,13 @@ neither a leak of memvault's own:
   keeps the arena.
 
 A short-lived command ends before either matters, so only long-lived processes ask for this.
+
+CPU too (issue 41): ONNX Runtime's thread pool spins after each inference, waiting for the next (10-30
+ms of CPU after each of a server's few-text embeddings, two a chat, taken from the other requests).
+A long-lived process's models run an inference on the calling thread (one intra-op thread): a query
+embeds in 7-10 ms instead of 16-23 (the pool's start and spin on 2 cores), and requests run side by
+side on their own threads; a bulk embedding in such a process (a large POST of memories) uses one
+core instead of all.
 """
 
 from __future__ import annotations
@@ -59,5 +66,6 @@ def bound_malloc_arenas(arenas: int = ARENAS) -> bool:
 
 
 def onnx_session_options() -> dict:
-    """fastembed's session options for a model loaded now: no CPU arena in a long-lived process."""
-    return {"enable_cpu_mem_arena": False} if _long_lived else {}
+    """fastembed's session options for a model loaded now: no CPU arena and one thread (no spinning
+    pool) in a long-lived process."""
+    return {"enable_cpu_mem_arena": False, "threads": 1} if _long_lived else {}

@@ -231,10 +231,15 @@ class Vault:
                             # From here on a kill leaves a change the next command finishes, not one it takes back
                             change.journal.done(record.subject, record.message(), git, head,
                                                 [self.relative(p) for p in change.accepted_paths])
-                        change.index_pending(last=True)
+                        # Those waiting to read its files (a conversation's next message) go on once its
+                        # rows are in, before the table's compaction and the commit.
+                        waiting = bool(change.after_index)
+                        change.index_pending(last=True, compact=not waiting)
                         for readable in change.after_index:  # its files searchable now, before the commit
                             with contextlib.suppress(Exception):
                                 readable()
+                        if waiting:
+                            change.compact_index()
                         if git:
                             from memvault.store import gitrepo
 
@@ -571,10 +576,11 @@ class Change:
         if self.journal is not None:
             self.journal.before(path)
 
-    def index_pending(self, last: bool = False) -> None:
+    def index_pending(self, last: bool = False, compact: bool = True) -> None:
         """Index what was written since the last time: every INDEX_BATCH memories of a bulk add (so
         that what a 100,000-line add holds at once is one batch, not the whole), and at the end
-        (last: also the index's upkeep, compaction and the BM25 index, once for the whole change)."""
+        (last: also the index's upkeep, compaction and the BM25 index, once for the whole change;
+        compact=False: the compaction left to compact_index())."""
         if not self.vault.auto_index or not self.index or not (self._pending or last):
             return
         done = self._indexed
@@ -583,14 +589,19 @@ class Change:
             if self.progress is not None:
                 self.progress(done + current, max(self.expected or 0, done + total))
 
-        report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last) \
+        report = self.vault.index.take_in(self._pending, progress=progress, upkeep=last, compact=compact) \
             if self._pending else None
         if last and report is None and self._indexed:
-            self.vault.index.maintain()
+            self.vault.index.maintain(compact)
         self._indexed += len(self._pending)
         self._pending = set()
         for problem in report.skipped if report is not None else ():
             self.vault.say(f"memvault: skipped {problem}")
+
+    def compact_index(self) -> None:
+        """The index's compaction that index_pending(compact=False) left (when it is due)."""
+        if self.vault.auto_index and self.index:
+            self.vault.index.maintain()
 
     @property
     def touched(self) -> bool:
