@@ -269,23 +269,11 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     parts: (text, vector) of the question's parts (parts.py), each searched the same way; their
     candidates join the pool, each part's cosine and BM25 kept in Result.parts. Every retriever's cut
     is the same every time (index.top_rows: ties by id), and the pool is handed on in id order."""
-    from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
-
     depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     kept: set[str] = set()
     scopes = _scopes(query)
     variants = [(query.text, query_vector), *parts]
-
-    def dense(where: str, vector) -> list[dict]:
-        return top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
-                                                .metric("cosine"), where).limit(limit), depth, by_distance)
-
-    def bm25(where: str, text: str, tied: dict) -> list[dict]:
-        bm25_text = " ".join([text, *ranking.category_words(text)])
-        return top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                                where).limit(limit), depth, by_score, tied)
-
     # Every retriever's query of every scope and part at once (LanceDB's work runs outside the GIL):
     # each is independent of the others, and they are read below in the same order as before.
     ties: dict[tuple[int, int], dict] = {(s, v): {} for s in range(len(scopes)) for v in range(len(variants))}
@@ -297,9 +285,9 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
             where = _where(query, scope)
             for v, (text, vector) in enumerate(variants):
                 if query.use_dense:
-                    asked_for[("dense", s, v)] = run(dense, where, vector)
+                    asked_for[("dense", s, v)] = run(_dense_rows, table, vector, where, depth)
                 if query.use_bm25 and text.strip():
-                    asked_for[("bm25", s, v)] = run(bm25, where, text, ties[(s, v)])
+                    asked_for[("bm25", s, v)] = run(_bm25_rows, table, text, where, depth, ties[(s, v)])
     in_range_rows = in_range_future.result()
     part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for s, scope in enumerate(scopes):
@@ -313,13 +301,7 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
             bm25_rows = []
             tied = ties[(s, variant)]
             if ("bm25", s, variant) in asked_for:
-                try:
-                    bm25_rows = asked_for[("bm25", s, variant)].result()
-                except Exception as exc:  # a damaged or pruned index: search() decides (FullTextFailed)
-                    from memvault.store.index import Index, _first_line
-
-                    raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
-                                         gone=Index.table_gone(exc)) from None
+                bm25_rows = asked_for[("bm25", s, variant)].result()
             rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
             if in_range:
                 rankings.append([r["id"] for r in in_range])
@@ -376,8 +358,6 @@ def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Resul
     the question's own filter and conversation): its vector among them, and its words without the name
     by BM25. Their best `depth` (RRF) join the pool; a line keeps the larger of its BM25 scores, the
     question's and the nameless search's (scores "speaker_search": its rank there, for speaker_lift)."""
-    from memvault.store.index import by_score, by_distance, FTS_COLUMN, top_rows
-
     if not query.use_dense and not query.use_bm25:
         return
     known = {who for who in (speaker_of(r) for r in pool.values()) if who}
@@ -392,21 +372,8 @@ def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Resul
         query_vector = embed(nameless)  # the name pulls every line of the chat alike
     for conversation in conversations:
         where = _where(query, conversation) + f" AND text LIKE '{asked}: %'"
-        dense_rows = top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                                      .metric("cosine"), where).limit(limit), depth, by_distance) \
-            if query.use_dense else []
-        bm25_rows = []
-        if query.use_bm25 and nameless.strip():
-            bm25_text = " ".join([nameless, *ranking.category_words(nameless)])
-            try:
-                bm25_rows = top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts",
-                                                                          fts_columns=FTS_COLUMN), where)
-                                     .limit(limit), depth, by_score)
-            except Exception as exc:
-                from memvault.store.index import Index, _first_line
-
-                raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
-                                     gone=Index.table_gone(exc)) from None
+        dense_rows = _dense_rows(table, query_vector, where, depth) if query.use_dense else []
+        bm25_rows = _bm25_rows(table, nameless, where, depth) if query.use_bm25 and nameless.strip() else []
         fused = ranking.rrf([[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]])
         order = sorted(fused, key=lambda key: (-fused[key], key))[:depth]
         keep = set(order)
@@ -504,6 +471,29 @@ def _best_of(found, query_vector, depth: int) -> list[dict]:
     for row, i in zip(picked, order):
         row["_distance"] = 1.0 - float(cosine[i])
     return picked
+
+
+def _dense_rows(table, vector, where: str, depth: int) -> list[dict]:
+    """The `depth` rows under `where` nearest to `vector` by cosine (index.top_rows: ties by id)."""
+    from memvault.store.index import by_distance, top_rows
+
+    return top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
+                                            .metric("cosine"), where).limit(limit), depth, by_distance)
+
+
+def _bm25_rows(table, text: str, where: str, depth: int, tied: dict | None = None) -> list[dict]:
+    """The `depth` best rows under `where` by BM25 of FTS_COLUMN for `text` and the words that answer its
+    category words (index.top_rows: ties by id; `tied` gets the equals past the cut). A damaged or pruned
+    index: FullTextFailed, for search() to decide."""
+    from memvault.store.index import FTS_COLUMN, Index, _first_line, by_score, top_rows
+
+    bm25_text = " ".join([text, *ranking.category_words(text)])
+    try:
+        return top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
+                                                where).limit(limit), depth, by_score, tied)
+    except Exception as exc:
+        raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
+                             gone=Index.table_gone(exc)) from None
 
 
 def _filtered(search, where: str):
