@@ -264,17 +264,23 @@ GROUP_CHAT = [  # an imported chat whose turns name their speaker, a week apart
 ]
 
 
-def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_session(vault_dir, tmp_path):
-    """Issue 45's multi-hop questions: "What has Maria painted?" is answered by Maria's own lines of two
-    sessions, while John's lines, which name Maria and painting at every turn, took their places."""
+def import_weekly_chat(chat: list[list[tuple[str, str]]], tmp_path) -> None:
+    """A chat of conversation "club" imported as the user would (`import jsonl`): one exchange a week from T0,
+    its turns a minute apart."""
     lines = []
-    for week, exchange in enumerate(GROUP_CHAT):
+    for week, exchange in enumerate(chat):
         for minute, (role, text) in enumerate(exchange):
             lines.append({"id": str(uuid.uuid4()), "role": role, "conversation_id": "club", "text": text,
                           "created_at": (T0 + timedelta(days=7 * week, minutes=minute)).isoformat()})
     path = tmp_path / "club.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert run_cli("import", "jsonl", str(path)).exit_code == 0
+
+
+def test_a_question_about_one_speaker_finds_what_that_speaker_said_in_each_session(vault_dir, tmp_path):
+    """Issue 45's multi-hop questions: "What has Maria painted?" is answered by Maria's own lines of two
+    sessions, while John's lines, which name Maria and painting at every turn, took their places."""
+    import_weekly_chat(GROUP_CHAT, tmp_path)
     now = (T0 + timedelta(days=60)).isoformat()
     vault = memvault.open_vault(vault_dir)
     found = vault.search("What has Maria painted?", conversation="club", top_k=5, now=now).results
@@ -308,14 +314,7 @@ def test_a_list_question_about_one_speaker_finds_her_lines_of_other_sessions(vau
     chat[3] = [("user", "John: How was your weekend?"), ("assistant", "Maria: Great, I finally bought a kayak.")]
     chat[9] = [("user", "John: Any news from the trip?"),
                ("assistant", "Maria: Yes! In Vienna I bought an old cello from a street market.")]
-    lines = []
-    for week, exchange in enumerate(chat):
-        for minute, (role, text) in enumerate(exchange):
-            lines.append({"id": str(uuid.uuid4()), "role": role, "conversation_id": "club", "text": text,
-                          "created_at": (T0 + timedelta(days=7 * week, minutes=minute)).isoformat()})
-    path = tmp_path / "club.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    import_weekly_chat(chat, tmp_path)
     now = (T0 + timedelta(days=120)).isoformat()
     found = memvault.open_vault(vault_dir).search("What has Maria bought?", conversation="club", top_k=5,
                                                   now=now).results
