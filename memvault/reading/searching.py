@@ -92,16 +92,16 @@ class Reader:
             index.refresh()  # another process's upkeep pruned the version this handle held
             return once(index)
 
-    def _embed_ahead(self, text: str):
+    def _embed_ahead(self, text: str) -> None:
         """A thread making the query's vector while the index is brought in step (git's answer, LanceDB's
         manifest: the model runs meanwhile), in a process that has the model loaded already (warm: the agent,
-        serve); the search then finds it made (Embedder.embed_query keeps it). None when cold: loading the
-        model in a thread beside the index's imports is not done."""
+        serve); the search then finds it made, or waits for it (Embedder.embed_query). Not when cold: loading
+        the model in a thread beside the index's imports is not done."""
         from memvault.store.models import loaded_embedder
 
         embedder = loaded_embedder(self.vault.settings.embedding_model) if text.strip() else None
         if embedder is None:
-            return None
+            return
 
         def embed() -> None:
             try:
@@ -109,9 +109,7 @@ class Reader:
             except Exception:  # the search's own call says what is wrong
                 pass
 
-        thread = threading.Thread(target=embed, name="memvault-embed-ahead", daemon=True)
-        thread.start()
-        return thread
+        threading.Thread(target=embed, name="memvault-embed-ahead", daemon=True).start()
 
     def search(self, text: str, *, all_conversations: bool = False, conversation: str | None = None,
                **options: Any):
