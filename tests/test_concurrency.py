@@ -192,10 +192,13 @@ def test_a_memory_being_rewritten_is_found_by_a_search_of_another_thread(vault_d
     assert searches >= 5 and not missed, (searches, missed)
 
 
-def test_writes_that_wait_meanwhile_are_committed_together_in_one_group(vault_dir):
+def test_writes_that_wait_meanwhile_join_the_running_group_after_its_readers(vault_dir):
     """Group commit (docs/design.md, "Locking"): while one write of a server's holds the vault, the
-    writes that come meanwhile (other conversations' stores) wait together and are made in one change,
-    one commit, instead of queueing one by one on the lock; a write that fails fails alone."""
+    writes that come meanwhile (other conversations' stores) join its change as a next round, and
+    one commit holds them all, instead of queueing one by one on the lock; a write that fails fails
+    alone. The first round's readers (a conversation's next message) are told before the next
+    round is written and before any commit: they wait for their own rows, not for another
+    conversation's store or git (issue 41)."""
     import re
     import threading
     import time
@@ -206,15 +209,18 @@ def test_writes_that_wait_meanwhile_are_committed_together_in_one_group(vault_di
     vault.create()
     vault.auto_index = False  # the grouping is what is tested, not the index
     holding, release = threading.Event(), threading.Event()
+    order: list = []
 
     def first(change):
         change.add(files.new_memory("the first write", "user", "a"))
         change.title = "exchange (a)"
+        change.after_index.append(lambda: order.append(("a readable", len(git(vault_dir, "log", "--format=%s").splitlines()))))
         holding.set()
         release.wait(60)
 
     def write(n):
         def job(change):
+            order.append(("write", n))
             change.add(files.new_memory(f"turn {n}", "user", f"c{n}"))
             change.title = f"exchange (c{n})"
             if n == 2:
@@ -244,10 +250,11 @@ def test_writes_that_wait_meanwhile_are_committed_together_in_one_group(vault_di
     for t in threads:
         t.join(60)
     assert outcomes == {"first": None, 0: 0, 1: 1, 2: "this one fails", 3: 3}
+    assert order[0] == ("a readable", 1)  # before the next round's writes; no commit but the vault's first
+    assert sorted(order[1:]) == [("write", n) for n in range(4)]
     subjects = git(vault_dir, "log", "--format=%s").splitlines()
-    assert subjects[1] == "memvault chat: exchange (a)"
-    grouped = re.fullmatch(r"memvault chat: 4 exchanges \((c\d), (c\d), (c\d), …\)", subjects[0])
+    grouped = re.fullmatch(r"memvault chat: 5 exchanges \((a|c\d), (a|c\d), (a|c\d), …\)", subjects[0])
     assert grouped, subjects[0]
-    assert len(subjects) == 3  # the vault's first commit, the first write, the group
+    assert len(subjects) == 2  # the vault's first commit, the group
     assert git(vault_dir, "status", "--porcelain") == ""
     assert sorted(m.text for m in vault.iter_memories()) == ["the first write", "turn 0", "turn 1", "turn 2", "turn 3"]

@@ -25,6 +25,9 @@ from memvault.store.files import Memory
 from memvault.store.lock import vault_lock
 
 SIDECAR = ".memvault"
+# A group of chat stores takes in the writes that queue meanwhile, in rounds, for up to this long before
+# its compaction and commit (Vault._write_group): a commit then holds up to a second of exchanges.
+GROUP_SECONDS = 1.0
 
 
 def _stderr(message: str) -> None:
@@ -280,17 +283,33 @@ class Vault:
         return mine.outcome()
 
     def _write_group(self, command: str, group: list["_GroupWrite"]) -> None:
+        """The group's writes in one change. Writes that queue while it runs join it in rounds: each
+        round's rows are indexed and its readers told (Change.after_index) before the next round, and
+        the compaction and the commit come once, after the last round (GROUP_SECONDS at most). A
+        conversation's next message then waits for its own round's rows, not for another
+        conversation's commit (issue 41). `group` gets the writes of every round."""
+        import time
+
         titles: list[str] = []
+        started = time.monotonic()
         try:
             with self.change(command) as change:
-                for each in group:
-                    change.title = None
-                    try:
-                        each.result = each.write(change)
-                    except BaseException as exc:  # noqa: BLE001 (its caller raises it; the others go on)
-                        each.error = exc
-                    if change.title:
-                        titles.append(change.title)
+                round_ = list(group)
+                while round_:
+                    for each in round_:
+                        change.title = None
+                        try:
+                            each.result = each.write(change)
+                        except BaseException as exc:  # noqa: BLE001 (its caller raises it; the others go on)
+                            each.error = exc
+                        if change.title:
+                            titles.append(change.title)
+                    if time.monotonic() - started >= GROUP_SECONDS:
+                        break
+                    change.readable_now()  # this round's rows in, its readers on their way
+                    with self._group:
+                        round_, self._group_waiting = self._group_waiting, []
+                    group.extend(round_)
                 change.title = _group_title(titles)
         except BaseException as exc:  # the commit failed: every write of the group says so
             for each in group:
@@ -597,6 +616,15 @@ class Change:
         self._pending = set()
         for problem in report.skipped if report is not None else ():
             self.vault.say(f"memvault: skipped {problem}")
+
+    def readable_now(self) -> None:
+        """Index what was written so far (the compaction left for the end) and call after_index's
+        readers: a change that goes on writing (Vault._write_group's rounds) lets them read first."""
+        self.index_pending(last=True, compact=False)
+        readers, self.after_index = self.after_index, []
+        for readable in readers:
+            with contextlib.suppress(Exception):
+                readable()
 
     def compact_index(self) -> None:
         """The index's compaction that index_pending(compact=False) left (when it is due)."""
