@@ -206,24 +206,34 @@ class SearchOutcome:
         return [r.to_json() for r in self.results]
 
 
-def _where(query: Query, conversation: str | None) -> str:
-    from memvault.store.index import where_clause
-
-    return where_clause(query.roles, conversation, query.tags, query.since, query.until) + _skipped(query, [conversation])
+def _us(moment) -> int | None:
+    return int(moment.timestamp() * 1_000_000) if moment is not None else None
 
 
-def _skipped(query: Query, scopes: list[str | None]) -> str:
-    """The filter's tail that leaves out the turns query.skip_turns_since and skip_ids name, where a
-    scope holds them: not candidates at all (left out after the search, they would still take a
-    place, and set the scale a small vault's other matches are measured by)."""
-    if not any(s in (None, query.conversation) for s in scopes):
-        return ""
-    from memvault.store.index import id_clause, where_clause
-    from memvault.store.turn_context import TURN_ROLES
+def _filter(query: Query, scopes: list[str | None], time_range=None, said_by: str | None = None):
+    """The rows a retriever of this query may return in these scopes (None among them: every
+    conversation), as one row_filter.RowFilter: LanceDB reads its SQL, a long-lived process's copy
+    its mask. Where a scope holds them, the turns query.skip_turns_since and skip_ids name are left
+    out: not candidates at all (left out after the search, they would still take a place, and set
+    the scale a small vault's other matches are measured by)."""
+    from memvault.store.row_filter import RowFilter
 
-    tail = f" AND NOT ({where_clause(TURN_ROLES, query.conversation, since=query.skip_turns_since)})" \
-        if query.skip_turns_since is not None else ""
-    return tail + (f" AND NOT ({id_clause(query.skip_ids)})" if query.skip_ids else "")
+    skipping = any(s in (None, query.conversation) for s in scopes)
+    return RowFilter(roles=tuple(query.roles) if query.roles is not None else None,
+                     conversations=None if None in scopes else tuple(scopes), tags=tuple(query.tags),
+                     since_us=_us(query.since), until_us=_us(query.until),
+                     skip_turns=(query.conversation, _us(query.skip_turns_since))
+                     if skipping and query.skip_turns_since is not None else None,
+                     skip_ids=tuple(query.skip_ids) if skipping else (), time_range=time_range, said_by=said_by)
+
+
+def _done(value):
+    """A future that already has its value (a retriever answered from the copy, on this thread)."""
+    from concurrent.futures import Future
+
+    future = Future()
+    future.set_result(value)
+    return future
 
 
 class _together:
@@ -271,14 +281,16 @@ def _scopes(query: Query) -> list[str | None]:
 
 
 def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
-               range_cache: dict | None = None, embed: Callable | None = None) -> dict[str, Result]:
+               range_cache: dict | None = None, embed: Callable | None = None, dense=None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
     asked: the time the query names (when.read); its range's best dense matches are a third list.
     parts: (text, vector) of the question's parts (parts.py), each searched the same way; their
     candidates join the pool, each part's cosine and BM25 kept in Result.parts. Every retriever's cut
-    is the same every time (index.top_rows: ties by id), and the pool is handed on in id order."""
+    is the same every time (index.top_rows: ties by id), and the pool is handed on in id order.
+    dense: a long-lived process's copy of the table (dense_copy.Snapshot), which answers the dense
+    retrievers here instead of LanceDB; BM25 is LanceDB's either way."""
     depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     kept: set[str] = set()
@@ -288,16 +300,20 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     # each is independent of the others, and they are read below in the same order as before.
     ties: dict[tuple[int, int], dict] = {(s, v): {} for s in range(len(scopes)) for v in range(len(variants))}
     asked_for: dict[tuple, Any] = {}
+    cosines = [dense.cosines(vector) for _, vector in variants] if dense is not None and query.use_dense else []
     with _together() as run:
-        in_range_future = run(_in_range_rows, table, query, query_vector, scopes, asked, depth * len(scopes),
-                              range_cache)
+        in_range_future = (_done(_in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes),
+                                                dense=dense, cosines=cosines[0])) if cosines else
+                           run(_in_range_rows, table, query, query_vector, scopes, asked, depth * len(scopes),
+                               range_cache))
         for s, scope in enumerate(scopes):
-            where = _where(query, scope)
+            row_filter = _filter(query, [scope])
             for v, (text, vector) in enumerate(variants):
-                if query.use_dense:
-                    asked_for[("dense", s, v)] = run(_dense_rows, table, vector, where, depth)
                 if query.use_bm25 and text.strip():
-                    asked_for[("bm25", s, v)] = run(_bm25_rows, table, text, where, depth, ties[(s, v)])
+                    asked_for[("bm25", s, v)] = run(_bm25_rows, table, text, row_filter.sql(), depth, ties[(s, v)])
+                if query.use_dense:
+                    asked_for[("dense", s, v)] = (_done(dense.nearest(vector, row_filter, depth, cosines[v]))
+                                                  if cosines else run(_dense_rows, table, vector, row_filter, depth))
     in_range_rows = in_range_future.result()
     part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for s, scope in enumerate(scopes):
@@ -339,7 +355,7 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     for key in [k for k in pool if k not in kept]:
         del pool[key]  # seen by one retriever but past the fused depth
     if SPEAKER_SEARCH:
-        _speaker_candidates(table, query, query_vector, pool, depth, embed)
+        _speaker_candidates(table, query, query_vector, pool, depth, embed, dense)
     # Dense cosine for every candidate, BM25-only ones included, from the stored vectors.
     import numpy as np
 
@@ -362,7 +378,7 @@ SPEAKER_BEST = 5
 
 
 def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Result], depth: int,
-                        embed: Callable | None = None) -> None:
+                        embed: Callable | None = None, dense=None) -> None:
     """When the question names exactly one of the speakers of the candidates' turns (asked_speaker),
     the question without the name is searched again among the lines that speaker said ("Name: ...",
     the question's own filter and conversation): its vector among them, and its words without the name
@@ -381,9 +397,9 @@ def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Resul
     if embed is not None and nameless.strip():
         query_vector = embed(nameless)  # the name pulls every line of the chat alike
     for conversation in conversations:
-        where = _where(query, conversation) + f" AND text LIKE '{asked}: %'"
-        dense_rows = _dense_rows(table, query_vector, where, depth) if query.use_dense else []
-        bm25_rows = _bm25_rows(table, nameless, where, depth) if query.use_bm25 and nameless.strip() else []
+        row_filter = _filter(query, [conversation], said_by=asked)
+        dense_rows = _dense_rows(table, query_vector, row_filter, depth, dense) if query.use_dense else []
+        bm25_rows = _bm25_rows(table, nameless, row_filter.sql(), depth) if query.use_bm25 and nameless.strip() else []
         fused = ranking.rrf([[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]])
         order = sorted(fused, key=lambda key: (-fused[key], key))[:depth]
         keep = set(order)
@@ -410,29 +426,29 @@ class FullTextFailed(Exception):
 
 
 def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], asked, depth: int,
-                   cache: dict | None = None) -> list[dict]:
+                   cache: dict | None = None, dense=None, cosines=None) -> list[dict]:
     """The best dense matches among the memories created in the range the query names (when.py),
     within the query's own since/until: what "what did I do last week" is about, even when its
     words match nothing. One query for all the scopes, which candidates() splits. With a cache (a
     long-lived Index's range_cache), the range's rows are read once per table version by a scalar
     query on created_us's B-tree (up to RANGE_CACHE_ROWS of them) and ranked here by their cosine:
     the next question naming that range costs no LanceDB query (a query costs ~5 ms before it
-    reads a row; bench/README.md, "The answer, issue 45")."""
+    reads a row; bench/README.md, "The answer, issue 45"). With a long-lived process's copy (dense), from
+    the copy."""
     if asked is None or not asked.ranges or not query.use_dense:
         return []
-    from memvault.store.index import TOLD_COLUMNS, by_distance, time_clause, top_rows, where_clause
+    from memvault.store.index import TOLD_COLUMNS
 
     # Created in the range, or saying in its words a time in it ("yesterday", said the day after).
     start, end = asked.span()
-    in_range = time_clause(start, end, told=TOLD_COLUMNS[1] in table.schema.names)
-    where = where_clause(query.roles, None if None in scopes else tuple(scopes), query.tags, query.since,
-                         query.until) + " AND " + in_range + _skipped(query, scopes)
+    row_filter = _filter(query, scopes, time_range=(_us(start), _us(end), TOLD_COLUMNS[1] in table.schema.names))
+    if dense is not None:
+        return dense.nearest(query_vector, row_filter, depth, cosines)
     if cache is not None:
-        found = _cached_range(table, where, cache)
+        found = _cached_range(table, row_filter.sql(), cache)
         if found is not None:
             return _best_of(found, query_vector, depth)
-    return top_rows(lambda limit: _filtered(table.search(query_vector.tolist(), vector_column_name="vector")
-                                            .metric("cosine"), where).limit(limit), depth, by_distance)
+    return _dense_rows(table, query_vector, row_filter, depth)
 
 
 RANGE_CACHE_ROWS = 2000  # a range with more rows is searched by LanceDB each time (a year of a big vault)
@@ -483,12 +499,32 @@ def _best_of(found, query_vector, depth: int) -> list[dict]:
     return picked
 
 
-def _dense_rows(table, vector, where: str, depth: int) -> list[dict]:
-    """The `depth` rows under `where` nearest to `vector` by cosine (index.top_rows: ties by id)."""
-    from memvault.store.index import by_distance, top_rows
+def _dense_rows(table, vector, row_filter, depth: int, dense=None) -> list[dict]:
+    """The `depth` rows the filter keeps nearest to `vector` by cosine: from a long-lived process's copy
+    (dense), else from LanceDB, ordered as the copy orders them (index.unit_cosines: the same
+    numbers on both paths; index.top_rows: ties by id)."""
+    if dense is not None:
+        return dense.nearest(vector, row_filter, depth)
+    from memvault.store.index import top_rows
 
+    where = row_filter.sql()
     return top_rows(lambda limit: _filtered(table.search(vector.tolist(), vector_column_name="vector")
-                                            .metric("cosine"), where).limit(limit), depth, by_distance)
+                                            .metric("cosine"), where).limit(limit), depth, _by_cosine(vector))
+
+
+def _by_cosine(vector) -> Callable[[dict], tuple]:
+    """top_rows' key for LanceDB's dense rows: the copy's cosine (index.unit_cosines), ties by id."""
+    import numpy as np
+
+    from memvault.store.index import unit_cosines, unit_rows
+
+    def key(row: dict) -> tuple:
+        cosine = row.get("_cosine")
+        if cosine is None:  # one row at a time: the product in float64 does not depend on the batch
+            cosine = row["_cosine"] = float(unit_cosines(unit_rows(np.asarray(row["vector"])[None, :]), vector)[0])
+        return (-cosine, row["id"])
+
+    return key
 
 
 def _bm25_rows(table, text: str, where: str, depth: int, tied: dict | None = None) -> list[dict]:
@@ -846,19 +882,23 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     by_meaning = dataclasses.replace(query, use_bm25=False, use_dense=True)
     part_pairs = list(zip(pieces, part_vectors))
     range_cache = getattr(index, "range_cache", None)
+    embed = index.embedder.embed_query
     try:
-        pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values())
+        pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache, embed,
+                               _copy_of(index, table)).values())
     except FullTextFailed as exc:
         damaged = str(exc)
         if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
             index.refresh()
             table = index.table()
             try:
-                pool, damaged = list(candidates(table, query, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values()), None
+                pool, damaged = list(candidates(table, query, vector, asked, part_pairs, range_cache, embed,
+                                                _copy_of(index, table)).values()), None
             except FullTextFailed as again:
                 damaged = str(again)
         if damaged:
-            pool = list(candidates(table, by_meaning, vector, asked, part_pairs, range_cache, index.embedder.embed_query).values())
+            pool = list(candidates(table, by_meaning, vector, asked, part_pairs, range_cache, embed,
+                                   _copy_of(index, table)).values())
     if damaged:
         query = by_meaning
     lap("candidates")
@@ -873,6 +913,20 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
                          floor=0.0 if reranked else query.relevance_floor, below_floor=left.below_floor,
                          threshold=query.threshold, best_below_threshold=left.best_below_threshold, now=now,
                          time_read=asked, full_text_damaged=damaged, parts=pieces)
+
+
+def _copy_of(index, table):
+    """A long-lived process's copy of the table at its version (dense_copy.py), or None: a cold
+    command, a table over COPY_ROWS rows, or a copy that could not be read (LanceDB answers, and says
+    what is wrong if something is)."""
+    copy = getattr(index, "dense_copy", None)
+    if copy is None:
+        return None
+    try:
+        return copy.at(table)
+    except Exception:  # noqa: BLE001 (the search goes on by LanceDB's path)
+        copy.clear()
+        return None
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],

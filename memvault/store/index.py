@@ -218,6 +218,7 @@ class _Kept:
         self.fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         self.filter_indexes_checked = False
         self.range_cache: dict = {}
+        self.dense_copy = None
 
     def current(self, folder: Path) -> bool:
         """Whether `folder` is still the table folder this was kept for."""
@@ -255,6 +256,7 @@ def _keep(index: "Index") -> None:
         return  # not kept: the next command opens the table again
     kept.filter_indexes_checked = index._filter_indexes_checked
     kept.range_cache = index.range_cache
+    kept.dense_copy = index.dense_copy
     _kept[str(index.dir)] = kept
 
 
@@ -262,6 +264,17 @@ def _forget(folder: Path) -> None:
     kept = _kept.pop(str(folder), None) if _kept is not None else None
     if kept is not None:
         kept.close()
+
+
+def _dense_copy():
+    """A DenseCopy for a long-lived process (native_memory.long_lived), else None."""
+    from memvault.store.native_memory import long_lived
+
+    if not long_lived():
+        return None
+    from memvault.store.dense_copy import DenseCopy
+
+    return DenseCopy()
 
 
 class Index:
@@ -285,6 +298,8 @@ class Index:
         # The read path's rows of a time range, per table version (retrieval._in_range_rows): a
         # long-lived process asked about "March" again reads them once.
         self.range_cache: dict = {}
+        # A long-lived process's copy of the table for the dense retrievers (dense_copy.py); None in a cold command.
+        self.dense_copy = _dense_copy()
 
     # -- model -----------------------------------------------------------------
     @property
@@ -545,6 +560,7 @@ class Index:
         self._versions_seen = None
         self._filter_indexes_checked = kept.filter_indexes_checked
         self.range_cache = kept.range_cache
+        self.dense_copy = kept.dense_copy or self.dense_copy
         return True
 
     def refresh(self) -> None:
@@ -1757,6 +1773,27 @@ def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[
         limit = min(limit * 4, TIE_ROWS)
 
 
+def unit_cosines(unit, vector):
+    """Cosines of rows of length 1 (float64) with a vector, rounded to float32: the product in
+    float64 differs by the matrix's shape only far below float32's precision, so two paths (the
+    copy's first pass, LanceDB's rows) give the same numbers and the same order (dense_copy.py)."""
+    import numpy as np
+
+    query = np.asarray(vector, dtype=np.float64)
+    norm = np.linalg.norm(query)
+    query = query / norm if norm else query
+    return (unit @ query).astype(np.float32)
+
+
+def unit_rows(vectors):
+    """Rows of a float matrix scaled to length 1, in float64 (a zero row stays zero)."""
+    import numpy as np
+
+    matrix = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
 def row_dicts(rows) -> list[dict]:
     """Arrow rows as dicts, as LanceDB's to_list() gives them, except that a vector column comes as float32
     numpy rows (views of one array) instead of lists of Python floats: the same values, and that conversion
@@ -1799,15 +1836,10 @@ def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[s
 def time_clause(start=None, end=None, told: bool = True) -> str:
     """A LanceDB filter: the rows created in [start, end) or, told, whose words name a time in it
     (told_from_us/told_to_us: "yesterday" said the day after); None: open on that side."""
-    created = [f"created_us >= {int(start.timestamp() * 1_000_000)}"] if start is not None else []
-    created += [f"created_us < {int(end.timestamp() * 1_000_000)}"] if end is not None else []
-    created_clause = " AND ".join(created) or "true"
-    if not told:
-        return created_clause
-    named = ["told_from_us IS NOT NULL"]
-    named += [f"told_to_us > {int(start.timestamp() * 1_000_000)}"] if start is not None else []
-    named += [f"told_from_us < {int(end.timestamp() * 1_000_000)}"] if end is not None else []
-    return f"(({created_clause}) OR ({' AND '.join(named)}))"
+    from memvault.store.row_filter import _time_sql
+
+    return _time_sql(int(start.timestamp() * 1_000_000) if start is not None else None,
+                     int(end.timestamp() * 1_000_000) if end is not None else None, told)
 
 
 def _with_told_columns(rows):

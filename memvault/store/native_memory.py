@@ -45,6 +45,11 @@ def settle_for_long_life() -> None:
     bound_malloc_arenas()
 
 
+def long_lived() -> bool:
+    """Whether settle_for_long_life was called: a server, an MCP server, the agent."""
+    return _long_lived
+
+
 def bound_malloc_arenas(arenas: int = ARENAS) -> bool:
     """At most `arenas` malloc arenas from now on (threads that start later share them), with
     glibc; whether it is in effect. Left alone where MALLOC_ARENA_MAX is set (the user chose) and

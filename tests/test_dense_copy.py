@@ -1,0 +1,156 @@
+"""A long-lived process's copy of the index for the dense retrievers (store/dense_copy.py, issue 41's and
+45's warm search): it keeps the rows LanceDB's SQL keeps and orders them as LanceDB's path does, follows
+writes by reading only what they added, and a search through it gives what a cold command gives. Real
+LanceDB, fastembed and git throughout."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import memvault
+from conftest import run_cli
+from memvault.reading import retrieval
+from memvault.store.dense_copy import DenseCopy
+from memvault.store.row_filter import RowFilter
+
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
+
+
+def us(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+LINES = [
+    ("club", "user", "Maria: I painted a sunset over the lake yesterday."),
+    ("club", "assistant", "John: That sounds lovely, Maria. Did you paint it outdoors?"),
+    ("club", "user", "Maria: Yes, by the water, with my new brushes."),
+    ("club", "assistant", "John: I bought a kayak last week for the summer."),
+    ("club", "user", "Maria: I started cello lessons two weeks ago."),
+    ("club", "assistant", "John: My sister moved to Lisbon last month."),
+    ("work", "user", "The standup moved to 9:15 on Mondays."),
+    ("work", "assistant", "Noted: standup at 9:15 on Mondays."),
+    ("work", "user", "Priya owns the billing migration."),
+    ("global", "user", "My bike is a blue Brompton."),
+    ("global", "assistant", "A blue Brompton, noted."),
+    ("global", "user", "I am allergic to peanuts."),
+]
+
+
+@pytest.fixture
+def chats(vault_dir, tmp_path):
+    """Turns of three conversations a day apart (some naming relative times), facts with tags, imported
+    and indexed as a user would."""
+    rows = [{"id": str(uuid.uuid4()), "role": role, "conversation_id": conversation, "text": text,
+             "created_at": (T0 + timedelta(days=n)).isoformat()} for n, (conversation, role, text) in enumerate(LINES)]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    vault = memvault.open_vault(vault_dir)
+    vault.add("The spare key is under the blue pot.", conversation="global", tags=["house"])
+    vault.add("The wifi password is on the fridge.", conversation="work", tags=["house", "office"])
+    vault.add("Lena lives in Porto.", conversation="club", tags=["family"], created_at=T0 + timedelta(days=3))
+    return vault
+
+
+def filters() -> list[RowFilter]:
+    skip_since = us(T0 + timedelta(days=4))
+    return [
+        RowFilter(),
+        RowFilter(conversations=("club",)),
+        RowFilter(conversations=("work", "global")),
+        RowFilter(roles=("user",), conversations=("club",)),
+        RowFilter(roles=("memory",)),
+        RowFilter(tags=("house",)),
+        RowFilter(tags=("house", "office")),
+        RowFilter(since_us=us(T0 + timedelta(days=2)), until_us=us(T0 + timedelta(days=7))),
+        RowFilter(conversations=("club",), skip_turns=("club", skip_since)),
+        RowFilter(skip_turns=(None, skip_since)),
+        RowFilter(conversations=("club", "global"), time_range=(us(T0), us(T0 + timedelta(days=1)), True)),
+        RowFilter(time_range=(us(T0 + timedelta(days=1)), None, True)),
+        RowFilter(time_range=(None, us(T0 + timedelta(days=2)), False)),
+        RowFilter(conversations=("club",), said_by="Maria"),
+        RowFilter(conversations=("club",), said_by="John", roles=("assistant",)),
+    ]
+
+
+def test_the_copy_keeps_the_rows_lancedb_keeps_and_orders_them_the_same(chats):
+    """Every filter a search builds (conversations, roles, tags, times, a session's own turns, a time
+    range with the times the words name, one speaker's lines) keeps the same rows in the copy as in
+    LanceDB's SQL, and the nearest rows come in the same order on both paths."""
+    index = chats._vault.index
+    table = index.table()
+    snapshot = DenseCopy().at(table)
+    every = {row["id"] for row in table.search().select(["id"]).limit(None).to_list()}
+    assert len(snapshot.rowids) == len(every) == len(LINES) + 3
+    skipped_ids = sorted(every)[:2]
+    checks = filters() + [RowFilter(conversations=("club",), skip_ids=tuple(skipped_ids))]
+    kept_somewhere = set()
+    for row_filter in checks:
+        by_sql = {row["id"] for row in table.search().where(row_filter.sql()).select(["id"]).limit(None).to_list()} \
+            if row_filter.sql() != "true" else every
+        by_mask = set(snapshot.columns["id"][row_filter.mask(snapshot.columns)])
+        assert by_mask == by_sql, row_filter
+        kept_somewhere |= {len(by_sql) > 0}
+        for question in ("what did Maria paint", "when is the standup", "where does Lena live"):
+            vector = index.embedder.embed_query(question)
+            lance = [r["id"] for r in retrieval._dense_rows(table, vector, row_filter, 4)]
+            copied = [r["id"] for r in snapshot.nearest(vector, row_filter, 4)]
+            assert copied == lance, (row_filter, question)
+    assert kept_somewhere == {True, False} or kept_somewhere == {True}
+    # The filters are not vacuous: the speaker's, the range's and the tags' keep some rows and not all.
+    for row_filter in (checks[5], checks[10], checks[13]):
+        kept = row_filter.mask(snapshot.columns).sum()
+        assert 0 < kept < len(every), row_filter
+
+
+def test_the_copy_follows_writes_reading_only_what_they_added(chats):
+    """After an add, an edit and a removal the copy answers from the new rows without reading the table
+    whole again (a server's store is two turns, not 10,000 rows); a compaction, which gives every row a
+    new place, is read whole."""
+    index = chats._vault.index
+    copy = DenseCopy()
+    before = copy.at(index.table())
+    assert copy.reads == 1
+    added = chats.add("My locker code is 4711.", conversation="work")[0]
+    chats.edit(added.id, "My locker code is 9000.")
+    lena = next(r for r in chats.search("where does Lena live", conversation="club").results
+                if r.text == "Lena lives in Porto.")
+    chats.remove(lena.id)
+    table = index.table()
+    after = copy.at(table)
+    assert after.version != before.version and copy.reads == 1  # the new rows only
+    texts = set(after.columns["text"])
+    assert "My locker code is 9000." in texts and "My locker code is 4711." not in texts
+    assert "Lena lives in Porto." not in texts
+    vector = index.embedder.embed_query("what is my locker code")
+    found = after.nearest(vector, RowFilter(conversations=("work",)), 1)
+    assert found[0]["text"] == "My locker code is 9000."
+    assert [r["id"] for r in found] == [r["id"] for r in retrieval._dense_rows(table, vector, RowFilter(conversations=("work",)), 1)]
+    table.optimize()  # the rows rewritten into one fragment: new row ids
+    compacted = copy.at(table)
+    assert sorted(compacted.columns["id"]) == sorted(after.columns["id"])
+    everywhere = RowFilter()
+    assert [r["id"] for r in compacted.nearest(vector, everywhere, 5)] == \
+        [r["id"] for r in retrieval._dense_rows(table, vector, everywhere, 5)]
+
+
+def test_a_search_through_the_copy_gives_what_a_cold_command_gives(chats):
+    """The same question on the same vault gives the same results, scores and order from a server (the
+    copy) as from `memvault search` (LanceDB): speaker, time-range and tag filters included."""
+    index = chats._vault.index
+    later = (T0 + timedelta(days=30)).isoformat()  # one clock for both: recency is part of the score
+    questions = [("What has Maria painted?", {"conversation": "club", "now": later}),
+                 ("What happened yesterday?", {"conversation": "club", "now": (T0 + timedelta(days=1)).isoformat()}),
+                 ("what did I say in March 2024", {"all_conversations": True, "now": later}),
+                 ("where is the spare key", {"tags": ["house"], "all_conversations": True, "now": later}),
+                 ("standup time", {"conversation": "work", "now": later})]
+    cold = [[(r.id, r.score) for r in chats.search(q, top_k=5, **opts).results] for q, opts in questions]
+    index.dense_copy = DenseCopy()
+    warm = [[(r.id, r.score) for r in chats.search(q, top_k=5, **opts).results] for q, opts in questions]
+    assert index.dense_copy.reads == 1  # the searches went through the copy
+    assert warm == cold
+    assert all(cold)
