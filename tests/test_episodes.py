@@ -412,6 +412,12 @@ def test_grouped_prompt_block_puts_facts_under_their_episode(vault_dir, llm_env,
     # The fact of no episode under the day it was added, the groups in time order.
     jazz = lines.index("  [memory] The user likes jazz")
     assert episode > start and re.fullmatch(r"\w{3} \d{1,2} \w+ \d{4}:", lines[jazz - 1])
+    # A server's search reads the episodes from its copy of the index (dense_copy.py): the same block.
+    from memvault.store.dense_copy import DenseCopy
+
+    vault._vault.index.dense_copy = DenseCopy()
+    assert vault.prompt_block(vault.search("sister Maria jazz", now=at(31), kinds=["fact"])) == block
+    assert vault._vault.index.dense_copy.reads == 1
 
 
 # -- import --extract ----------------------------------------------------------------------------------

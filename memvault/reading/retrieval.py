@@ -995,9 +995,18 @@ def _episodes_ahead(index, query: Query):
 
 
 def _episode_rows(index, conversations: list[str]) -> dict[str, list[dict]]:
-    """conversation -> its episode rows (id, text, meta), in one index query."""
+    """conversation -> its episode rows (id, text, meta): from a long-lived process's copy, else in one
+    index query."""
+    from memvault.store.row_filter import RowFilter
+
     rows: dict[str, list[dict]] = {c: [] for c in conversations}
-    for row in index.rows(["id", "text", "meta", "conversation_id"], ("episode",), tuple(conversations)):
+    table = index.table()
+    copy = _copy_of(index, table) if table is not None else None
+    if copy is not None:
+        found = copy.rows_where(RowFilter(roles=("episode",), conversations=tuple(conversations)))
+    else:
+        found = index.rows(["id", "text", "meta", "conversation_id"], ("episode",), tuple(conversations))
+    for row in found:
         rows.setdefault(row["conversation_id"], []).append(row)
     return rows
 

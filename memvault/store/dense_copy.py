@@ -67,6 +67,14 @@ class Snapshot:
             row["_cosine"] = float(cosine)
         return found
 
+    def rows_where(self, row_filter) -> list[dict]:
+        """Every row the filter keeps (as LanceDB's rows, in the copy's order)."""
+        import numpy as np
+
+        from memvault.store.index import row_dicts
+
+        return row_dicts(self.rows.take(np.flatnonzero(row_filter.mask(self.columns))))
+
     def cosines(self, vector):
         """Every row's cosine with `vector` in float32: the first pass of nearest()."""
         import numpy as np
