@@ -817,9 +817,15 @@ class Memvault:
     def catch_up(self) -> None:
         """For the faces: bring the index in step with the files now (this process's writes, another's,
         a hand edit), for a long-lived face that is idle, so that its next request does not wait for it.
-        Costs little when nothing changed: one git status, none in a process that watches the folder."""
+        Costs little when nothing changed: one git status, none in a process that watches the folder.
+        A long-lived process's copy of the index (dense_copy.py) reads the new rows now too."""
         if self._vault.exists():
-            self._fresh_index()
+            index = self._fresh_index()
+            if getattr(index, "dense_copy", None) is not None and index.table() is not None:
+                try:
+                    index.dense_copy.at(index.table())
+                except Exception:  # noqa: BLE001 (the next search reads it, or goes by LanceDB)
+                    index.dense_copy.clear()
 
     def warm_llm(self) -> None:
         """For the faces: import the LLM library now (litellm: seconds), not during a server's first

@@ -869,6 +869,9 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
         return SearchOutcome([], False, rerank_note, now=query.now or files.utcnow())
     from memvault.reading import when
 
+    # A long-lived process's copy brought to the table's version (its new rows read) while the question's
+    # times and vector are made.
+    copy = _together.ahead(_copy_of, index, table) if getattr(index, "dense_copy", None) is not None else None
     now = query.now or files.utcnow()
     # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
     asked = when.read(query.text, query.now or now.astimezone())
@@ -885,7 +888,7 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     embed = index.embedder.embed_query
     try:
         pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache, embed,
-                               _copy_of(index, table)).values())
+                               copy.result() if copy is not None else None).values())
     except FullTextFailed as exc:
         damaged = str(exc)
         if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
@@ -923,7 +926,10 @@ def _copy_of(index, table):
     if copy is None:
         return None
     try:
-        return copy.at(table)
+        # Another process's writes first (a folder event not heard yet): LanceDB's path found out when a
+        # version it read had been pruned, the copy reads no file of it (one stat when nothing changed).
+        index.refresh()
+        return copy.at(index.table() or table)
     except Exception:  # noqa: BLE001 (the search goes on by LanceDB's path)
         copy.clear()
         return None

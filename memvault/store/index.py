@@ -1048,7 +1048,10 @@ class Index:
             if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 from datetime import timedelta
 
+                held = self.dense_copy.before_compaction(table) if self.dense_copy is not None else None
                 table.optimize(cleanup_older_than=timedelta(seconds=KEEP_VERSIONS_SECONDS))
+                if held is not None:
+                    self.dense_copy.after_compaction(table, held)
                 made = True  # the new rows taken into a new BM25 index
             if made or not (self.dir / FTS_SUMS).exists():  # the files just written (or, first, as they are)
                 self.record_fts(table)
