@@ -158,7 +158,9 @@ def test_a_search_through_the_copy_gives_what_a_cold_command_gives(chats):
                  ("What happened yesterday?", {"conversation": "club", "now": (T0 + timedelta(days=1)).isoformat()}),
                  ("what did I say in March 2024", {"all_conversations": True, "now": later}),
                  ("where is the spare key", {"tags": ["house"], "all_conversations": True, "now": later}),
-                 ("standup time", {"conversation": "work", "now": later})]
+                 ("standup time", {"conversation": "work", "now": later}),
+                 # --as-of searches a table of the past: the copy of today's is not asked
+                 ("where does Lena live", {"conversation": "club", "as_of": (T0 + timedelta(days=4)).isoformat()})]
     cold = [[(r.id, r.score) for r in chats.search(q, top_k=5, **opts).results] for q, opts in questions]
     index.dense_copy = DenseCopy()
     warm = [[(r.id, r.score) for r in chats.search(q, top_k=5, **opts).results] for q, opts in questions]

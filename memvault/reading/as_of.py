@@ -139,6 +139,8 @@ class HeldIndex:
     """The index as it stood at a moment, for the read path: the snapshot table, everything else
     (the embedder, episodes, notices) the real index's."""
 
+    dense_copy = None  # the real index's copy follows the real table, not this one (dense_copy.py)
+
     def __init__(self, index, table):
         self._index, self._table = index, table
 

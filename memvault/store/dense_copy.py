@@ -167,6 +167,7 @@ class DenseCopy:
     def __init__(self, max_rows: int = COPY_ROWS):
         self.max_rows = max_rows
         self._snapshot: Snapshot | None = None
+        self._table = None  # the table handle the snapshot is of
         self._lock = threading.Lock()
         self.reads = 0  # whole reads of the table (tests, bench: a store must not cause one)
 
@@ -174,13 +175,13 @@ class DenseCopy:
         """The copy at the table's version (read now where it moved), or None: more rows than max_rows."""
         version = table.version  # before reading: a version that moves meanwhile is read again next time
         held = self._snapshot
-        if held is not None and held.version == version:
+        if held is not None and held.version == version and table is self._table:
             return held
         with self._lock:
-            held = self._snapshot
+            held = self._snapshot if table is self._table else None  # another table (reopened): read whole
             if held is not None and held.version == version:
                 return held
-            self._snapshot = self._read(table, version, held)
+            self._snapshot, self._table = self._read(table, version, held), table
             return self._snapshot
 
     def before_compaction(self, table) -> Snapshot | None:
@@ -200,7 +201,7 @@ class DenseCopy:
 
         try:
             with self._lock:
-                if held is None or self._snapshot is not held:
+                if held is None or self._snapshot is not held or table is not self._table:
                     return
                 version = table.version
                 listing = table.search().select(["id"]).with_row_id(True).limit(None).to_arrow()
