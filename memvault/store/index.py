@@ -1785,7 +1785,7 @@ def unit_cosines(unit, vector):
     query = np.asarray(vector, dtype=np.float64)
     norm = np.linalg.norm(query)
     query = query / norm if norm else query
-    return (unit @ query).astype(np.float32)
+    return np.einsum("ij,j->i", unit, query).astype(np.float32)  # not BLAS: one loop per row, no threads
 
 
 def unit_rows(vectors):
