@@ -206,23 +206,19 @@ class SearchOutcome:
         return [r.to_json() for r in self.results]
 
 
-def _us(moment) -> int | None:
-    return int(moment.timestamp() * 1_000_000) if moment is not None else None
-
-
 def _filter(query: Query, scopes: list[str | None], time_range=None, said_by: str | None = None):
     """The rows a retriever of this query may return in these scopes (None among them: every
     conversation), as one row_filter.RowFilter: LanceDB reads its SQL, a long-lived process's copy
     its mask. Where a scope holds them, the turns query.skip_turns_since and skip_ids name are left
     out: not candidates at all (left out after the search, they would still take a place, and set
     the scale a small vault's other matches are measured by)."""
-    from memvault.store.row_filter import RowFilter
+    from memvault.store.row_filter import RowFilter, micros
 
     skipping = any(s in (None, query.conversation) for s in scopes)
     return RowFilter(roles=tuple(query.roles) if query.roles is not None else None,
                      conversations=None if None in scopes else tuple(scopes), tags=tuple(query.tags),
-                     since_us=_us(query.since), until_us=_us(query.until),
-                     skip_turns=(query.conversation, _us(query.skip_turns_since))
+                     since_us=micros(query.since), until_us=micros(query.until),
+                     skip_turns=(query.conversation, micros(query.skip_turns_since))
                      if skipping and query.skip_turns_since is not None else None,
                      skip_ids=tuple(query.skip_ids) if skipping else (), time_range=time_range, said_by=said_by)
 
@@ -441,7 +437,9 @@ def _in_range_rows(table, query: Query, query_vector, scopes: list[str | None], 
 
     # Created in the range, or saying in its words a time in it ("yesterday", said the day after).
     start, end = asked.span()
-    row_filter = _filter(query, scopes, time_range=(_us(start), _us(end), TOLD_COLUMNS[1] in table.schema.names))
+    from memvault.store.row_filter import micros
+
+    row_filter = _filter(query, scopes, time_range=(micros(start), micros(end), TOLD_COLUMNS[1] in table.schema.names))
     if dense is not None:
         return dense.nearest(query_vector, row_filter, depth, cosines)
     if cache is not None:

@@ -74,7 +74,7 @@ FTS_COLUMN = "index_text"
 FTS_SUMS = "fts-checksums.json"
 # The relative times of a memory's words, resolved against its date (store/relative_times.py, issue 45):
 # the expressions as JSON and the whole stretch they name, in UTC microseconds [from, to), which the
-# time-range candidates read (time_clause).
+# time-range candidates read (row_filter.RowFilter.time_range).
 TOLD_COLUMNS = ("told", "told_from_us", "told_to_us")
 # The answer of changed_paths kept for one read (Index.one_status): {(root, record's commit, HEAD,
 # Vault.writes): the paths}, or None outside such a read.
@@ -1817,32 +1817,14 @@ def row_dicts(rows) -> list[dict]:
 
 def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[str, ...] | None = None,
                  tags: Iterable[str] = (), since=None, until=None) -> str:
-    """A LanceDB filter on the table: the one place that knows how the columns are stored (tags as
-    "|a|b|" so that a tag is one LIKE, times as UTC microseconds in created_us). conversation: one,
-    or a tuple of them (any of)."""
-    clauses = []
-    if roles is not None:
-        clauses.append("role IN (" + ", ".join(_sql_str(r) for r in roles) + ")")
-    if isinstance(conversation, tuple):
-        clauses.append("conversation_id IN (" + ", ".join(_sql_str(c) for c in conversation) + ")")
-    elif conversation is not None:
-        clauses.append(f"conversation_id = {_sql_str(conversation)}")
-    for tag in tags:
-        clauses.append(f"tags LIKE {_sql_str('%|' + _like_escape(tag) + '|%')} ESCAPE '\\'")
-    if since is not None:
-        clauses.append(f"created_us >= {int(since.timestamp() * 1_000_000)}")
-    if until is not None:
-        clauses.append(f"created_us <= {int(until.timestamp() * 1_000_000)}")
-    return " AND ".join(clauses) or "true"
+    """A LanceDB filter on the table, as row_filter.RowFilter renders it (the one place that knows how
+    the columns are stored: tags as "|a|b|" so that a tag is one LIKE, times as UTC microseconds in
+    created_us). conversation: one, or a tuple of them (any of)."""
+    from memvault.store.row_filter import RowFilter, micros
 
-
-def time_clause(start=None, end=None, told: bool = True) -> str:
-    """A LanceDB filter: the rows created in [start, end) or, told, whose words name a time in it
-    (told_from_us/told_to_us: "yesterday" said the day after); None: open on that side."""
-    from memvault.store.row_filter import _time_sql
-
-    return _time_sql(int(start.timestamp() * 1_000_000) if start is not None else None,
-                     int(end.timestamp() * 1_000_000) if end is not None else None, told)
+    conversations = conversation if isinstance(conversation, tuple) or conversation is None else (conversation,)
+    return RowFilter(roles=tuple(roles) if roles is not None else None, conversations=conversations,
+                     tags=tuple(tags), since_us=micros(since), until_us=micros(until)).sql()
 
 
 def _with_told_columns(rows):

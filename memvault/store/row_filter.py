@@ -11,6 +11,11 @@ from typing import Any
 from memvault.store.turn_context import TURN_ROLES
 
 
+def micros(moment) -> int | None:
+    """A datetime as the table stores times: UTC microseconds (created_us, told_*_us)."""
+    return int(moment.timestamp() * 1_000_000) if moment is not None else None
+
+
 @dataclass(frozen=True)
 class RowFilter:
     roles: tuple[str, ...] | None = None  # any of these roles; None: every role
@@ -26,7 +31,7 @@ class RowFilter:
     said_by: str | None = None  # a chat line of this speaker: text starts with "Name: "
 
     def sql(self) -> str:
-        """The filter as LanceDB reads it (index.where_clause's forms); "true" for none."""
+        """The filter as LanceDB reads it (index.where_clause renders through it); "true" for none."""
         from memvault.store.index import _like_escape, _sql_str
 
         clauses = []
@@ -110,7 +115,8 @@ class RowFilter:
 
 
 def _time_sql(start: int | None, end: int | None, told: bool) -> str:
-    """index.time_clause's form, from microseconds."""
+    """Created in [start, end) or, told, naming in its words a time in it (told_from_us/told_to_us:
+    "yesterday" said the day after); microseconds, None: open on that side."""
     created = [f"created_us >= {start}"] if start is not None else []
     created += [f"created_us < {end}"] if end is not None else []
     created_clause = " AND ".join(created) or "true"
