@@ -821,11 +821,9 @@ class Memvault:
         A long-lived process's copy of the index (dense_copy.py) reads the new rows now too."""
         if self._vault.exists():
             index = self._fresh_index()
-            if getattr(index, "dense_copy", None) is not None and index.table() is not None:
-                try:
-                    index.dense_copy.at(index.table())
-                except Exception:  # noqa: BLE001 (the next search reads it, or goes by LanceDB)
-                    index.dense_copy.clear()
+            table = index.table()
+            if getattr(index, "dense_copy", None) is not None and table is not None:
+                index.dense_copy.current(table)
 
     def warm_llm(self) -> None:
         """For the faces: import the LLM library now (litellm: seconds), not during a server's first

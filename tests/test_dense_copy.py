@@ -131,7 +131,7 @@ def test_the_copy_follows_writes_reading_only_what_they_added(chats):
     assert found[0]["text"] == "My locker code is 9000."
     assert [r["id"] for r in found] == [r["id"] for r in retrieval._dense_rows(table, vector, RowFilter(conversations=("work",)), 1)]
     everywhere = RowFilter()
-    held = copy.before_compaction(table)  # as Index.maintain does around its optimize
+    held = copy.current(table)  # as Index.maintain does around its optimize
     table.optimize()  # the rows rewritten into one fragment: every row a new row id
     copy.after_compaction(table, held)
     compacted = copy.at(table)

@@ -296,10 +296,11 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     # each is independent of the others, and they are read below in the same order as before.
     ties: dict[tuple[int, int], dict] = {(s, v): {} for s in range(len(scopes)) for v in range(len(variants))}
     asked_for: dict[tuple, Any] = {}
-    cosines = [dense.cosines(vector) for _, vector in variants] if dense is not None and query.use_dense else []
+    from_copy = dense is not None and query.use_dense
+    cosines = [dense.cosines(vector) for _, vector in variants] if from_copy else []
     with _together() as run:
         in_range_future = (_done(_in_range_rows(table, query, query_vector, scopes, asked, depth * len(scopes),
-                                                dense=dense, cosines=cosines[0])) if cosines else
+                                                dense=dense, cosines=cosines[0])) if from_copy else
                            run(_in_range_rows, table, query, query_vector, scopes, asked, depth * len(scopes),
                                range_cache))
         for s, scope in enumerate(scopes):
@@ -309,7 +310,7 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                     asked_for[("bm25", s, v)] = run(_bm25_rows, table, text, row_filter.sql(), depth, ties[(s, v)])
                 if query.use_dense:
                     asked_for[("dense", s, v)] = (_done(dense.nearest(vector, row_filter, depth, cosines[v]))
-                                                  if cosines else run(_dense_rows, table, vector, row_filter, depth))
+                                                  if from_copy else run(_dense_rows, table, vector, row_filter, depth))
     in_range_rows = in_range_future.result()
     part_bm25: list[dict[str, float]] = [{} for _ in parts]
     for s, scope in enumerate(scopes):
@@ -923,14 +924,10 @@ def _copy_of(index, table):
     copy = getattr(index, "dense_copy", None)
     if copy is None:
         return None
-    try:
-        # Another process's writes first (a folder event not heard yet): LanceDB's path found out when a
-        # version it read had been pruned, the copy reads no file of it (one stat when nothing changed).
-        index.refresh()
-        return copy.at(index.table() or table)
-    except Exception:  # noqa: BLE001 (the search goes on by LanceDB's path)
-        copy.clear()
-        return None
+    # Another process's writes first (a folder event not heard yet): LanceDB's path found out when a
+    # version it read had been pruned, the copy reads no file of it (one stat when nothing changed).
+    index.refresh()
+    return copy.current(index.table() or table)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],

@@ -18,6 +18,7 @@ cosine distance computed in float64 and rounded to float32, ties by id."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,13 @@ class Snapshot:
         self.columns = {name: np.concatenate([p.columns[name] for p in parts]) for name in self.base.columns}
         self.rowids = np.concatenate([p.rowids for p in parts])
         self.alive = np.concatenate([self.live] + ([np.ones(len(self.recent), dtype=bool)] if self.recent else []))
+
+    @staticmethod
+    def whole(version: int, part: Part) -> "Snapshot":
+        """A snapshot of one part, every row live."""
+        import numpy as np
+
+        return Snapshot(version, part, np.ones(len(part), dtype=bool))
 
     def parts(self) -> list[Part]:
         return [self.base] + ([self.recent] if self.recent is not None else [])
@@ -186,12 +194,13 @@ class DenseCopy:
             self._snapshot, self._table = self._read(table, version, held), table
             return self._snapshot
 
-    def before_compaction(self, table) -> Snapshot | None:
-        """Brought to the table's version before this process compacts it (the writes since read as
-        usual): what after_compaction renumbers."""
+    def current(self, table) -> Snapshot | None:
+        """at(), or None when the copy could not be read (cleared: read whole the next time; the
+        caller goes by LanceDB meanwhile, which says what is wrong if something is). What this process
+        compacts is brought in step by it first: what after_compaction renumbers."""
         try:
             return self.at(table)
-        except Exception:  # noqa: BLE001 (read whole at the next search)
+        except Exception:  # noqa: BLE001
             self.clear()
             return None
 
@@ -206,7 +215,7 @@ class DenseCopy:
                 if held is None or self._snapshot is not held or table is not self._table:
                     return
                 version = table.version
-                listing = table.search().select(["id"]).with_row_id(True).limit(None).to_arrow()
+                listing = _listing(table)
                 place = dict(zip(listing.column("id").to_pylist(), listing.column("_rowid").to_pylist()))
                 ids = held.columns["id"][held.alive]
                 if len(place) != len(ids) or any(i not in place for i in ids):
@@ -216,13 +225,11 @@ class DenseCopy:
                     if part is None:
                         continue
                     if live is not None and not live.all():  # the gone rows out, now that all is renumbered
-                        import pyarrow as pa
-
-                        part = Part.of(part.rows.filter(pa.array(live)), part.rowids[live])
-                    part.rowids = np.fromiter((place[i] for i in part.columns["id"]), dtype=np.int64, count=len(part))
-                    parts.append(part)
-                base = parts[0] if len(parts) == 1 else _joined(parts)
-                self._snapshot = Snapshot(version, base, np.ones(len(base), dtype=bool))
+                        part = _kept(part, live)
+                    # A new Part: the held one is still read by searches under way.
+                    parts.append(dataclasses.replace(part, rowids=np.fromiter(
+                        (place[i] for i in part.columns["id"]), dtype=np.int64, count=len(part))))
+                self._snapshot = Snapshot.whole(version, parts[0] if len(parts) == 1 else _joined(parts))
         except Exception:  # noqa: BLE001 (read whole at the next search)
             self._snapshot = None
 
@@ -234,7 +241,7 @@ class DenseCopy:
         import numpy as np
         import pyarrow as pa
 
-        listing = table.search().select(["id"]).with_row_id(True).limit(None).to_arrow()
+        listing = _listing(table)
         if listing.num_rows > self.max_rows:
             return None
         present = set(table.schema.names)  # one look: each is a call into LanceDB (~1.5 ms)
@@ -244,8 +251,7 @@ class DenseCopy:
         if held is None or len(new) > RECENT_ROWS:  # first, or rewritten by another process
             found = table.search().select(names).with_row_id(True).limit(None).to_arrow()
             self.reads += 1
-            base = Part.of(found.select(names), found.column("_rowid").to_numpy())
-            return Snapshot(version, base, np.ones(len(base), dtype=bool))
+            return Snapshot.whole(version, Part.of(found.select(names), found.column("_rowid").to_numpy()))
         live = held.live & np.isin(held.base.rowids, rowids, assume_unique=True)
         rows, ids = [], []
         if held.recent is not None:
@@ -259,10 +265,21 @@ class DenseCopy:
             ids.append(found.column("_rowid").to_numpy())
         recent = Part.of(pa.concat_tables(rows), np.concatenate(ids)) if rows else None
         if recent is not None and len(recent) > RECENT_ROWS or (~live).sum() > RECENT_ROWS:
-            base = Part.of(held.base.rows.filter(pa.array(live)), held.base.rowids[live])
-            base = _joined([base, recent]) if recent is not None else base
-            return Snapshot(version, base, np.ones(len(base), dtype=bool))
+            base = _kept(held.base, live)
+            return Snapshot.whole(version, _joined([base, recent]) if recent is not None else base)
         return Snapshot(version, held.base, live, recent if recent is not None and len(recent) else None)
+
+
+def _listing(table):
+    """Every row's id and _rowid at the table handle's version: one scan of one column (~7 ms)."""
+    return table.search().select(["id"]).with_row_id(True).limit(None).to_arrow()
+
+
+def _kept(part: Part, live) -> Part:
+    """The part's rows where `live`."""
+    import pyarrow as pa
+
+    return Part.of(part.rows.filter(pa.array(live)), part.rowids[live])
 
 
 def _joined(parts: list[Part]) -> Part:

@@ -1048,7 +1048,7 @@ class Index:
             if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
                 from datetime import timedelta
 
-                held = self.dense_copy.before_compaction(table) if self.dense_copy is not None else None
+                held = self.dense_copy.current(table) if self.dense_copy is not None else None
                 table.optimize(cleanup_older_than=timedelta(seconds=KEEP_VERSIONS_SECONDS))
                 if held is not None:
                     self.dense_copy.after_compaction(table, held)
