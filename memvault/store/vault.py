@@ -236,13 +236,11 @@ class Vault:
                                                 [self.relative(p) for p in change.accepted_paths])
                         # Those waiting to read its files (a conversation's next message) go on once its
                         # rows are in, before the table's compaction and the commit.
-                        waiting = bool(change.after_index)
-                        change.index_pending(last=True, compact=not waiting)
-                        for readable in change.after_index:  # its files searchable now, before the commit
-                            with contextlib.suppress(Exception):
-                                readable()
-                        if waiting:
+                        if change.after_index:  # its files searchable now, before the compaction and commit
+                            change.readable_now()
                             change.compact_index()
+                        else:
+                            change.index_pending(last=True)
                         if git:
                             from memvault.store import gitrepo
 
