@@ -500,7 +500,7 @@ def _best_of(found, query_vector, depth: int) -> list[dict]:
 
 def _dense_rows(table, vector, row_filter, depth: int, dense=None) -> list[dict]:
     """The `depth` rows the filter keeps nearest to `vector` by cosine: from a long-lived process's copy
-    (dense), else from LanceDB, ordered as the copy orders them (index.unit_cosines: the same
+    (dense), else from LanceDB, ordered as the copy orders them (vectors.unit_cosines: the same
     numbers on both paths; index.top_rows: ties by id)."""
     if dense is not None:
         return dense.nearest(vector, row_filter, depth)
@@ -512,10 +512,10 @@ def _dense_rows(table, vector, row_filter, depth: int, dense=None) -> list[dict]
 
 
 def _by_cosine(vector) -> Callable[[dict], tuple]:
-    """top_rows' key for LanceDB's dense rows: the copy's cosine (index.unit_cosines), ties by id."""
+    """top_rows' key for LanceDB's dense rows: the copy's cosine (vectors.unit_cosines), ties by id."""
     import numpy as np
 
-    from memvault.store.index import unit_cosines, unit_rows
+    from memvault.store.vectors import unit_cosines, unit_rows
 
     def key(row: dict) -> tuple:
         cosine = row.get("_cosine")

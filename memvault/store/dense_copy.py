@@ -108,7 +108,7 @@ class Snapshot:
         """The rows at these places (of the parts one after the other), in that order."""
         import numpy as np
 
-        from memvault.store.index import row_dicts
+        from memvault.store.vectors import row_dicts
 
         found: list[dict] = [{} for _ in places]
         split = len(self.base)
@@ -127,7 +127,7 @@ class Snapshot:
         last of them; those are ordered by unit_cosines, as LanceDB's rows are (retrieval._by_cosine)."""
         import numpy as np
 
-        from memvault.store.index import unit_cosines, unit_rows
+        from memvault.store.vectors import unit_cosines, unit_rows
 
         if depth <= 0:
             return []

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from memvault.store import files
+from memvault.store.row_filter import _like_escape, _sql_str
+from memvault.store.vectors import row_dicts
 from memvault.errors import InvalidConversationId, MemoryFileError, UsageError
 from memvault.store.files import Memory
 
@@ -1730,10 +1732,6 @@ def _is_entry_file(full: str) -> bool:
     return stat_module.S_ISREG(mode) or stat_module.S_ISLNK(mode)
 
 
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _chunks(items: list, size: int):
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -1776,45 +1774,6 @@ def top_rows(query_with_limit: Callable[[int], Any], depth: int, key: Callable[[
         limit = min(limit * 4, TIE_ROWS)
 
 
-def unit_cosines(unit, vector):
-    """Cosines of rows of length 1 (float64) with a vector, rounded to float32: the product in
-    float64 differs by the matrix's shape only far below float32's precision, so two paths (the
-    copy's first pass, LanceDB's rows) give the same numbers and the same order (dense_copy.py)."""
-    import numpy as np
-
-    query = np.asarray(vector, dtype=np.float64)
-    norm = np.linalg.norm(query)
-    query = query / norm if norm else query
-    return np.einsum("ij,j->i", unit, query).astype(np.float32)  # not BLAS: one loop per row, no threads
-
-
-def unit_rows(vectors):
-    """Rows of a float matrix scaled to length 1, in float64 (a zero row stays zero)."""
-    import numpy as np
-
-    matrix = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
-
-
-def row_dicts(rows) -> list[dict]:
-    """Arrow rows as dicts, as LanceDB's to_list() gives them, except that a vector column comes as float32
-    numpy rows (views of one array) instead of lists of Python floats: the same values, and that conversion
-    was a third of a search's LanceDB time (4 queries of 61 rows of 384 floats)."""
-    if "vector" not in rows.column_names or not rows.num_rows:
-        return rows.to_pylist()
-    column = rows.column("vector").combine_chunks()
-    if column.null_count or not hasattr(column.type, "list_size"):
-        return rows.to_pylist()
-    import numpy as np
-
-    vectors = np.asarray(column.flatten(), dtype=np.float32).reshape(len(column), column.type.list_size)
-    found = rows.drop_columns(["vector"]).to_pylist()
-    for row, vector in zip(found, vectors):
-        row["vector"] = vector
-    return found
-
-
 def where_clause(roles: Iterable[str] | None = None, conversation: str | tuple[str, ...] | None = None,
                  tags: Iterable[str] = (), since=None, until=None) -> str:
     """A LanceDB filter on the table, as row_filter.RowFilter renders it (the one place that knows how
@@ -1847,7 +1806,3 @@ def meta_clause(key: str, value: Any = None) -> str:
     this value (a string, true or false), or, without one, the key is there."""
     pattern = '"' + key + '": ' + (json.dumps(value) if value is not None else "")
     return f"meta LIKE {_sql_str('%' + _like_escape(pattern) + '%')} ESCAPE '\\'"
-
-
-def _like_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -11,6 +11,14 @@ from typing import Any
 from memvault.store.turn_context import TURN_ROLES
 
 
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def micros(moment) -> int | None:
     """A datetime as the table stores times: UTC microseconds (created_us, told_*_us)."""
     return int(moment.timestamp() * 1_000_000) if moment is not None else None
@@ -32,8 +40,6 @@ class RowFilter:
 
     def sql(self) -> str:
         """The filter as LanceDB reads it (index.where_clause renders through it); "true" for none."""
-        from memvault.store.index import _like_escape, _sql_str
-
         clauses = []
         if self.roles is not None:
             clauses.append("role IN (" + ", ".join(_sql_str(r) for r in self.roles) + ")")
