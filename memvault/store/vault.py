@@ -56,6 +56,11 @@ class Vault:
         self._group = threading.Condition()
         self._group_waiting: list[_GroupWrite] = []
         self._group_writing = False
+        # The files this process wrote aside (`write_aside`: a chat's user turn, neither indexed nor
+        # committed yet) until the change that stores them has (`stored_aside`): a warm search does not
+        # index them meanwhile (reindex.fresh_index defers their folder events).
+        self._aside: set[str] = set()
+        self._aside_lock = threading.Lock()
         # Bumped before every file a change of this process writes or removes: a status of git kept
         # for one read (Index.one_status) is not reused past a write.
         self.writes = 0
@@ -325,12 +330,29 @@ class Vault:
                 return change.add(memory)
         self._make_folders()
         change = Change(self, command, index=False)
-        change.add(memory)
+        with self._aside_lock:  # before its folder event can come
+            self._aside.add(os.path.normpath(self.root / files.relative_path_for(memory)))
+        try:
+            change.add(memory)
+        except BaseException:
+            self.stored_aside(self.root / files.relative_path_for(memory))
+            raise
         if change.withheld:
             from memvault.store import secret_scan
 
             self.say(secret_scan.notice(change.withheld, self.root))
         return memory
+
+    def stored_aside(self, path) -> None:
+        """A file written aside has been stored by a change (indexed, committed), or given up: the folder's
+        events about it are a search's again (fresh_index)."""
+        with self._aside_lock:
+            self._aside.discard(os.path.normpath(path))
+
+    def written_aside(self, paths) -> set:
+        """Of these paths, those written aside and not stored yet (`write_aside`)."""
+        with self._aside_lock:
+            return {p for p in paths if os.path.normpath(p) in self._aside} if self._aside else set()
 
     def settle_interrupted(self, held: bool = False) -> None:
         """A change a killed memvault process left half done (.memvault/change.journal) rolled back or
