@@ -258,3 +258,34 @@ def test_writes_that_wait_meanwhile_join_the_running_group_after_its_readers(vau
     assert len(subjects) == 2  # the vault's first commit, the group
     assert git(vault_dir, "status", "--porcelain") == ""
     assert sorted(m.text for m in vault.iter_memories()) == ["the first write", "turn 0", "turn 1", "turn 2", "turn 3"]
+
+
+def test_a_message_written_aside_is_left_to_its_store_by_other_searches(vault_dir):
+    """serve writes a chat's user turn aside (neither indexed nor committed) before the model is asked,
+    and the change that stores its exchange indexes it. The searches of other conversations meanwhile
+    must not take it in from the folder's events: under 20 clients each such sync (an embedding and a
+    row, written again by the store) cost 60-260 ms inside someone else's search (issue 41). Its events
+    are kept, not dropped: once its store is done (or given up), the next search takes it in."""
+    import time
+
+    import memvault
+    from memvault.store import files
+
+    vault = memvault.open_vault(vault_dir, watch=True)
+    try:
+        vault.add("The spare key is under the blue pot.", conversation="home")
+        first = files.new_memory("Hello zoo.", "user", "zoo")  # the conversation's folders are there
+        vault._vault.write_aside("chat", first)
+        vault._vault.stored_aside(first.path)
+        time.sleep(0.15)
+        assert vault.search("spare key", all_conversations=True).results  # the folder's events taken in
+        turn = files.new_memory("My zebra is called Quartz.", "user", "zoo", extra={"unanswered": True})
+        vault._vault.write_aside("chat", turn)
+        for _ in range(4):  # its folder events come within milliseconds; these searches leave it alone
+            time.sleep(0.15)
+            assert not [r for r in vault.search("zebra called Quartz", all_conversations=True).results if "Quartz" in r.text]
+        vault._vault.stored_aside(turn.path)  # its exchange's store gave up: its events are a search's again
+        found = [r for r in vault.search("zebra called Quartz", all_conversations=True).results if "Quartz" in r.text]
+        assert [r.id for r in found] == [turn.id]
+    finally:
+        vault.close()
