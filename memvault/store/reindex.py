@@ -197,6 +197,8 @@ def fresh_index(vault: Vault, watcher: "FolderWatch | None", read_lock: threadin
         if aside:
             changes.paths -= aside
             watcher.put_back(Changes(paths=aside))
+            if not changes.paths and not changes.indexed:
+                return index  # nothing else changed: no sync, no look at the table
     if changes is not None and changes.paths and not changes.walk and index.state_path.exists():
         # The files whose bytes are the ones the index has (this process's own writes, another
         # process's it has indexed): nothing to sync for them; a sync of them would still ask git and
@@ -293,6 +295,7 @@ class Changes:
 
     paths: set = dataclasses.field(default_factory=set)
     walk: bool = False
+    indexed: bool = False  # state.db changed: a process (this one or another) indexed
 
 
 class FolderWatch:
@@ -325,7 +328,7 @@ class FolderWatch:
                 names = (getattr(event, "dest_path", "") or "", event.src_path or "")
                 if any(Path(str(name)).name == "state.db" for name in names) \
                         and event.event_type not in ("opened", "closed", "closed_no_write"):
-                    watch._note()  # another process indexed: see its rows (its files have events too)
+                    watch._note(indexed=True)  # another process indexed: see its rows (its files have events too)
 
         vault.root.mkdir(parents=True, exist_ok=True)
         for folder in (vault.entries, vault.sidecar):
@@ -337,12 +340,13 @@ class FolderWatch:
         self._observer.daemon = True
         self._observer.start()
 
-    def _note(self, *paths: str | None, walk: bool = False) -> None:
+    def _note(self, *paths: str | None, walk: bool = False, indexed: bool = False) -> None:
         with self._lock:
             if self._changes is None:
                 self._changes = Changes()
             self._changes.paths.update(Path(str(p)) for p in paths if p)
             self._changes.walk |= walk
+            self._changes.indexed |= indexed
         self.noted.set()
 
     def take_changes(self) -> "Changes | None":
@@ -353,7 +357,7 @@ class FolderWatch:
 
     def put_back(self, changes: "Changes") -> None:
         """Changes a read could not sync (another process held the lock): for the next read."""
-        self._note(*changes.paths, walk=changes.walk)
+        self._note(*changes.paths, walk=changes.walk, indexed=changes.indexed)
 
     def stop(self) -> None:
         self._observer.stop()
