@@ -369,8 +369,8 @@ class ChatTurn:
                 wrote = self.vault.grouped("chat", lambda change: self._write(change, outcome))
             finally:
                 _attempt_done(self.result.user_turn.id)
-                if self.result.user_turn.path is not None:
-                    self.vault.stored_aside(self.result.user_turn.path)  # indexed by the change, or for a search to sync
+                if self.result.user_turn.path is not None:  # indexed by the change, or a search's to sync again
+                    self.vault.stored_aside(self.result.user_turn.path)
             result = self.result
             result.reply, result.partial, result.delivered = outcome.text or "", outcome.partial, outcome.delivered
             return outcome.kind if wrote else None
@@ -574,102 +574,53 @@ def start(vault, cfg, message: str, options: ChatOptions,
         folded = sessions.fold(session, now, settings.soft_decay_minutes, settings.max_session_tokens, summarize)
         result.folded = len(folded)
     stored_text, cut = fitted(message)
+    if options.use_memory:
+        # This message's own turn, stored by its first request (a tool round, a retry): not a memory of itself.
+        own = same_message(vault, conversation, stored_text, again) if client_keeps else None
+        # ... nor the reply stored to it so far (a tool round's calls: the client sends them itself).
+        earlier = reply_after(vault, conversation, own) if own is not None else None
+        skip = tuple(m.id for m in (own, earlier) if m is not None)
+        top_k = options.top_k or settings.default_top_k
+        # The session's turns go to the model word for word: the search leaves out the conversation's
+        # turns from the session's first on (asking for top_k + their number instead, and dropping them
+        # after, made a long session's every message slow: 430 turns, 1.3 s a search).
+        since = min((t.created_at for t in session.turns), default=None)
+        found = search(message, top_k, now, since, skip)
+        # A message without its reply, a reply its client never got: not what the conversation said.
+        result.memories = [r for r in found if not r.meta.get("unanswered") and r.meta.get(DELIVERED) is not False
+                           ][:top_k]
+    summary = read_rolling_summary(vault, conversation)
+    # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a placeholder
+    summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
+    if options.forward is not None:
+        forward = options.forward
+        block = memory_block(result.memories, summary_text, now, written_at(summary))
+        messages: list[dict] | dict = forward.dialect.with_block(forward.body, forward.at, block) if block \
+            else forward.body
+    else:
+        messages = build_messages(message, result.memories, summary_text, session, options.history,
+                                  options.user_message, now=now, summary_written=written_at(summary),
+                                  after_user=options.after_user)
     # The user's words are on disk before the model is asked (indexed and committed with the reply,
     # which rewrites the file anyway: it loses its `unanswered` mark).
     # `extracted: false`: learning is owed to it until the commit of what it taught marks it true, so
     # a server stopped before its upkeep, a reply cut short or an LLM that was down loses nothing
     # (`memvault learn`, and every serve / mcp start, catch up).
     waiting = {files.EXTRACTED: False} if options.learn else {}
-
-    def place() -> tuple[files.Memory, bool]:
-        # The check and the write as one, per conversation: a retry that comes while its first copy is
-        # still on its way here (a search under load) finds that copy's turn, or the first copy finds the
-        # retry's. Other conversations do not wait for it.
-        with _turn_lock(vault, conversation):
-            turn = same_message(vault, conversation, stored_text, again) if client_keeps else None
-            reused = turn is not None
-            if not reused:
-                turn = files.new_memory(stored_text, "user", conversation, created_at=now,
-                                        extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting, **cut})
-                vault.write_aside("chat", turn)
-            _attempt(turn.id, created=not reused)
-            return turn, reused
-    placing = None
-    try:
-        if options.use_memory:
-            # This message's own turn, stored by its first request (a tool round, a retry): not a memory of itself.
-            own = same_message(vault, conversation, stored_text, again) if client_keeps else None
-            # ... nor the reply stored to it so far (a tool round's calls: the client sends them itself).
-            earlier = reply_after(vault, conversation, own) if own is not None else None
-            skip = tuple(m.id for m in (own, earlier) if m is not None)
-            top_k = options.top_k or settings.default_top_k
-            # The session's turns go to the model word for word: the search leaves out the conversation's
-            # turns from the session's first on (asking for top_k + their number instead, and dropping them
-            # after, made a long session's every message slow: 430 turns, 1.3 s a search).
-            since = min((t.created_at for t in session.turns), default=None)
-            # A client that keeps its conversation (serve): the turn is found or written while the search
-            # runs, on a thread of its own (the search spends most of its time in LanceDB and ONNX Runtime,
-            # without the GIL), not after it: ~5 ms of a proxied request (bench/README.md, session 6). The
-            # search does not index it meanwhile (Vault.write_aside, reindex.fresh_index).
-            placing = _Placing(vault, place) if client_keeps else None
-            found = search(message, top_k, now, since, skip)
-            # A message without its reply, a reply its client never got: not what the conversation said.
-            result.memories = [r for r in found if not r.meta.get("unanswered") and r.meta.get(DELIVERED) is not False
-                               ][:top_k]
-        summary = read_rolling_summary(vault, conversation)
-        # A memory from before secrets were withheld, or a hand edit not taken in yet, goes to the model as a
-        # placeholder
-        summary_text = secret_scan.for_prompt(vault, result.memories, summary.text if summary else None)
-        if options.forward is not None:
-            forward = options.forward
-            block = memory_block(result.memories, summary_text, now, written_at(summary))
-            messages: list[dict] | dict = forward.dialect.with_block(forward.body, forward.at, block) if block \
-                else forward.body
-        else:
-            messages = build_messages(message, result.memories, summary_text, session, options.history,
-                                      options.user_message, now=now, summary_written=written_at(summary),
-                                      after_user=options.after_user)
-        result.user_turn, reused = placing.result() if placing is not None else place()
-    except BaseException:
-        if placing is not None:  # nothing goes to the model: the message is not kept either (as before, when
-            placing.undo()       # it was written after the search)
-        raise
+    # The check and the write as one, per conversation: a retry that comes while its first copy is
+    # still on its way here (a search under load) finds that copy's turn, or the first copy finds the
+    # retry's. Other conversations do not wait for it.
+    with _turn_lock(vault, conversation):
+        result.user_turn = same_message(vault, conversation, stored_text, again) if client_keeps else None
+        reused = result.user_turn is not None
+        if not reused:
+            result.user_turn = files.new_memory(stored_text, "user", conversation, created_at=now,
+                                                extra={files.ORIGIN_KEY: "chat", "unanswered": True, **waiting, **cut})
+            vault.write_aside("chat", result.user_turn)
+        _attempt(result.user_turn.id, created=not reused)
     turn_options = dataclasses.replace(options, now=now)
     return ChatTurn(vault, cfg, message, turn_options, session, messages, result,
                     folded[-1].created_at if folded else None, warn, refresh, reused=reused)
-
-
-class _Placing:
-    """The user's turn found or written (`place`) on a thread of its own while the search runs."""
-
-    def __init__(self, vault, place: Callable[[], tuple[files.Memory, bool]]):
-        self._vault, self._place, self._done, self._failed = vault, place, None, None
-        self._thread = threading.Thread(target=self._run, name="memvault-turn", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._done = self._place()
-        except BaseException as exc:  # noqa: BLE001 (raised in result())
-            self._failed = exc
-
-    def result(self) -> tuple[files.Memory, bool]:
-        self._thread.join()
-        if self._failed is not None:
-            raise self._failed
-        return self._done
-
-    def undo(self) -> None:
-        """The exchange will not happen (its search failed): a turn written for it is taken back, as if
-        it had never been written (before, it was written after the search)."""
-        self._thread.join()
-        if self._done is None:
-            return
-        turn, reused = self._done
-        _attempt_done(turn.id)
-        if not reused and turn.path is not None:
-            turn.path.unlink(missing_ok=True)
-            self._vault.stored_aside(turn.path)
 
 
 def same_message(vault, conversation: str, message: str, again: bool) -> files.Memory | None:
