@@ -209,9 +209,11 @@ def test_bm25_through_the_copy_gives_lancedbs_rows_scores_and_ties(chats):
 
 def test_a_snapshot_keeps_each_filters_rows_once_and_finds_rows_by_id(chats):
     """Snapshot.kept: the rows of a filter asked again are the ones asked first (kept per snapshot, not
-    masked again); rows_by_id gives the live rows in the order asked, None for an id the copy lacks."""
+    masked again); rows_by_id gives the live rows in the order asked, None for an id the copy lacks; count
+    is the table's row count."""
     index = chats._vault.index
     snapshot = DenseCopy().at(index.table())
+    assert snapshot.count() == index.table().count_rows()  # a warm search's row count (BM25's scale)
     for row_filter in filters():
         first = snapshot.kept(row_filter)
         assert snapshot.kept(row_filter) is first

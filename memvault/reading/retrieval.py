@@ -968,7 +968,9 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     lap("candidates")
     from memvault.reading import current
 
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
+    held = copy.result() if copy is not None else None  # the copy's count at the table's version: no LanceDB call
+    rows = held.count() if held is not None and held.version == table.version else table.count_rows()
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, rows, asked,
                                   supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
                                   parts=pieces)
     lap("rank")

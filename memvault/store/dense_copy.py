@@ -155,6 +155,10 @@ class Snapshot:
         """Every row the filter keeps (as LanceDB's rows, in the copy's order)."""
         return self._rows(self.kept(row_filter))
 
+    def count(self) -> int:
+        """Its live rows: the table's row count at its version."""
+        return int(self.alive.sum())
+
     def kept(self, row_filter):
         """The places of the live rows the filter keeps, in order. A search asks the same few filters again
         and again (its scopes' roles and conversations): each is masked once per snapshot (the mask's
