@@ -563,9 +563,9 @@ def _bm25_rows(table, text: str, where: str, depth: int, tied: dict | None = Non
             return (search.select(columns) if columns else search).limit(limit)
         return query
 
+    if dense is not None and hasattr(dense, "result"):
+        dense = dense.result()  # the copy's own failure is not the full-text index's
     try:
-        if dense is not None and hasattr(dense, "result"):
-            dense = dense.result()
         if dense is not None:
             found = _bm25_from_copy(table, asked(["id", "_score"]), depth, tied, dense)
             if found is not None:
