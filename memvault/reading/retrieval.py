@@ -932,14 +932,15 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     # times and vector are made.
     copy = _together.ahead(_copy_of, index, table) if getattr(index, "dense_copy", None) is not None else None
     now = query.now or files.utcnow()
-    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
-    asked = when.read(query.text, query.now or now.astimezone())
     pieces = query_parts(query)
     # The BM25 index's files as memvault wrote them (a few stats; Index.fts_damage): damaged, it is not
     # read (its scores would be wrong, or LanceDB would panic) and the search goes by meaning alone.
     damaged = index.fts_damage() if query.use_bm25 else None
-    # BM25 needs the words only: its queries run on the query threads while the vectors are made.
+    # BM25 needs the words only: its queries run on the query threads while the question's times are read
+    # (dateparser: several ms for a month or a weekday) and the vectors made.
     bm25 = None if damaged else _bm25_asked(table, query, [query.text, *pieces], _together.ahead, copy)
+    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
+    asked = when.read(query.text, query.now or now.astimezone())
     vector = index.embedder.embed_query(query.text)
     part_vectors = [index.embedder.embed_query(text) for text in pieces]
     lap("embed")
