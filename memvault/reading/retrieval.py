@@ -803,6 +803,10 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
                 result.scores["session"] = after - before_lift
         relevance = lifted
     relevance = speaker_lift(pool, relevance)  # after the session's lift, which favours the best hit's session
+    if not reranked:
+        from memvault.reading.feedback import feedback_lift
+
+        relevance = feedback_lift(pool, relevance)
     if asked is not None:
         from memvault.reading import when
 
@@ -903,10 +907,18 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
                                    _copy_of(index, table)).values())
     if damaged:
         query = by_meaning
+    rows = table.count_rows()
+    if reranker is None or not query.rerank:  # pseudo-relevance feedback (feedback.py): words of the best hits
+        from memvault.reading import feedback
+
+        if not (feedback.FEEDBACK_TIMELESS_ONLY and asked is not None and asked.ranges):
+            found = {r.id: r for r in pool}
+            feedback.expand(table, query, found, vector, rows, tuple(part_pairs))
+            pool = [found[key] for key in sorted(found)]
     lap("candidates")
     from memvault.reading import current
 
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, rows, asked,
                                   supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
                                   parts=pieces)
     lap("rank")
