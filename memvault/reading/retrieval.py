@@ -391,19 +391,10 @@ def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Resul
         return
     conversations = sorted({r.conversation_id for r in pool.values() if speaker_of(r) == asked})
     nameless = " ".join(re.sub(rf"\b{re.escape(asked)}(?:['’]s)?\b", " ", query.text).split())
-    from memvault.reading import content_words
-
-    about = content_words.content_words(query.text, asked)
-    content_vector = embed(about) if embed is not None and about and query.use_dense else None
-    if content_vector is not None and content_words.CONTENT_MODE == "speaker":
-        query_vector, content_vector = content_vector, None
-    elif embed is not None and nameless.strip():
+    if embed is not None and nameless.strip():
         query_vector = embed(nameless)  # the name pulls every line of the chat alike
     for conversation in conversations:
         row_filter = _filter(query, [conversation], said_by=asked)
-        if content_vector is not None and content_words.CONTENT_BEST > 0:  # content_words.py
-            for place, row in enumerate(_dense_rows(table, content_vector, row_filter, content_words.CONTENT_BEST, dense), 1):
-                _result(pool, row).scores["content"] = place
         dense_rows = _dense_rows(table, query_vector, row_filter, depth, dense) if query.use_dense else []
         bm25_rows = _bm25_rows(table, nameless, row_filter.sql(), depth) if query.use_bm25 and nameless.strip() else []
         fused = ranking.rrf([[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]])
@@ -812,11 +803,6 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
                 result.scores["session"] = after - before_lift
         relevance = lifted
     relevance = speaker_lift(pool, relevance)  # after the session's lift, which favours the best hit's session
-    if not reranked:
-        from memvault.reading.content_words import content_lift
-        from memvault.reading.feedback import feedback_lift
-
-        relevance = feedback_lift(pool, content_lift(pool, relevance))
     if asked is not None:
         from memvault.reading import when
 
@@ -917,18 +903,10 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
                                    _copy_of(index, table)).values())
     if damaged:
         query = by_meaning
-    rows = table.count_rows()
-    if reranker is None or not query.rerank:  # pseudo-relevance feedback (feedback.py): words of the best hits
-        from memvault.reading import feedback
-
-        if not (feedback.FEEDBACK_TIMELESS_ONLY and asked is not None and asked.ranges):
-            found = {r.id: r for r in pool}
-            feedback.expand(table, query, found, vector, rows, tuple(part_pairs))
-            pool = [found[key] for key in sorted(found)]
     lap("candidates")
     from memvault.reading import current
 
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, rows, asked,
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
                                   supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
                                   parts=pieces)
     lap("rank")
