@@ -20,6 +20,8 @@ Each test scripts the replies it expects with ``fake_llm.push(...)``; a script i
                                      tool-call deltas, the arguments in two pieces;
     ``{"cut": True}``                with a stream, the connection closes after the pieces, mid-reply
                                      (half a chunk, no end): an upstream that died while answering;
+    ``{"after_done": 0.5}``          with a stream, wait this long after `[DONE]`, then send a comment
+                                     event before closing (an upstream whose connection lingers);
     ``{"usage": {...}}``             the usage reported (default 1 prompt + 1 completion token); a
                                      stream sends it in a last chunk when stream_options.include_usage;
 
@@ -128,7 +130,7 @@ class FakeLLM(ScriptedServer):
                 if item.get("think"):
                     pieces = [f"<think>{item['think']}</think>\n\n", *pieces]
                 self._stream(body, pieces, item.get("chunk_delay", 0), item.get("hold"), item.get("tool_calls"),
-                             item.get("usage", USAGE), item.get("cut", False))
+                             item.get("usage", USAGE), item.get("cut", False), item.get("after_done"))
             else:
                 hold = item.get("hold")
                 if hold is not None and not fake.released(hold):  # answered once the test says so
@@ -140,7 +142,7 @@ class FakeLLM(ScriptedServer):
                 self._send(200, _completion(body, content, item.get("tool_calls"), item.get("usage", USAGE)))
 
         def _stream(self, body: dict, pieces: list[str], delay: float = 0, hold=None, tool_calls=None,
-                    usage=None, cut: bool = False) -> None:
+                    usage=None, cut: bool = False, after_done: float | None = None) -> None:
             fake = self.fake
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -175,6 +177,9 @@ class FakeLLM(ScriptedServer):
                 return
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
+            if after_done is not None and not fake.closing_within(after_done):
+                self.wfile.write(b": the end\n\n")
+                self.wfile.flush()
             self.close_connection = True
 
 

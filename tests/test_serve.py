@@ -465,6 +465,26 @@ def test_a_client_that_hangs_up_mid_stream_keeps_its_turn_and_the_partial_reply(
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
+def test_a_client_that_leaves_right_after_done_keeps_the_whole_reply(proxy):
+    # The client read every event, `[DONE]` last, and closed (as the openai SDK and bench/serve.py do);
+    # the upstream's connection lingers a moment after its end. The client got the whole reply.
+    proxy.fake.push({"chunks": ["All ", "of ", "it."], "after_done": 0.6})
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=60)
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(chat_body("Say it all", stream=True,
+                                                                                  user="left-at-done")),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    seen = ""
+    while "[DONE]" not in seen:
+        seen += response.fp.readline().decode()
+    connection.sock.shutdown(2)
+    connection.close()
+    proxy.idle()
+    [reply] = memories_of(proxy.vault, "left-at-done", "turns/assistant")
+    assert reply.text == "All of it." and "partial" not in reply.extra and "delivered" not in reply.extra
+    assert "memvault chat: exchange (left-at-done)" in subjects(proxy.vault)
+
+
 class HeldStream:
     """A streamed chat read on a thread of its own, whose reply the fake LLM holds open after its
     pieces until release(): `pieces` so far, `first_piece` set at the first, `ended_at` once the

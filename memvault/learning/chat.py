@@ -244,6 +244,7 @@ class ChatTurn:
         self._pieces = self._reply()
         self.received: list[str] = []  # the reply's text pieces so far
         self._whole: Any = None  # upstream.Reply: a proxy's reply once it has ended
+        self._reading: Any = None  # upstream.Reading: a proxy's stream as read so far (its end seen or not)
         self.upstream_headers: dict = {}  # a proxy's: the upstream's response headers a client reads
         self._ended = False  # the model's reply came to its end
         # Called with the whole reply once the model has finished, before the turns are stored: a
@@ -303,7 +304,7 @@ class ChatTurn:
             self.received.append(self._whole.text)
             yield answer
             return
-        reading = dialect.reading()
+        reading = self._reading = dialect.reading()
         for event in upstream.stream(cfg, dialect, self.messages, reading, forward.headers,
                                      forward.query):
             self.upstream_headers = reading.headers
@@ -338,7 +339,13 @@ class ChatTurn:
         return Outcome()
 
     def close(self) -> None:
-        """Stop reading the reply: what arrived (or what the client was sent) is kept, marked partial."""
+        """Stop reading the reply: what arrived (or what the client was sent) is kept, marked partial.
+        Once the upstream's stream has said its end (`[DONE]`, `message_stop`) the reply is whole, and a
+        client that leaves then got all of it: the stream is read to its close instead, and stored whole."""
+        if self._reading is not None and self._reading.ended:
+            for _ in self._pieces:  # what follows the end carries no reply (comments, the connection's close)
+                pass
+            return
         self._pieces.close()
 
     def abandon(self) -> str | None:
