@@ -9,6 +9,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
 import memvault
@@ -167,3 +168,75 @@ def test_a_search_through_the_copy_gives_what_a_cold_command_gives(chats):
     assert index.dense_copy.reads == 1  # the searches went through the copy
     assert warm == cold
     assert all(cold)
+
+
+RESULT_FIELDS = ("id", "path", "role", "conversation_id", "created_at", "text", "meta", "index_text", "told", "_score")
+
+
+def _bm25_seen(rows: list[dict]) -> list[tuple]:
+    """What the read path takes from BM25's rows (retrieval._result, the scores), the vector included."""
+    return [(tuple(row.get(name) for name in RESULT_FIELDS), [float(x) for x in row["vector"]]) for row in rows]
+
+
+def test_bm25_through_the_copy_gives_lancedbs_rows_scores_and_ties(chats):
+    """Issue 45's warm search: LanceDB gives a BM25 query's ids and scores only and the copy the rows. Every
+    filter and question gives the rows, scores, order and ties past the cut LanceDB's whole rows give; at
+    another table version (a write landed since the copy was made) LanceDB's rows are taken, the new one too."""
+    index = chats._vault.index
+    table = index.table()
+    snapshot = DenseCopy().at(table)
+    compared = 0
+    for row_filter in filters():
+        for question in ("Maria painted the lake", "standup Mondays", "blue", "Lena Porto", "what did John buy"):
+            lance_ties, copy_ties = {}, {}
+            lance = retrieval._bm25_rows(table, question, row_filter.sql(), 2, lance_ties)
+            assert retrieval._bm25_from_copy(table, lambda limit: table.search(question, query_type="fts")
+                                             .select(["id", "_score"]).limit(limit), 1, None, snapshot) is not None
+            copied = retrieval._bm25_rows(table, question, row_filter.sql(), 2, copy_ties, dense=snapshot)
+            assert _bm25_seen(copied) == _bm25_seen(lance), (row_filter, question)
+            assert {k: r["_score"] for k, r in copy_ties.items()} == {k: r["_score"] for k, r in lance_ties.items()}
+            compared += len(lance)
+    assert compared > 20  # not vacuous: most filters and questions find rows
+    chats.add("The blue kayak is in the garage.", conversation="global")
+    table = index.table()
+    assert table.version != snapshot.version
+    assert retrieval._bm25_from_copy(table, lambda limit: table.search("blue kayak", query_type="fts")
+                                     .select(["id", "_score"]).limit(limit), 3, None, snapshot) is None
+    copied = retrieval._bm25_rows(table, "blue kayak", "true", 3, dense=snapshot)
+    assert _bm25_seen(copied) == _bm25_seen(retrieval._bm25_rows(table, "blue kayak", "true", 3))
+    assert copied[0]["text"] == "The blue kayak is in the garage."
+
+
+def test_a_snapshot_keeps_each_filters_rows_once_and_finds_rows_by_id(chats):
+    """Snapshot.kept: the rows of a filter asked again are the ones asked first (kept per snapshot, not
+    masked again); rows_by_id gives the live rows in the order asked, None for an id the copy lacks; count
+    is the table's row count."""
+    index = chats._vault.index
+    snapshot = DenseCopy().at(index.table())
+    assert snapshot.count() == index.table().count_rows()  # a warm search's row count (BM25's scale)
+    for row_filter in filters():
+        first = snapshot.kept(row_filter)
+        assert snapshot.kept(row_filter) is first
+        assert list(first) == list(np.flatnonzero(row_filter.mask(snapshot.columns) & snapshot.alive))
+    ids = list(snapshot.columns["id"][::-1])
+    assert [row["id"] for row in snapshot.rows_by_id(ids)] == ids
+    assert snapshot.rows_by_id([ids[0], "no-such-id"]) is None
+
+
+def test_a_warm_search_reads_the_full_text_record_again_once_it_changed(chats):
+    """A warm process keeps the BM25 index's record as read (Index._fts_record) while its file is the one
+    read; the record written anew (a file's recorded size changed here) is read by the next search, which
+    finds the file not as recorded and goes by meaning alone."""
+    index = chats._vault.index
+    index.dense_copy = DenseCopy()
+    first = chats.search("where is the spare key", all_conversations=True)
+    assert first.full_text_damaged is None and first.results
+    record = index.dir / "fts-checksums.json"
+    held = json.loads(record.read_text())
+    name = sorted(held["files"])[0]
+    held["files"][name][0] += 1
+    from memvault.store import files as store_files
+
+    store_files.atomic_write(record, json.dumps(held, sort_keys=True) + "\n")
+    again = chats.search("where is the spare key", all_conversations=True)
+    assert again.full_text_damaged and "not as memvault wrote it" in again.full_text_damaged

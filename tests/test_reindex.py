@@ -452,6 +452,24 @@ def test_a_warm_handle_sees_another_process_s_write_whenever_it_comes(vault_dir)
         assert table.count_rows() == 3 and warm.vault.index.state.count() == 3  # read, not repaired
 
 
+def test_a_warm_handle_searches_on_after_another_process_rebuilt_the_index(vault_dir):
+    """`memvault reindex --full` in another process removes the record (state.db) and makes a new one; a
+    server's handle still held the old file, so its next search failed ("attempt to write a readonly
+    database") and said the index did not match its files. It reads the new record instead."""
+    import memvault
+
+    add("The user keeps bees")
+    said: list[str] = []
+    with memvault.open_vault(vault_dir, watch=True, notice=said.append) as warm:
+        assert [r.text for r in warm.search("bees", top_k=1).results] == ["The user keeps bees"]
+        assert run_memvault("reindex", "--full").returncode == 0
+        assert run_memvault("add", "The user rebuilt the shed last spring").returncode == 0
+        found = warm.search("rebuilt the shed", top_k=1)
+        assert [r.text for r in found.results] == ["The user rebuilt the shed last spring"]
+        assert not [line for line in said if "did not match" in line], said
+        assert warm.vault.index.state.count() == 2
+
+
 def test_who_waits_for_a_write_reads_before_its_compaction(vault_dir, monkeypatch):
     """A change whose rows someone waits for (serve: a conversation's next message waits for its last
     exchange) lets them read once the rows are in, and compacts the table after: the compaction

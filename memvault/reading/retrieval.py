@@ -276,8 +276,27 @@ def _scopes(query: Query) -> list[str | None]:
     return list(dict.fromkeys([query.conversation, DEFAULT_CONVERSATION]))
 
 
+def _bm25_asked(table, query: Query, texts: list[str], run: Callable, dense=None) -> dict[tuple[int, int], tuple]:
+    """Every BM25 query of the query's scopes (_scopes) and texts (the question's, then its parts'),
+    started by `run`: {(scope, text): (future of _bm25_rows, the ties past its cut)}. BM25 needs the
+    words only: search() starts these before the question's vector is made. dense: the copy, or a
+    future of it (_bm25_rows)."""
+    found: dict[tuple[int, int], tuple] = {}
+    if not query.use_bm25:
+        return found
+    depth = candidate_depth(query)
+    for s, scope in enumerate(_scopes(query)):
+        where = _filter(query, [scope]).sql()
+        for v, text in enumerate(texts):
+            if text.strip():
+                tied: dict = {}
+                found[(s, v)] = (run(_bm25_rows, table, text, where, depth, tied, dense), tied)
+    return found
+
+
 def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[str, Any]] = (),
-               range_cache: dict | None = None, embed: Callable | None = None, dense=None) -> dict[str, Result]:
+               range_cache: dict | None = None, embed: Callable | None = None, dense=None,
+               bm25: dict | None = None) -> dict[str, Result]:
     """top_k * CANDIDATE_FACTOR candidates per scope, dense and BM25 fused by RRF (k = 60). BM25
     reads index.FTS_COLUMN (a chat turn with the turns before it: turn_context.py) and looks for
     the query's words and the words that answer its category words (ranking.category_words).
@@ -286,7 +305,8 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     candidates join the pool, each part's cosine and BM25 kept in Result.parts. Every retriever's cut
     is the same every time (index.top_rows: ties by id), and the pool is handed on in id order.
     dense: a long-lived process's copy of the table (dense_copy.Snapshot), which answers the dense
-    retrievers here instead of LanceDB; BM25 is LanceDB's either way."""
+    retrievers here instead of LanceDB and gives BM25's rows (their ids and scores are LanceDB's).
+    bm25: the BM25 queries already started (_bm25_asked), else they start here."""
     depth = candidate_depth(query)
     pool: dict[str, Result] = {}
     kept: set[str] = set()
@@ -294,7 +314,6 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
     variants = [(query.text, query_vector), *parts]
     # Every retriever's query of every scope and part at once (LanceDB's work runs outside the GIL):
     # each is independent of the others, and they are read below in the same order as before.
-    ties: dict[tuple[int, int], dict] = {(s, v): {} for s in range(len(scopes)) for v in range(len(variants))}
     asked_for: dict[tuple, Any] = {}
     from_copy = dense is not None and query.use_dense
     cosines = [dense.cosines(vector) for _, vector in variants] if from_copy else []
@@ -303,11 +322,13 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                                                 dense=dense, cosines=cosines[0])) if from_copy else
                            run(_in_range_rows, table, query, query_vector, scopes, asked, depth * len(scopes),
                                range_cache))
+        if bm25 is None:
+            bm25 = _bm25_asked(table, query, [text for text, _ in variants], run, dense)
+        for (s, v), (future, _) in bm25.items():
+            asked_for[("bm25", s, v)] = future
         for s, scope in enumerate(scopes):
             row_filter = _filter(query, [scope])
             for v, (text, vector) in enumerate(variants):
-                if query.use_bm25 and text.strip():
-                    asked_for[("bm25", s, v)] = run(_bm25_rows, table, text, row_filter.sql(), depth, ties[(s, v)])
                 if query.use_dense:
                     asked_for[("dense", s, v)] = (_done(dense.nearest(vector, row_filter, depth, cosines[v]))
                                                   if from_copy else run(_dense_rows, table, vector, row_filter, depth))
@@ -322,7 +343,7 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
             if ("dense", s, variant) in asked_for:
                 dense_rows = asked_for[("dense", s, variant)].result()
             bm25_rows = []
-            tied = ties[(s, variant)]
+            tied = bm25[(s, variant)][1] if (s, variant) in bm25 else {}
             if ("bm25", s, variant) in asked_for:
                 bm25_rows = asked_for[("bm25", s, variant)].result()
             rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
@@ -396,7 +417,8 @@ def _speaker_candidates(table, query: Query, query_vector, pool: dict[str, Resul
     for conversation in conversations:
         row_filter = _filter(query, [conversation], said_by=asked)
         dense_rows = _dense_rows(table, query_vector, row_filter, depth, dense) if query.use_dense else []
-        bm25_rows = _bm25_rows(table, nameless, row_filter.sql(), depth) if query.use_bm25 and nameless.strip() else []
+        bm25_rows = (_bm25_rows(table, nameless, row_filter.sql(), depth, dense=dense)
+                     if query.use_bm25 and nameless.strip() else [])
         fused = ranking.rrf([[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]])
         order = sorted(fused, key=lambda key: (-fused[key], key))[:depth]
         keep = set(order)
@@ -526,19 +548,57 @@ def _by_cosine(vector) -> Callable[[dict], tuple]:
     return key
 
 
-def _bm25_rows(table, text: str, where: str, depth: int, tied: dict | None = None) -> list[dict]:
+def _bm25_rows(table, text: str, where: str, depth: int, tied: dict | None = None, dense=None) -> list[dict]:
     """The `depth` best rows under `where` by BM25 of FTS_COLUMN for `text` and the words that answer its
     category words (index.top_rows: ties by id; `tied` gets the equals past the cut). A damaged or pruned
-    index: FullTextFailed, for search() to decide."""
+    index: FullTextFailed, for search() to decide. dense: a long-lived process's copy of the table
+    (dense_copy.Snapshot, or a future of it): LanceDB gives the ids and scores only, the copy the rows."""
     from memvault.store.index import FTS_COLUMN, Index, _first_line, by_score, top_rows
 
     bm25_text = " ".join([text, *ranking.category_words(text)])
+
+    def asked(columns: list[str] | None = None):
+        def query(limit: int):
+            search = _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN), where)
+            return (search.select(columns) if columns else search).limit(limit)
+        return query
+
+    if dense is not None and hasattr(dense, "result"):
+        dense = dense.result()  # the copy's own failure is not the full-text index's
     try:
-        return top_rows(lambda limit: _filtered(table.search(bm25_text, query_type="fts", fts_columns=FTS_COLUMN),
-                                                where).limit(limit), depth, by_score, tied)
+        if dense is not None:
+            found = _bm25_from_copy(table, asked(["id", "_score"]), depth, tied, dense)
+            if found is not None:
+                return found
+        return top_rows(asked(), depth, by_score, tied)
     except Exception as exc:
         raise FullTextFailed(f"the full-text index could not be searched ({_first_line(exc)})",
                              gone=Index.table_gone(exc)) from None
+
+
+def _bm25_from_copy(table, query_with_limit: Callable, depth: int, tied: dict | None, dense) -> list[dict] | None:
+    """_bm25_rows' rows with LanceDB asked for the ids and scores only and the rows taken from the copy at
+    the same table version (a BM25 query's 61 rows with their vectors and texts, read and made dicts:
+    ~2 ms of CPU of its ~6); None, for LanceDB's whole rows, when the table's version is not the copy's
+    (a write landed meanwhile) or an id is not in the copy. The scores, the order and the cut are
+    LanceDB's and top_rows' as on the other path."""
+    from memvault.store.index import by_score, top_rows
+
+    version = table.version
+    if version != dense.version:
+        return None
+    ties: dict | None = {} if tied is not None else None
+    hits = top_rows(query_with_limit, depth, by_score, ties)
+    if table.version != version:
+        return None
+    rows = dense.rows_by_id([hit["id"] for hit in hits])
+    if rows is None:
+        return None
+    for row, hit in zip(rows, hits):
+        row["_score"] = hit["_score"]
+    if tied is not None:
+        tied.update(ties)  # read for their scores only (candidates)
+    return rows
 
 
 def _filtered(search, where: str):
@@ -872,22 +932,25 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     # times and vector are made.
     copy = _together.ahead(_copy_of, index, table) if getattr(index, "dense_copy", None) is not None else None
     now = query.now or files.utcnow()
-    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
-    asked = when.read(query.text, query.now or now.astimezone())
     pieces = query_parts(query)
-    vector = index.embedder.embed_query(query.text)
-    part_vectors = [index.embedder.embed_query(text) for text in pieces]
-    lap("embed")
     # The BM25 index's files as memvault wrote them (a few stats; Index.fts_damage): damaged, it is not
     # read (its scores would be wrong, or LanceDB would panic) and the search goes by meaning alone.
     damaged = index.fts_damage() if query.use_bm25 else None
+    # BM25 needs the words only: its queries run on the query threads while the question's times are read
+    # (dateparser: several ms for a month or a weekday) and the vectors made.
+    bm25 = None if damaged else _bm25_asked(table, query, [query.text, *pieces], _together.ahead, copy)
+    # dateparser is imported only for a query with a time word; without a clock given, days are the local ones
+    asked = when.read(query.text, query.now or now.astimezone())
+    vector = index.embedder.embed_query(query.text)
+    part_vectors = [index.embedder.embed_query(text) for text in pieces]
+    lap("embed")
     by_meaning = dataclasses.replace(query, use_bm25=False, use_dense=True)
     part_pairs = list(zip(pieces, part_vectors))
     range_cache = getattr(index, "range_cache", None)
     embed = index.embedder.embed_query
     try:
         pool = list(candidates(table, by_meaning if damaged else query, vector, asked, part_pairs, range_cache, embed,
-                               copy.result() if copy is not None else None).values())
+                               copy.result() if copy is not None else None, bm25).values())
     except FullTextFailed as exc:
         damaged = str(exc)
         if exc.gone:  # maybe only this handle's version, pruned by another process's upkeep: the newest
@@ -906,7 +969,9 @@ def search(index, query: Query, reranker=None, rerank_note: str | None = None) -
     lap("candidates")
     from memvault.reading import current
 
-    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, table.count_rows(), asked,
+    held = copy.result() if copy is not None else None  # the copy's count at the table's version: no LanceDB call
+    rows = held.count() if held is not None and held.version == table.version else table.count_rows()
+    picked, reranked, left = rank(pool, query, reranker if query.rerank else None, now, rows, asked,
                                   supersede=lambda scored, spare: current.supersede(scored, index, query, spare),
                                   parts=pieces)
     lap("rank")
@@ -927,7 +992,8 @@ def _copy_of(index, table):
     # Another process's writes first (a folder event not heard yet): LanceDB's path found out when a
     # version it read had been pruned, the copy reads no file of it (one stat when nothing changed).
     index.refresh()
-    return copy.current(index.table() or table)
+    held = index.table()  # not `index.table() or table`: a table's truth is its row count, a LanceDB query
+    return copy.current(held if held is not None else table)
 
 
 def read(index, query: Query, settings, say: Callable[[str], None], llm_order: Callable[[str, list], list],

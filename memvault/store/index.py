@@ -302,6 +302,7 @@ class Index:
         self.range_cache: dict = {}
         # A long-lived process's copy of the table for the dense retrievers (dense_copy.py); None in a cold command.
         self.dense_copy = _dense_copy()
+        self._fts_sums: tuple | None = None  # the BM25 record as last read, with its file's stat (fts_damage)
 
     # -- model -----------------------------------------------------------------
     @property
@@ -646,9 +647,8 @@ class Index:
         known: no record yet, or an index another process made since, the recorded one pruned).
         A search compares each file's size and mtime with the record (a few stats) and hashes only a
         file whose stat moved; thorough (`reindex`, `reindex --check`) hashes every file."""
-        try:
-            recorded = json.loads((self.dir / FTS_SUMS).read_text())["files"]
-        except (OSError, ValueError, KeyError, TypeError):
+        recorded = self._fts_record()
+        if recorded is None:
             return None
         base = self.dir / f"{TABLE}.lance" / "_indices"
         for rel, (size, mtime_ns, digest) in sorted(recorded.items()):
@@ -664,6 +664,23 @@ class Index:
             if stat.st_size != size or _sha256_file(path) != digest:
                 return f"the full-text index file {path} is not as memvault wrote it"
         return None
+
+    def _fts_record(self) -> dict | None:
+        """The BM25 index's recorded files (record_fts), None without a readable record. Read again only when
+        the record's file is not the one read last (each write of it is a new file: atomic_write); a
+        warm process's searches stat it (read and parsed: ~0.3 ms a search)."""
+        path = self.dir / FTS_SUMS
+        try:
+            stat = path.stat()
+            seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+            held = self._fts_sums
+            if held is not None and held[0] == seen:
+                return held[1]
+            recorded = json.loads(path.read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        self._fts_sums = (seen, recorded)
+        return recorded
 
     def fts_probe(self, table) -> str | None:
         """A query of the BM25 index for the words of a row it holds: what LanceDB says when it cannot

@@ -65,12 +65,26 @@ class State:
     def __init__(self, path: Path):
         self.path = path
         self._db: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file the connection opened
+
+    def _replaced(self) -> bool:
+        """Whether another process put a new record in place of the one this connection opened (a
+        `reindex --full` removes and rebuilds it): the old file is unlinked, its connection reads a record
+        no one writes and cannot write ("attempt to write a readonly database"). A missing file (a rebuild
+        under way) is not a replacement yet: the rebuild holds the vault's lock, the writers wait for it."""
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) != self._file
 
     # -- connection --------------------------------------------------------------------------
     def exists(self) -> bool:
         return self.path.exists()
 
     def _conn(self, create: bool = False) -> sqlite3.Connection:
+        if self._db is not None and self._replaced():
+            self.close()
         if self._db is None:
             if not create and not self.path.exists():
                 raise FileNotFoundError(self.path)
@@ -90,6 +104,8 @@ class State:
                 db.close()
                 raise Unreadable(f"index state {self.path} has an unknown format")
             self._db = db
+            stat = os.stat(self.path)
+            self._file = (stat.st_dev, stat.st_ino)
         return self._db
 
     def close(self) -> None:
