@@ -324,8 +324,6 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
                                range_cache))
         if bm25 is None:
             bm25 = _bm25_asked(table, query, [text for text, _ in variants], run, dense)
-        for (s, v), (future, _) in bm25.items():
-            asked_for[("bm25", s, v)] = future
         for s, scope in enumerate(scopes):
             row_filter = _filter(query, [scope])
             for v, (text, vector) in enumerate(variants):
@@ -342,10 +340,8 @@ def candidates(table, query: Query, query_vector, asked=None, parts: list[tuple[
             dense_rows = []
             if ("dense", s, variant) in asked_for:
                 dense_rows = asked_for[("dense", s, variant)].result()
-            bm25_rows = []
-            tied = bm25[(s, variant)][1] if (s, variant) in bm25 else {}
-            if ("bm25", s, variant) in asked_for:
-                bm25_rows = asked_for[("bm25", s, variant)].result()
+            bm25_future, tied = bm25.get((s, variant), (None, {}))
+            bm25_rows = bm25_future.result() if bm25_future is not None else []
             rankings = [[r["id"] for r in dense_rows], [r["id"] for r in bm25_rows]]
             if in_range:
                 rankings.append([r["id"] for r in in_range])

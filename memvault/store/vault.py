@@ -330,12 +330,13 @@ class Vault:
                 return change.add(memory)
         self._make_folders()
         change = Change(self, command, index=False)
+        path = self.root / files.relative_path_for(memory)
         with self._aside_lock:  # before its folder event can come
-            self._aside.add(os.path.normpath(self.root / files.relative_path_for(memory)))
+            self._aside.add(os.path.normpath(path))
         try:
             change.add(memory)
         except BaseException:
-            self.stored_aside(self.root / files.relative_path_for(memory))
+            self.stored_aside(path)
             raise
         if change.withheld:
             from memvault.store import secret_scan
