@@ -240,3 +240,34 @@ def test_a_warm_search_reads_the_full_text_record_again_once_it_changed(chats):
     store_files.atomic_write(record, json.dumps(held, sort_keys=True) + "\n")
     again = chats.search("where is the spare key", all_conversations=True)
     assert again.full_text_damaged and "not as memvault wrote it" in again.full_text_damaged
+
+
+def test_what_this_process_writes_is_taken_in_without_reading_it_back(chats):
+    """Issue 41: a server's store (a conversation's next message waits for it, then searches) hands its new
+    rows to the copy as they go in; the next search reads nothing from the table first, and finds them, as
+    a cold command does. An edit (the row replaced by path) likewise; another process's write is read."""
+    index = chats._vault.index
+    copy = index.dense_copy = DenseCopy()
+    later = (T0 + timedelta(days=30)).isoformat()
+    chats.search("warm up", conversation="work", now=later)
+    assert (copy.reads, copy.looks) == (1, 1)
+    added = chats.add("My locker code is 4711.", conversation="work")[0]
+    warm = [(r.id, r.score) for r in chats.search("what is my locker code", conversation="work", now=later).results]
+    assert copy.looks == 1  # nothing read back: the copy took the rows as they were added
+    assert warm[0][0] == added.id
+    chats.edit(added.id, "My locker code is 9000.")
+    edited = chats.search("what is my locker code", conversation="work", now=later).results
+    assert copy.looks == 1
+    assert [r.text for r in edited if r.id == added.id] == ["My locker code is 9000."]
+    held = copy.at(index.table())
+    assert "My locker code is 4711." not in set(held.columns["text"][held.alive])
+    # The same answers as a cold command, which asks LanceDB itself.
+    index.dense_copy = None
+    cold = [(r.id, r.score) for r in chats.search("what is my locker code", conversation="work", now=later).results]
+    index.dense_copy = copy
+    assert [(r.id, r.score) for r in edited] == cold
+    # Another process's write: read (the new rows only), and found.
+    other = memvault.open_vault(chats._vault.root)
+    other.add("The locker is in the basement.", conversation="work")
+    found = [r.text for r in chats.search("where is the locker", conversation="work", now=later).results]
+    assert "The locker is in the basement." in found and copy.looks == 2 and copy.reads == 1

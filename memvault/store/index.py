@@ -10,6 +10,7 @@ record in one transaction *last*, so a sync killed at any point is finished by t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -1037,10 +1038,15 @@ class Index:
                 import pyarrow as pa
 
                 rows = pa.concat_tables(waiting)
-                if replaced and not replaced.isdisjoint(rows.column("path").to_pylist()):
-                    table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all().execute(rows)
-                else:
-                    table.add(rows)
+                with (self.dense_copy.writing(table) if self.dense_copy is not None
+                      else contextlib.nullcontext(lambda *taken: None)) as took:
+                    paths = replaced.intersection(rows.column("path").to_pylist()) if replaced else set()
+                    if paths:
+                        table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all()\
+                            .execute(rows)
+                    else:
+                        table.add(rows)
+                    took(rows, paths)
                 waiting = []
             if progress:
                 progress(done, len(to_index))
