@@ -530,11 +530,12 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_memory(root: Path, memory: Memory, path: Path | None = None) -> Path:
-    """Write (or rewrite in place when path is given) and set memory.path."""
+def write_memory(root: Path, memory: Memory, path: Path | None = None, durable: bool = True) -> Path:
+    """Write (or rewrite in place when path is given) and set memory.path. durable=False: the fsyncs left
+    to the caller (`fsync_paths`)."""
     target = path or (root / relative_path_for(memory))
     ensure_inside(root, target)
-    atomic_write(target, render(memory))
+    atomic_write_bytes(target, render(memory).encode("utf-8"), durable=durable)
     memory.path = target
     return target
 
