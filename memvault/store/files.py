@@ -457,9 +457,10 @@ def relative_path_for(memory: Memory) -> Path:
     return base / ROLE_FOLDERS[memory.role] / f"{file_stamp(memory.created_at)}__{memory.id}.md"
 
 
-def atomic_write(path: Path, content: str) -> None:
-    """Write via a temp file in the same folder + fsync + rename: all or nothing."""
-    atomic_write_bytes(path, content.encode("utf-8"))
+def atomic_write(path: Path, content: str, durable: bool = True) -> None:
+    """Write via a temp file in the same folder + fsync + rename: all or nothing (durable=False: the
+    fsyncs left to the caller, `fsync_paths`)."""
+    atomic_write_bytes(path, content.encode("utf-8"), durable=durable)
 
 
 def atomic_write_bytes(path: Path, data: bytes, executable: bool = False, durable: bool = True) -> None:
@@ -535,7 +536,7 @@ def write_memory(root: Path, memory: Memory, path: Path | None = None, durable: 
     to the caller (`fsync_paths`)."""
     target = path or (root / relative_path_for(memory))
     ensure_inside(root, target)
-    atomic_write_bytes(target, render(memory).encode("utf-8"), durable=durable)
+    atomic_write(target, render(memory), durable=durable)
     memory.path = target
     return target
 
