@@ -320,3 +320,23 @@ def test_a_list_question_about_one_speaker_finds_her_lines_of_other_sessions(vau
                                                   now=now).results
     texts = [r.text for r in found]
     assert chat[3][1][1] in texts and chat[9][1][1] in texts, texts  # before: John's questions in all five places
+
+
+def test_the_line_that_answers_ranks_above_the_questions_that_echo_it(vault_dir, tmp_path):
+    """Issue 45: a chat's other side asks "How do you unwind ...?" week after week; each question holds the
+    words of "How do I unwind?" and no answer, while the one line that answers says more besides. A line
+    that only asks back (ranking.asks_only) keeps 1 - ranking.ASKING_WEIGHT of its relevance: the answer
+    comes first (before: fourth, under three of the questions), the questions stay, lower, with what it took."""
+    asks = ["How do you unwind after a long week?", "Good morning! How do you unwind in the evenings?",
+            "How do you unwind when stress piles up?", "Nice! How will you unwind this weekend?",
+            "Oh no. Did you unwind at all after the meeting?", "How do you unwind on holidays?"]
+    answer = "Honestly, a long swim at the lake is the best way for me to unwind."
+    replies = [answer, "Sometimes work follows me home.", "Hard to say, it changes.", "My sister visits on Saturday.",
+               "Not really.", "We will see."]
+    import_weekly_chat([[("assistant", ask), ("user", reply)] for ask, reply in zip(asks, replies)], tmp_path)
+    now = (T0 + timedelta(days=60)).isoformat()
+    found = search("-c", "club", "-k", "5", "--now", now, "How do I unwind?")
+    assert found[0]["text"] == answer, [r["text"] for r in found]
+    assert "asking" not in found[0]["scores"]
+    questions = [r for r in found if r["text"] in asks]
+    assert len(questions) == 4 and all(r["scores"]["asking"] < 0 for r in questions)

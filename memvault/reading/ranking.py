@@ -37,6 +37,13 @@ SESSION_PEERS = 2
 # .424) but lost a third of what questions naming the wrong speaker are about (category 5: .620 against .908).
 SPEAKER_WEIGHT = 0.4
 
+# A chat line that only asks back ("Melanie: Wow! What did you paint?": every sentence a question, but for
+# a short reaction or greeting before them; asks_only) keeps 1 - ASKING_WEIGHT of its
+# relevance without a reranker (asking_focus): it echoes the question's words and holds no answer, while
+# the statement that answers it often shares none. A photo it shares ("[shares a photo of ...]") is no
+# question. Chosen on LoCoMo's tuning conversations (bench/README.md, "Retrieval, issue 45: session 7").
+ASKING_WEIGHT = 0.4
+
 # Everyday category words whose answers name a member of the category instead ("what are my
 # hobbies?" / "plays the guitar", "our pet" / "a cat called Miso", "for a living" / "works as a
 # nurse"): MiniLM scores such pairs no higher than unrelated ones (cosine 0.16-0.36), and without a
@@ -197,3 +204,31 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
         picked.append(best)
         remaining.remove(best)
     return picked
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SAID_BY = re.compile(r"\s*[A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}:\s")  # "Maria: ", as retrieval.speaker_of reads it
+REACTION_WORDS = 4  # a first sentence this short before the questions is a reaction ("Wow, that's great, Maria!")
+
+
+def asks_only(text: str) -> bool:
+    """Whether a chat line only asks: it ends with "?" and so does each of its sentences, but for a first
+    one of at most REACTION_WORDS words (a reaction: "Wow, that's great! Where was it?"; a speaker's
+    "Name: " does not count). A line that shares a photo ("[shares a photo of ...]") tells something,
+    and so does "I took a pottery class last week. Have you tried it?"."""
+    body = text.strip()
+    if not body.endswith("?") or "[shares" in body:
+        return False
+    said = _SAID_BY.match(body)
+    sentences = [s for s in _SENTENCE_END.split(body[said.end():] if said else body) if s.strip()]
+    first = sentences[0].rstrip()
+    return (first.endswith("?") or len(first.split()) <= REACTION_WORDS) and \
+        all(s.rstrip().endswith("?") for s in sentences[1:])
+
+
+def asking_focus(relevance: Sequence[float], asking: Sequence[bool], weight: float | None = None) -> list[float]:
+    """Relevance with the lines that only ask (asking[i]) keeping (1 - weight) of theirs."""
+    weight = ASKING_WEIGHT if weight is None else weight
+    if weight <= 0:
+        return list(relevance)
+    return [r * (1.0 - weight) if ask else r for r, ask in zip(relevance, asking)]
