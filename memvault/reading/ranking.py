@@ -37,12 +37,16 @@ SESSION_PEERS = 2
 # .424) but lost a third of what questions naming the wrong speaker are about (category 5: .620 against .908).
 SPEAKER_WEIGHT = 0.4
 
-# A chat line that only asks back ("Melanie: Wow! What did you paint?": every sentence a question, but for
-# a short reaction or greeting before them; asks_only) keeps 1 - ASKING_WEIGHT of its
-# relevance without a reranker (asking_focus): it echoes the question's words and holds no answer, while
-# the statement that answers it often shares none. A photo it shares ("[shares a photo of ...]") is no
-# question. Chosen on LoCoMo's tuning conversations (bench/README.md, "Retrieval, issue 45: session 7").
+# Chat lines that ask (question_weight): one that only asks back ("Melanie: Wow! What did you paint?": every
+# sentence a question, but for a short reaction or greeting before them; asks_only) keeps 1 - ASKING_WEIGHT
+# of its relevance without a reranker, one that says something and then asks ("I took a pottery class.
+# Have you tried it?") 1 - TRAILING_WEIGHT (asking_focus): a question echoes the words of the question
+# searched for and holds no answer, while the statement that answers it often shares none. On LoCoMo's
+# tuning conversations, lines ending with a question were 21% of what filled the multi-hop top 10 and 6%
+# of the evidence found there. A photo shared ("[shares a photo of ...]") tells something. Chosen on those
+# conversations (bench/README.md, "Retrieval, issue 45: session 7").
 ASKING_WEIGHT = 0.4
+TRAILING_WEIGHT = 0.3
 
 # Everyday category words whose answers name a member of the category instead ("what are my
 # hobbies?" / "plays the guitar", "our pet" / "a cat called Miso", "for a living" / "works as a
@@ -226,9 +230,15 @@ def asks_only(text: str) -> bool:
         all(s.rstrip().endswith("?") for s in sentences[1:])
 
 
-def asking_focus(relevance: Sequence[float], asking: Sequence[bool], weight: float | None = None) -> list[float]:
-    """Relevance with the lines that only ask (asking[i]) keeping (1 - weight) of theirs."""
-    weight = ASKING_WEIGHT if weight is None else weight
-    if weight <= 0:
-        return list(relevance)
-    return [r * (1.0 - weight) if ask else r for r, ask in zip(relevance, asking)]
+def question_weight(text: str) -> float:
+    """The share of its relevance a chat line gives up for asking: ASKING_WEIGHT for one that only asks
+    (asks_only), TRAILING_WEIGHT for one that ends with a question after saying something, else 0."""
+    body = text.strip()
+    if not body.endswith("?") or "[shares" in body:
+        return 0.0
+    return ASKING_WEIGHT if asks_only(body) else TRAILING_WEIGHT
+
+
+def asking_focus(relevance: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Relevance with each line keeping (1 - weights[i]) of its own (question_weight)."""
+    return [r * (1.0 - w) if w > 0 else r for r, w in zip(relevance, weights)]

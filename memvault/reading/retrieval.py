@@ -794,15 +794,15 @@ def _speaker_focus(pool: list[Result], relevance: list[float], text: str) -> lis
 
 
 def _asking_focus(pool: list[Result], relevance: list[float]) -> list[float]:
-    """Without a reranker, a chat turn that only asks back (ranking.asks_only) ranks below the lines that
-    state something (ranking.asking_focus; scores "asking": what it took). Facts and notes are kept as
-    written: a question the user chose to keep is what they meant to keep."""
+    """Without a reranker, a chat turn that asks ranks below the lines that state something: one that only
+    asks back the lowest (ranking.question_weight, ranking.asking_focus; scores "asking": what it took).
+    Facts and notes are kept as written: a question the user chose to keep is what they meant to keep."""
     from memvault.store.turn_context import TURN_ROLES
 
-    asking = [r.role in TURN_ROLES and ranking.asks_only(r.text) for r in pool]
-    if not any(asking):
+    weights = [ranking.question_weight(r.text) if r.role in TURN_ROLES else 0.0 for r in pool]
+    if not any(weights):
         return relevance
-    focused = ranking.asking_focus(relevance, asking)
+    focused = ranking.asking_focus(relevance, weights)
     for result, before, after in zip(pool, relevance, focused):
         if after != before:
             result.scores["asking"] = after - before
