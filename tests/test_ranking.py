@@ -121,6 +121,23 @@ def test_speaker_focus_by_hand():
     assert ranking.speaker_focus([0.5, 0.9], ["Maria", "John"], None) == [0.5, 0.9]  # no speaker asked
 
 
+def test_a_line_that_only_asks_back_by_hand():
+    asks = ranking.asks_only
+    # a reaction, then questions
+    assert asks("Melanie: Wow, that's cool, Caroline! What happened? Did you hear any stories?")
+    assert asks("How do you unwind?") and asks("John: Where? When?")
+    assert not asks("Caroline: I went to a support group yesterday. Was it fun?")  # a statement before the question
+    assert not asks("Maria: What do you think? [shares a photo of a painted bowl]")  # a photo tells something
+    assert not asks("John: I ran. I won!") and not asks("Is it? I think not.")
+    # Such a line keeps 1 - ASKING_WEIGHT (0.4) of its relevance, one that says something and then asks
+    # 1 - TRAILING_WEIGHT (0.3), a statement or a photo all of it.
+    lines = ("Maria: Oh! Where?", "Maria: I bought a kayak last week. Have you tried it?", "Maria: I bought a kayak.",
+             "Maria: Like it? [shares a photo of a kayak]")
+    weights = [ranking.question_weight(t) for t in lines]
+    assert weights == [0.4, 0.3, 0.0, 0.0]
+    assert ranking.asking_focus([0.5, 0.5, 0.5, 0.5], weights) == pytest.approx([0.3, 0.35, 0.5, 0.5])
+
+
 def test_the_speaker_a_question_names():
     from memvault.reading.retrieval import asked_speaker
 

@@ -203,8 +203,8 @@ def test_a_turn_is_lifted_by_the_turns_of_its_session(vault_dir, tmp_path):
     party = [("user", "Maya's birthday party is on Saturday."), ("assistant", "Lovely! Where are you having it?"),
              ("user", "We booked the climbing centre, the kids love the bouldering wall.")]
     other = [("user", "Sam wants a quiet birthday this year."), ("assistant", "Maybe a dinner at home then.")]
-    last_year = [("user", "Where did we have the party for Leo last year?"),
-                 ("assistant", "At the trampoline park, I think.")]
+    # Another party, of another day: a statement (a question would rank lower anyway: retrieval._asking_focus).
+    last_year = [("user", "Leo's birthday party last year was a blast."), ("assistant", "At the trampoline park, I think.")]
     import_turns(tmp_path, [party, [], [], other, [], [], last_year])
     seed("The climbing centre closes at 10 pm", "The user's favourite restaurant is Bundobust")
     now = (T0 + timedelta(days=30)).isoformat()
@@ -222,10 +222,10 @@ def test_a_turn_is_lifted_by_the_turns_of_its_session(vault_dir, tmp_path):
     column = [cell.strip() for cell in header.split("┃")].index("session")
     assert float([cell.strip() for cell in row.split("│")][column]) == pytest.approx(
         lifted[texts.index(answer)].scores["session"], abs=1e-3)
-    # Without the lift (session_weight 0) another party question of another day goes ahead of it.
+    # Without the lift (session_weight 0) the line about another party of another day goes ahead of it.
     alone = [r.text for r in vault.search("Where is Maya's birthday party?", conversation="home", top_k=5, now=now,
                                           session_weight=0).results]
-    assert answer not in alone[:3] and alone.index(last_year[0][1]) < alone.index(answer)
+    assert answer not in alone[:2] and alone.index(last_year[0][1]) < alone.index(answer)
     # The command line's --session-weight is the same setting.
     cli = [r["text"] for r in search("-c", "home", "-k", "5", "--now", now, "--session-weight", "0",
                                      "Where is Maya's birthday party?")]
@@ -320,3 +320,26 @@ def test_a_list_question_about_one_speaker_finds_her_lines_of_other_sessions(vau
                                                   now=now).results
     texts = [r.text for r in found]
     assert chat[3][1][1] in texts and chat[9][1][1] in texts, texts  # before: John's questions in all five places
+
+
+def test_the_line_that_answers_ranks_above_the_questions_that_echo_it(vault_dir, tmp_path):
+    """Issue 45: a chat's other side asks "How do you unwind ...?" week after week; each question holds the
+    words of "How do I unwind?" and no answer, while the one line that answers says more besides. A line
+    that only asks back keeps 1 - ranking.ASKING_WEIGHT of its relevance, one that says something first and
+    then asks 1 - ranking.TRAILING_WEIGHT: the answer comes first (before: fifth, under four of the
+    questions; without the second rule, under "Work was hectic for me today. How do you unwind?"), the
+    questions stay, lower, each with what it gave up."""
+    asks = ["How do you unwind after a long week?", "Good morning! How do you unwind in the evenings?",
+            "How do you unwind when stress piles up?", "Work was hectic for me today. How do you unwind?",
+            "My week was long and tiring too. Did you unwind at all after the meeting?",
+            "How do you unwind on holidays?"]
+    answer = "Honestly, a long swim at the lake is the best way for me to unwind."
+    replies = [answer, "Sometimes work follows me home.", "Hard to say, it changes.", "My sister visits on Saturday.",
+               "Not really.", "We will see."]
+    import_weekly_chat([[("assistant", ask), ("user", reply)] for ask, reply in zip(asks, replies)], tmp_path)
+    now = (T0 + timedelta(days=60)).isoformat()
+    found = search("-c", "club", "-k", "5", "--now", now, "How do I unwind?")
+    assert found[0]["text"] == answer, [r["text"] for r in found]
+    assert "asking" not in found[0]["scores"]
+    questions = [r for r in found if r["text"] in asks]
+    assert len(questions) == 4 and all(r["scores"]["asking"] < 0 for r in questions)

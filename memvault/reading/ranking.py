@@ -37,6 +37,17 @@ SESSION_PEERS = 2
 # .424) but lost a third of what questions naming the wrong speaker are about (category 5: .620 against .908).
 SPEAKER_WEIGHT = 0.4
 
+# Chat lines that ask (question_weight): one that only asks back ("Melanie: Wow! What did you paint?": every
+# sentence a question, but for a short reaction or greeting before them; asks_only) keeps 1 - ASKING_WEIGHT
+# of its relevance without a reranker, one that says something and then asks ("I took a pottery class.
+# Have you tried it?") 1 - TRAILING_WEIGHT (asking_focus): a question echoes the words of the question
+# searched for and holds no answer, while the statement that answers it often shares none. On LoCoMo's
+# tuning conversations, lines ending with a question were 21% of what filled the multi-hop top 10 and 6%
+# of the evidence found there. A photo shared ("[shares a photo of ...]") tells something. Chosen on those
+# conversations (bench/README.md, "Retrieval, issue 45: session 7").
+ASKING_WEIGHT = 0.4
+TRAILING_WEIGHT = 0.3
+
 # Everyday category words whose answers name a member of the category instead ("what are my
 # hobbies?" / "plays the guitar", "our pet" / "a cat called Miso", "for a living" / "works as a
 # nurse"): MiniLM scores such pairs no higher than unrelated ones (cosine 0.16-0.36), and without a
@@ -197,3 +208,37 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
         picked.append(best)
         remaining.remove(best)
     return picked
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SAID_BY = re.compile(r"\s*[A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}:\s")  # "Maria: ", as retrieval.speaker_of reads it
+REACTION_WORDS = 4  # a first sentence this short before the questions is a reaction ("Wow, that's great, Maria!")
+
+
+def asks_only(text: str) -> bool:
+    """Whether a chat line only asks: it ends with "?" and so does each of its sentences, but for a first
+    one of at most REACTION_WORDS words (a reaction: "Wow, that's great! Where was it?"; a speaker's
+    "Name: " does not count). A line that shares a photo ("[shares a photo of ...]") tells something,
+    and so does "I took a pottery class last week. Have you tried it?"."""
+    body = text.strip()
+    if not body.endswith("?") or "[shares" in body:
+        return False
+    said = _SAID_BY.match(body)
+    sentences = [s for s in _SENTENCE_END.split(body[said.end():] if said else body) if s.strip()]
+    first = sentences[0].rstrip()
+    return (first.endswith("?") or len(first.split()) <= REACTION_WORDS) and \
+        all(s.rstrip().endswith("?") for s in sentences[1:])
+
+
+def question_weight(text: str) -> float:
+    """The share of its relevance a chat line gives up for asking: ASKING_WEIGHT for one that only asks
+    (asks_only), TRAILING_WEIGHT for one that ends with a question after saying something, else 0."""
+    body = text.strip()
+    if not body.endswith("?") or "[shares" in body:
+        return 0.0
+    return ASKING_WEIGHT if asks_only(body) else TRAILING_WEIGHT
+
+
+def asking_focus(relevance: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Relevance with each line keeping (1 - weights[i]) of its own (question_weight)."""
+    return [r * (1.0 - w) if w > 0 else r for r, w in zip(relevance, weights)]

@@ -793,6 +793,22 @@ def _speaker_focus(pool: list[Result], relevance: list[float], text: str) -> lis
     return focused
 
 
+def _asking_focus(pool: list[Result], relevance: list[float]) -> list[float]:
+    """Without a reranker, a chat turn that asks ranks below the lines that state something: one that only
+    asks back the lowest (ranking.question_weight, ranking.asking_focus; scores "asking": what it took).
+    Facts and notes are kept as written: a question the user chose to keep is what they meant to keep."""
+    from memvault.store.turn_context import TURN_ROLES
+
+    weights = [ranking.question_weight(r.text) if r.role in TURN_ROLES else 0.0 for r in pool]
+    if not any(weights):
+        return relevance
+    focused = ranking.asking_focus(relevance, weights)
+    for result, before, after in zip(pool, relevance, focused):
+        if after != before:
+            result.scores["asking"] = after - before
+    return focused
+
+
 def speaker_lift(pool: list[Result], relevance: list[float]) -> list[float]:
     """The n-th best line of the speaker search (_speaker_candidates; n <= SPEAKER_BEST) gets at least the
     n-th best relevance of the pool (no more than its own match): the named speaker's own answers from
@@ -850,7 +866,7 @@ def rank(pool: list[Result], query: Query, reranker, now: datetime, rows: int = 
         relevance = ranking.min_max([r.scores["logit"] for r in pool])
         reranked = True
     else:
-        relevance = fused_relevance(pool, query, rows, parts)
+        relevance = _asking_focus(pool, fused_relevance(pool, query, rows, parts))
     relevance = _speaker_focus(pool, relevance, query.text)
     if query.session_weight > 0:
         lifted = ranking.session_lift(relevance, sessions(pool), query.session_weight)
