@@ -239,3 +239,24 @@ print("after use:", ApiClient.__name__, TableApi.__name__, f"{rest}.api.table_ap
     assert json.loads(done.stdout)[0]["text"] == "The user's wife is named Anne"
     assert "api modules: []" in done.stderr
     assert "after use: ApiClient TableApi True" in done.stderr
+
+
+def test_explain_shows_what_a_line_that_only_asks_lost(vault_dir, tmp_path):
+    """Issue 45, session 7: a chat line that only asks back ranks below the one that answers, and --explain
+    says why, in a column and a legend of its own."""
+    rows = [{"id": f"t{n}", "role": role, "conversation_id": "club", "text": text,
+             "created_at": f"2024-03-0{n + 1}T09:00:00+00:00"}
+            for n, (role, text) in enumerate([("user", "Maria: Where did you go hiking last weekend?"),
+                                              ("assistant", "John: I went hiking on Mount Tam last weekend."),
+                                              ("user", "Maria: I bought new climbing shoes.")])]
+    path = tmp_path / "club.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert run_cli("import", "jsonl", str(path)).exit_code == 0
+    texts = [r["text"] for r in search_json("--conversation", "club", "hiking last weekend")]
+    assert texts.index("John: I went hiking on Mount Tam last weekend.") < \
+        texts.index("Maria: Where did you go hiking last weekend?")
+    explain = run_cli("search", "--explain", "--conversation", "club", "hiking last weekend")
+    assert explain.exit_code == 0
+    header = next(line for line in explain.stdout.splitlines() if "dense" in line and "mmr" in line)
+    assert "asking" in header
+    assert "asking = what a chat line that asks lost" in explain.stdout

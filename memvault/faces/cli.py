@@ -748,7 +748,9 @@ def _print_explain(outcome) -> None:
     parts = getattr(outcome, "parts", ())  # the part column only when the question was searched in parts
     # the speaker column only when the question named one of the chat's speakers (retrieval._speaker_focus)
     spoke = any("speaker" in r.scores for r in outcome.results)
+    asks = any("asking" in r.scores for r in outcome.results)  # a chat line that asks (retrieval._asking_focus)
     columns = ["mmr", "id", "dense", "bm25", "rrf", "fused", "match", "logit", *(["speaker"] if spoke else []),
+               *(["asking"] if asks else []),
                "session", *(["time"] if asked else []),
                *(["part"] if parts else []), "relevance", "recency", "score", "text"]
     for name in columns:
@@ -761,7 +763,8 @@ def _print_explain(outcome) -> None:
         s = r.scores
         table.add_row(str(s.get("mmr_rank")), r.id[:8], number(s.get("dense")), number(s.get("bm25")),
                       number(s.get("rrf"), 4), number(s.get("fused")), number(s.get("match")), number(s.get("logit")),
-                      *([number(s.get("speaker"))] if spoke else []), number(s.get("session")),
+                      *([number(s.get("speaker"))] if spoke else []), *([number(s.get("asking"))] if asks else []),
+                      number(s.get("session")),
                       *([number(s.get("time"))] if asked else []),
                       *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
@@ -774,6 +777,9 @@ def _print_explain(outcome) -> None:
     console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
     if spoke:
         console.print("speaker = what a line said by another speaker than the one the question names lost")
+    if asks:
+        console.print("asking = what a chat line that asks lost (one that only asks keeps 60% of its relevance, one "
+                      "that says something and then asks 70%)")
     if asked is not None:
         named = "; ".join(str(r) for r in asked.ranges)
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
