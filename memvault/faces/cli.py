@@ -769,7 +769,8 @@ def _print_explain(outcome) -> None:
                       *([str(s.get("part") or "-")] if parts else []), number(s.get("relevance")),
                       number(s.get("recency")), number(s.get("score")),
                       escape(" ".join(r.text.split()) + (f" {r.earlier}" if r.superseded else "")))  # a [secret: ...] placeholder is text, not rich markup
-    console = Console(width=max(120, Console().width))
+    extra = sum(map(bool, (spoke, asks, asked, parts)))  # each optional column gets room, not the others' folds
+    console = Console(width=max(120 + 9 * extra, Console().width))
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
