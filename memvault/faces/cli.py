@@ -774,23 +774,25 @@ def _print_explain(outcome) -> None:
     console.print(table)
     stage = "reranker: ran" if outcome.reranked else f"reranker: did not run ({outcome.rerank_note}); " \
         f"relevance = min-max of fused (dense + BM25) x match; match below {outcome.floor:g} left out"
-    console.print(stage)
-    console.print("session = what the other memories of the result's session added to its relevance (session_weight)")
+    # The lines below the table unwrapped (the terminal wraps them): a part's words or a range stay whole.
+    console.print(stage, soft_wrap=True)
+    console.print("session = what the other memories of the result's session added to its relevance "
+                  "(session_weight)", soft_wrap=True)
     if spoke:
-        console.print("speaker = what a line said by another speaker than the one the question names lost")
+        console.print("speaker = what a line said by another speaker than the one the question names lost", soft_wrap=True)
     if asks:
         console.print("asking = what a chat line that asks lost (one that only asks keeps 60% of its relevance, one "
-                      "that says something and then asks 70%)")
+                      "that says something and then asks 70%)", soft_wrap=True)
     if asked is not None:
         named = "; ".join(str(r) for r in asked.ranges)
         console.print("time = what the query's time added to the relevance: " + "; ".join(filter(None, [
             f"memories of {named} (and, as candidates, that range's best matches)" if named else "",
-            "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])))
+            "a \"when\" question: memories whose words name a time" if asked.asks_when else ""])), soft_wrap=True)
     if parts:
         console.print("part = the part of the question that ranked it (its n-th best takes the question's n-th "
-                      "relevance): " + "; ".join(f"{i} {text!r}" for i, text in enumerate(parts, 1)))
+                      "relevance): " + "; ".join(f"{i} {text!r}" for i, text in enumerate(parts, 1)), soft_wrap=True)
     console.print("score = relevance x (1 - recency_weight + recency_weight x recency); an earlier memory "
-                  "(something newer took its place) ranks below what replaced it")
+                  "(something newer took its place) ranks below what replaced it", soft_wrap=True)
 
 
 @app.command()
