@@ -211,7 +211,9 @@ def mmr(scores: Sequence[float], similarity: Sequence[Sequence[float]], k: int, 
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_SAID_BY = re.compile(r"\s*[A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}:\s")  # "Maria: ", as retrieval.speaker_of reads it
+# A chat turn that begins with a name and a colon names its speaker ("Caroline: I went to ..."; an imported
+# group chat, a transcript): one to three capitalised words (retrieval.speaker_of, asks_only).
+SPEAKER = re.compile(r"\s*([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}):\s")
 REACTION_WORDS = 4  # a first sentence this short before the questions is a reaction ("Wow, that's great, Maria!")
 
 
@@ -221,9 +223,9 @@ def asks_only(text: str) -> bool:
     "Name: " does not count). A line that shares a photo ("[shares a photo of ...]") tells something,
     and so does "I took a pottery class last week. Have you tried it?"."""
     body = text.strip()
-    if not body.endswith("?") or "[shares" in body:
+    if not _ends_asking(body):
         return False
-    said = _SAID_BY.match(body)
+    said = SPEAKER.match(body)
     sentences = [s for s in _SENTENCE_END.split(body[said.end():] if said else body) if s.strip()]
     first = sentences[0].rstrip()
     return (first.endswith("?") or len(first.split()) <= REACTION_WORDS) and \
@@ -233,10 +235,14 @@ def asks_only(text: str) -> bool:
 def question_weight(text: str) -> float:
     """The share of its relevance a chat line gives up for asking: ASKING_WEIGHT for one that only asks
     (asks_only), TRAILING_WEIGHT for one that ends with a question after saying something, else 0."""
-    body = text.strip()
-    if not body.endswith("?") or "[shares" in body:
+    if not _ends_asking(text.strip()):
         return 0.0
-    return ASKING_WEIGHT if asks_only(body) else TRAILING_WEIGHT
+    return ASKING_WEIGHT if asks_only(text) else TRAILING_WEIGHT
+
+
+def _ends_asking(body: str) -> bool:
+    """A line that ends with a question and shares no photo (a photo shared tells something)."""
+    return body.endswith("?") and "[shares" not in body
 
 
 def asking_focus(relevance: Sequence[float], weights: Sequence[float]) -> list[float]:

@@ -750,11 +750,6 @@ def diversity_similarity(pool: list[Result], session_of: dict[int, int] | None =
     return np.where(similarity >= bound, similarity, 0.0).tolist()
 
 
-# A chat turn that begins with a name and a colon names its speaker ("Caroline: I went to ..."; an imported
-# group chat, a transcript): one to three capitalised words.
-_SPEAKER = re.compile(r"\s*([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}):\s")
-
-
 def speaker_of(result: Result) -> str | None:
     """Who said a chat turn, where its text begins with the name ("Caroline: ..."); None otherwise (a
     fact, a note, a turn of memvault's own chat: the role says who)."""
@@ -762,7 +757,7 @@ def speaker_of(result: Result) -> str | None:
 
     if result.role not in TURN_ROLES:
         return None
-    found = _SPEAKER.match(result.text)
+    found = ranking.SPEAKER.match(result.text)
     return found.group(1) if found else None
 
 

@@ -292,7 +292,7 @@ class DenseCopy:
             before = table.version if held is not None else None
             taken: list = []
             yield lambda rows, replaced=frozenset(): taken.append((rows, replaced))
-            if held is None or held.version != before or self._snapshot is not held or len(taken) != 1:
+            if held is None or held.version != before or len(taken) != 1:  # held + rows is that version's copy
                 return
             try:
                 if table.version != before + 1:
@@ -303,7 +303,6 @@ class DenseCopy:
 
     def _read(self, table, version: int, held: Snapshot | None) -> Snapshot | None:
         import numpy as np
-        import pyarrow as pa
 
         self.looks += 1
         listing = _listing(table)
@@ -318,21 +317,14 @@ class DenseCopy:
             self.reads += 1
             return Snapshot.whole(version, Part.of(found.select(names), found.column("_rowid").to_numpy()))
         live = held.live & np.isin(held.base.rowids, rowids, assume_unique=True)
+        kept = np.isin(held.recent.rowids, rowids, assume_unique=True) if held.recent is not None else None
         rows, ids = [], []
-        if held.recent is not None:
-            kept = np.isin(held.recent.rowids, rowids, assume_unique=True)
-            rows.append(held.recent.rows.filter(pa.array(kept)))
-            ids.append(held.recent.rowids[kept])
         for start in range(0, len(new), FETCH_CHUNK):
             chunk = ", ".join(str(int(r)) for r in new[start:start + FETCH_CHUNK])
             found = table.search().where(f"_rowid IN ({chunk})").select(names).with_row_id(True).limit(None).to_arrow()
             rows.append(found.select(names))
             ids.append(found.column("_rowid").to_numpy())
-        recent = Part.of(pa.concat_tables(rows), np.concatenate(ids)) if rows else None
-        if recent is not None and len(recent) > RECENT_ROWS or (~live).sum() > RECENT_ROWS:
-            base = _kept(held.base, live)
-            return Snapshot.whole(version, _joined([base, recent]) if recent is not None else base)
-        return Snapshot(version, held.base, live, recent if recent is not None and len(recent) else None)
+        return _next(held, version, live, kept, rows, ids)
 
 
 def _with_rows(held: Snapshot, version: int, rows, replaced, placeholders) -> Snapshot:
@@ -345,24 +337,32 @@ def _with_rows(held: Snapshot, version: int, rows, replaced, placeholders) -> Sn
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    names = held.base.rows.column_names
-    rows = rows.select(names).cast(held.base.rows.schema)
-    live = held.live
-    recent_rows, recent_ids = [], []
-    gone = pa.array(sorted(replaced), pa.string()) if replaced else None
-    if gone is not None:
+    rows = rows.select(held.base.rows.column_names).cast(held.base.rows.schema)
+    live, kept = held.live, None
+    if replaced:
+        gone = pa.array(sorted(replaced), pa.string())
         live = live & ~pc.is_in(held.base.rows.column("path"), gone).to_numpy(zero_copy_only=False)
+        if held.recent is not None:
+            kept = ~pc.is_in(held.recent.rows.column("path"), gone).to_numpy(zero_copy_only=False)
+    return _next(held, version, live, kept, [rows],
+                 [np.fromiter(placeholders, dtype=np.int64, count=rows.num_rows)])
+
+
+def _next(held: Snapshot, version: int, live, kept, rows: list, ids: list) -> Snapshot:
+    """`held` at `version`: its base's rows where `live`, its recent part's where `kept` (None: all), and
+    `rows` (Arrow tables, read or written since) with their row ids `ids` in a new recent part; the two
+    parts made one past RECENT_ROWS (_read and _with_rows)."""
+    import numpy as np
+    import pyarrow as pa
+
     if held.recent is not None:
-        kept = ~pc.is_in(held.recent.rows.column("path"), gone).to_numpy(zero_copy_only=False) \
-            if gone is not None else np.ones(len(held.recent), dtype=bool)
-        recent_rows.append(held.recent.rows.filter(pa.array(kept)))
-        recent_ids.append(held.recent.rowids[kept])
-    recent_rows.append(rows)
-    recent_ids.append(np.fromiter(placeholders, dtype=np.int64, count=rows.num_rows))
-    recent = Part.of(pa.concat_tables(recent_rows), np.concatenate(recent_ids))
-    if len(recent) > RECENT_ROWS or (~live).sum() > RECENT_ROWS:
-        return Snapshot.whole(version, _joined([_kept(held.base, live), recent]))
-    return Snapshot(version, held.base, live, recent)
+        rows = [held.recent.rows.filter(pa.array(kept)) if kept is not None else held.recent.rows, *rows]
+        ids = [held.recent.rowids[kept] if kept is not None else held.recent.rowids, *ids]
+    recent = Part.of(pa.concat_tables(rows), np.concatenate(ids)) if rows else None
+    if recent is not None and len(recent) > RECENT_ROWS or (~live).sum() > RECENT_ROWS:
+        base = _kept(held.base, live)
+        return Snapshot.whole(version, _joined([base, recent]) if recent is not None else base)
+    return Snapshot(version, held.base, live, recent if recent is not None and len(recent) else None)
 
 
 def _listing(table):
