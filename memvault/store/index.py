@@ -875,6 +875,20 @@ class Index:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
 
+    def vectors(self, roles: Iterable[str], conversation: str) -> dict[str, Any]:
+        """{id: vector} of the rows of these roles in the conversation: from a long-lived process's copy of
+        the table at the handle's version (dense_copy.py; no LanceDB query: the episodes' look after every
+        chat of a server), else LanceDB's rows. The same floats either way."""
+        table = self.table()
+        if table is None:
+            return {}
+        copy = self.dense_copy.current(table) if self.dense_copy is not None else None
+        if copy is not None:
+            from memvault.store.row_filter import RowFilter
+
+            return copy.vectors_where(RowFilter(roles=tuple(roles), conversations=(conversation,)))
+        return {row["id"]: row["vector"] for row in self.rows(["id", "vector"], roles, conversation)}
+
     def unreviewed_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
         """The rows of learned facts (waiting ones too) that `memvault review` has not seen, newest
         first: origin learned and no `reviewed` key in the front matter kept as JSON (see `_row`)."""
