@@ -267,7 +267,7 @@ def test_embed_keeps_the_callers_order_while_batching_by_length(embedder):
 
 
 def test_a_text_has_the_same_floats_alone_in_any_batch_and_as_a_query(embedder):
-    # What embed_to_store relies on: the padding of a batch is masked, bit for bit.
+    # What embed_as_queried relies on: the padding of a batch is masked, bit for bit.
     texts = ["x", "What is my wife's name?", "a middling sentence about tennis on Sunday",
              " ".join(["a long reply about the lake house, the budget and the kitchen"] * 12)]
     together = embedder.embed(texts)
@@ -292,7 +292,7 @@ def test_a_message_searched_then_stored_is_not_embedded_again(embedder, monkeypa
             return model.embed(texts, **kwargs)
 
     monkeypatch.setattr(embedder, "_model", Watched())
-    stored = embedder.embed_to_store([reply, message])
+    stored = embedder.embed_as_queried([reply, message])
     assert seen == [reply]
     assert np.array_equal(stored, expected) and stored.dtype == np.float32
 

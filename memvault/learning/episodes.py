@@ -160,7 +160,7 @@ def turn_vectors(index, conversation: str, turns: list[Memory]) -> list:
         return []
     stored = index.vectors(("user", "assistant"), conversation)
     missing = [t.text for t in turns if t.id not in stored]
-    fresh = iter(index.embedder.embed(missing)) if missing else iter(())
+    fresh = iter(index.embedder.embed_as_queried(missing)) if missing else iter(())  # a message searched just now
     return [stored[t.id] if t.id in stored else next(fresh) for t in turns]
 
 

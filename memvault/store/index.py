@@ -1045,7 +1045,7 @@ class Index:
         # Similar lengths in one batch: the embedder pads a batch to its longest text.
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
-            vectors = self.embedder.embed_to_store([item[1].text for item in batch])  # a chat's message: its query's
+            vectors = self.embedder.embed_as_queried([item[1].text for item in batch])  # a chat's message: its query's
             waiting.append(self._arrow_rows(batch, vectors, contexts))
             done += len(batch)
             if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS
