@@ -27,7 +27,9 @@ measured is memvault's share), in processes of their own (server, upstream, this
   client's). Each next message of a conversation waits for its last exchange to be stored.
 
 The server's CPU time (user + system, all threads, from /proc) is given beside wall times: the
-machine is shared, and load stretches wall time far more than CPU time. So is the load average.
+machine is shared, and load stretches wall time far more than CPU time. So is the load average. The
+ttfb phase gives the whole machine's CPU a chat too: the server's git commands, the bench's clients,
+the upstream and every process's busy time (two cores hold that goal, not one process).
 
     python bench/serve.py               # 10,000 memories: 500 searches, 100 rounds, 20 x 25, RSS 100 / 1,000
     python bench/serve.py --quick       # smoke: 60 memories, small counts (a minute or two)
