@@ -87,8 +87,9 @@ class Embedder:
     def embed_as_queried(self, texts: list[str]) -> np.ndarray:
         """embed(), where the vector of a text this embedder made lately as a query is taken as it is instead
         of running the model again: a chat's message is searched (embed_query), then stored as its user turn
-        (Index._apply) and looked at by the episodes' topic cuts while its store is under way, the same text. Only for a model that embeds a query exactly as it embeds a text
-        (queries_as_texts: the same floats, whatever the batch; a model with a query prefix never)."""
+        (Index._apply) and looked at by the episodes' topic cuts while its store is under way, the same text.
+        Only for a model that embeds a query exactly as it embeds a text (queries_as_texts; a model with a
+        query prefix never does)."""
         import numpy as np
 
         with self._queries_lock:
