@@ -733,6 +733,7 @@ def test_a_compaction_merges_the_appends_and_leaves_the_big_fragment_as_it_was(v
     the same table (the rows, scores and order a cold command shows)."""
     from datetime import datetime, timezone
 
+    import lance
     import lancedb
 
     import memvault
@@ -766,3 +767,18 @@ def test_a_compaction_merges_the_appends_and_leaves_the_big_fragment_as_it_was(v
             mine = [(r.id, r.score, r.text) for r in partial.search(question, **asked).results]
             assert mine and mine == [(r.id, r.score, r.text) for r in whole.search(question, **asked).results]
         assert partial.vault.index.table().count_rows() == 300 + 5 * (round_ + 1)
+    # A row of the big fragment replaced (an edit; a secret withheld likewise): the next compaction rewrites
+    # that fragment without the old row, and once the versions are pruned no data file holds its text.
+    monkeypatch.setattr(index, "KEEP_VERSIONS_SECONDS", 0)
+    old = vault.search("fact number 7 about the garden", top_k=1, now=now).results[0]
+    assert old.text == "The user noted fact number 7 about the garden"
+    vault.edit(old.id, "The user noted fact number 7 about the orchard")
+    monkeypatch.setattr(index, "COMPACT_FRAGMENTS", 2)
+    upkeep = Vault.open(vault_dir).index
+    upkeep._touched = True
+    upkeep.maintain()
+    dataset = lance.dataset(str(vault_dir / ".memvault/index/memories.lance"))
+    assert all(fragment.metadata.num_deletions == 0 for fragment in dataset.get_fragments())
+    data = [path.read_bytes() for path in (vault_dir / ".memvault/index/memories.lance/data").iterdir()]
+    assert any(b"fact number 7 about the orchard" in b for b in data)
+    assert not any(b"fact number 7 about the garden" in b for b in data)
