@@ -782,3 +782,34 @@ def test_a_compaction_merges_the_appends_and_leaves_the_big_fragment_as_it_was(v
     data = [path.read_bytes() for path in (vault_dir / ".memvault/index/memories.lance/data").iterdir()]
     assert any(b"fact number 7 about the orchard" in b for b in data)
     assert not any(b"fact number 7 about the garden" in b for b in data)
+
+
+def test_without_pylance_the_upkeep_compacts_the_whole_table_and_says_why_once(vault_dir, monkeypatch):
+    """pylance is a dependency; where it cannot be imported (a broken install: here a finder that says it
+    is not there, as Python says of a missing package), the upkeep compacts with LanceDB's optimize as
+    before and says so once per process. Nothing is lost: every memory is found."""
+    import importlib.abc
+    import sys
+
+    import memvault
+    from memvault.store import index
+
+    class Missing(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "lance":
+                raise ModuleNotFoundError("No module named 'lance'", name="lance")
+            return None
+
+    monkeypatch.delitem(sys.modules, "lance", raising=False)  # imported by an earlier test: forgotten here
+    monkeypatch.setattr(sys, "meta_path", [Missing(), *sys.meta_path])
+    monkeypatch.setattr(index, "_WHOLE_SAID", False)
+    monkeypatch.setattr(index, "COMPACT_FRAGMENTS", 4)
+    said: list[str] = []
+    vault = memvault.open_vault(vault_dir, notice=said.append)
+    for i in range(9):  # compacted twice, and by the BM25 rule of a small vault after most adds
+        vault.add([f"The user visited lighthouse number {i}"])
+    whole = [line for line in said if "compacts the whole table" in line]
+    assert len(whole) == 1 and "pylance is not installed" in whole[0], said
+    table = index.Index(vault.vault).table()
+    assert table.count_rows() == 9 and index._fragments(table) < 4
+    assert top("lighthouse number 6") == "The user visited lighthouse number 6"
