@@ -9,9 +9,10 @@ the question's vector with the rows' unit vectors (10,000 x 384: ~2 ms) and a ma
 The copy follows the table's versions: at a new version it asks LanceDB for the row ids (`_rowid`,
 one scan of one column: ~7 ms), marks the rows whose id is gone and reads only the new ones (a store's
 two turns) into a small second part, rebuilt at each version; past RECENT_ROWS the two are made one.
-A compaction by this process (the appends merged, the big fragments left) gives the rows it rewrote new ids
-and changes nothing else: the copy takes the new ids by the rows' ids (after_compaction). Anything else it cannot account for is read whole (~0.25 s of
-CPU at 10,000 rows). Above COPY_ROWS rows no copy is held.
+A compaction by this process (the appends merged, the big fragments left) gives the rows it rewrote new
+ids and changes nothing else: the copy takes the new ids by the rows' ids (after_compaction). Anything
+else it cannot account for is read whole (~0.25 s of CPU at 10,000 rows). Above COPY_ROWS rows no copy
+is held.
 
 The order is the one LanceDB's path gives (retrieval._dense_rows sorts its rows the same way):
 cosine distance computed in float64 and rounded to float32, ties by id."""
@@ -249,10 +250,10 @@ class DenseCopy:
         """A compaction of this process (Index._compact) rewrote some fragments' rows, not what they hold:
         each row of those has a new row id, the others (the big fragments it left) keep theirs. The copy
         takes every live row's id at the new version by the rows' ids instead of reading the table again
-        (~0.25 s of CPU at 10,000 rows, once every 16 writes of a server); its parts stay as they are (made
-        one again, ~0.1 s of CPU at 11,000 rows, under the vault's lock, they were not needed: the rows are
-        the same), the rows gone before it keep their place, masked, with row ids below zero that no
-        listing has. Left to the next at() when anything else changed."""
+        (~0.25 s of CPU at 10,000 rows, once every 16 writes of a server). Its parts are kept as they are,
+        rows gone before masked as they were, with row ids below zero that no listing has (making the
+        parts one cost up to ~0.1 s of CPU at 11,000 rows, under the vault's lock, for the same rows).
+        Left to the next at() when anything else changed."""
         import numpy as np
 
         try:

@@ -50,7 +50,7 @@ COMPACT_FRAGMENTS = 16
 # rows) is settled: it and every one before it stay as they are, unless they hold deleted rows (those
 # are rewritten without them: an old version of a row, a secret withheld since, is not kept in a data
 # file past the compaction). So fragment sizes fall by at least 4x towards the end (a handful of
-# fragments), and a big one is rewritten once the rows after it reach a quarter of it: a 11,000-row
+# fragments), and a big one is rewritten once the rows after it reach a quarter of it: an 11,000-row
 # table's 16 two-row appends merged in 20 ms instead of the table rewritten (bench/README.md, "Session 8").
 # Past KEEP_FRAGMENTS settled ones (a bulk add's 8,192-row batches) everything is compacted, as before.
 SETTLED_RATIO = 4
@@ -1110,7 +1110,9 @@ class Index:
         except ImportError as exc:
             return self._optimize_whole(table, keep, f"pylance is not installed ({exc})")
         try:
-            dataset = lance.dataset(str(self.dir / f"{TABLE}.lance"))  # the newest version (the lock is held)
+            dataset = lance.dataset(str(self.dir / f"{TABLE}.lance"),  # the newest version (the lock is held)
+                                    index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                    metadata_cache_size_bytes=METADATA_CACHE_BYTES)
             fragments = [(f.metadata.id, f.metadata.num_rows, f.metadata.num_deletions)
                          for f in dataset.get_fragments()]
             dataset.optimize.compact_files(excluded_fragment_ids=_settled(fragments),
