@@ -291,3 +291,64 @@ def test_a_conversations_turn_vectors_come_from_the_copy_as_lancedb_holds_them(c
     assert sorted(warm) == sorted(cold) and len(cold) == 7
     for memory_id, vector in cold.items():
         assert np.array_equal(np.asarray(vector, dtype=np.float32), warm[memory_id])
+
+
+def _held_rows(snapshot) -> dict:
+    """id -> (row id, vector, the columns a result carries) of the snapshot's live rows."""
+    places = np.flatnonzero(snapshot.alive)
+    rows = snapshot._rows(places)
+    return {row["id"]: (int(snapshot.rowids[place]), np.asarray(row["vector"], dtype=np.float32).tobytes(),
+                        tuple(row.get(name) for name in RESULT_FIELDS if name != "_score"))
+            for place, row in zip(places.tolist(), rows)}
+
+
+def test_a_compaction_of_the_appends_renumbers_only_their_rows_and_the_copy_is_a_fresh_read(chats, monkeypatch):
+    """Issue 41: the upkeep's compaction merges the appends and leaves the big fragment as it is
+    (Index._compact), so the merged rows get new row ids and the big fragment's keep theirs, across
+    compactions. A server's copy takes the new ids by the rows' ids (after_compaction), without reading the
+    table, and then holds what a fresh read holds: each row with its row id, vector and columns; its
+    searches give a cold command's answers."""
+    import lance
+
+    from memvault.store import index as index_module
+
+    monkeypatch.setattr(index_module, "_bm25_behind", lambda table: False)  # compacted when this test says
+    monkeypatch.setattr(index_module, "COMPACT_FRAGMENTS", 2)
+    index = chats._vault.index
+    index._touched = True
+    index.maintain()  # the fixture's rows (all in the BM25 index) made one fragment
+    monkeypatch.setattr(index_module, "SETTLED_ROWS", 4)  # which is the big fragment here,
+    monkeypatch.setattr(index_module, "SETTLED_RATIO", 2)  # left while the rows after it are under half of it
+    copy = index.dense_copy = DenseCopy()
+    later = (T0 + timedelta(days=30)).isoformat()
+    questions = [("what did Maria paint", {"conversation": "club"}), ("locker code", {"all_conversations": True}),
+                 ("where is the spare key", {"tags": ["house"], "all_conversations": True})]
+    chats.search("warm up", conversation="work", now=later)
+    assert copy.reads == 1
+
+    def fragments():
+        return [f.metadata for f in lance.dataset(str(index.dir / "memories.lance")).get_fragments()]
+
+    [first] = fragments()
+    snapshot = copy.at(index.table())
+    big = {i: r for i, r in zip(snapshot.columns["id"].tolist(), snapshot.rowids.tolist()) if r >> 32 == first.id}
+    assert len(big) == first.num_rows
+    for round_ in range(2):  # the second merges the first's rows again
+        monkeypatch.setattr(index_module, "COMPACT_FRAGMENTS", 10**6)
+        for n in range(2):
+            chats.add(f"My locker code is {round_}{n}11.", conversation="work")
+        monkeypatch.setattr(index_module, "COMPACT_FRAGMENTS", 2)
+        chats.add(f"The spare key of round {round_} is under the mat.", conversation="global", tags=["house"])
+        table = index.table()
+        after = fragments()
+        assert len(after) <= 3 and after[0].to_json() == first.to_json()  # the appends merged, the big one left
+        held = copy.at(table)
+        assert held.version == table.version and copy.reads == 1  # renumbered by id, not read again
+        fresh = DenseCopy().at(table)
+        assert _held_rows(held) == _held_rows(fresh)
+        assert {i: r for i, r in zip(fresh.columns["id"].tolist(), fresh.rowids.tolist()) if i in big} == big
+        warm = [[(r.id, r.score) for r in chats.search(q, now=later, **o).results] for q, o in questions]
+        index.dense_copy = None
+        cold = [[(r.id, r.score) for r in chats.search(q, now=later, **o).results] for q, o in questions]
+        index.dense_copy = copy
+        assert warm == cold and all(warm)

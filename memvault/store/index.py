@@ -44,6 +44,18 @@ FTS_UNINDEXED_MAX = 1000
 # Every `add` appends a small fragment to the table; searches slow down with their number (1,000
 # one-row fragments: 0.4 s a search instead of 0.02 s), so past this many the sync compacts.
 COMPACT_FRAGMENTS = 16
+# What a compaction rewrites (Index._compact, docs/design.md "The index"): the appends since the last one,
+# merged among themselves, not the big fragments before them. Walking from the newest fragment back, the
+# first one that holds at least SETTLED_RATIO times the rows of all those after it (and SETTLED_ROWS
+# rows) is settled: it and every one before it stay as they are, unless they hold deleted rows (those
+# are rewritten without them: an old version of a row, a secret withheld since, is not kept in a data
+# file past the compaction). So fragment sizes fall by at least 4x towards the end (a handful of
+# fragments), and a big one is rewritten once the rows after it reach a quarter of it: an 11,000-row
+# table's 16 two-row appends merged in 20 ms instead of the table rewritten (bench/README.md, "Session 8").
+# Past KEEP_FRAGMENTS settled ones (a bulk add's 8,192-row batches) everything is compacted, as before.
+SETTLED_RATIO = 4
+SETTLED_ROWS = 256
+KEEP_FRAGMENTS = COMPACT_FRAGMENTS // 2
 # When git names more files than this as possibly changed that are not (touched, copied: its stat
 # data is stale), the sync has git renew its stat data, so that the next sync is not told again.
 GIT_REFRESH_AFTER = 200
@@ -96,6 +108,7 @@ FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position
 # package without running its __init__, which runs the first time anything asks the package
 # itself for a name (a REST namespace connection), so nothing is lost, only deferred.
 _REST_CLIENT = "lance_namespace_urllib3_client"
+_WHOLE_SAID = False  # Index._optimize_whole said why, once per process
 
 
 def import_lancedb():
@@ -1070,12 +1083,12 @@ class Index:
 
     def maintain(self, compact: bool = True) -> None:
         """The table's upkeep after writes: the BM25 and filter indexes made if there are none
-        (over every row), and `optimize` (compaction into one fragment, the new rows into the
-        indexes, old versions pruned) once the appends have made COMPACT_FRAGMENTS fragments or
-        the BM25 index is behind (_bm25_behind). A bulk add calls it once at
-        its end, not after each of its batches. compact=False: the indexes made if missing, the
-        optimize left to the next maintain() (a change whose readers wait for its rows: 0.2-0.45 s at
-        10,000 rows, which they need not wait for)."""
+        (over every row), and a compaction (_compact: the appends merged, not the big fragments before
+        them; the new rows into the indexes, old versions pruned) once the appends have made
+        COMPACT_FRAGMENTS fragments or the BM25 index is behind (_bm25_behind). A bulk add calls it
+        once at its end, not after each of its batches. compact=False: the indexes made if missing,
+        the compaction left to the next maintain() (a change whose readers wait for its rows, which
+        they need not wait for)."""
         table = self.table()
         if table is not None and self._touched:
             made = self.ensure_fts(table)
@@ -1085,16 +1098,53 @@ class Index:
                     self.record_fts(table)
                 return
             if _fragments(table) >= COMPACT_FRAGMENTS or _bm25_behind(table):
-                from datetime import timedelta
-
                 held = self.dense_copy.current(table) if self.dense_copy is not None else None
-                table.optimize(cleanup_older_than=timedelta(seconds=KEEP_VERSIONS_SECONDS))
+                self._compact(table)
                 if held is not None:
                     self.dense_copy.after_compaction(table, held)
                 made = True  # the new rows taken into a new BM25 index
             if made or not (self.dir / FTS_SUMS).exists():  # the files just written (or, first, as they are)
                 self.record_fts(table)
         self._touched = False
+
+    def _compact(self, table) -> None:
+        """The upkeep's compaction: the fragments after the settled ones merged (_settled), deleted rows
+        dropped, the new rows taken into the BM25 and filter indexes, versions older than
+        KEEP_VERSIONS_SECONDS pruned; the handle then at the new version. Through pylance, whose
+        compact_files can leave fragments out (LanceDB's `optimize` has no such option and merges every
+        fragment the BM25 index holds: the whole table every other time, 0.3-0.6 s at 11,000 rows under
+        load, with the vault locked). Without pylance, or when it fails, LanceDB's `optimize` does it
+        all, as before, and says why once per process: nothing is lost either way (each step is one
+        commit of LanceDB's; what one left undone, optimize does)."""
+        from datetime import timedelta
+
+        keep = timedelta(seconds=KEEP_VERSIONS_SECONDS)
+        try:
+            import lance  # pylance: only here, at a compaction (~30 ms to import after lancedb)
+        except ImportError as exc:
+            return self._optimize_whole(table, keep, f"pylance is not installed ({exc})")
+        try:
+            dataset = lance.dataset(str(self.dir / f"{TABLE}.lance"),  # the newest version (the lock is held)
+                                    index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                    metadata_cache_size_bytes=METADATA_CACHE_BYTES)
+            fragments = [(f.metadata.id, f.metadata.num_rows, f.metadata.num_deletions)
+                         for f in dataset.get_fragments()]
+            dataset.optimize.compact_files(excluded_fragment_ids=_settled(fragments),
+                                           materialize_deletions=True, materialize_deletions_threshold=0.0)
+            dataset.optimize.optimize_indices()
+            dataset.cleanup_old_versions(older_than=keep)
+            table.checkout_latest()
+        except Exception as exc:  # noqa: BLE001 (LanceDB's optimize instead, which does what is left)
+            self._optimize_whole(table, keep, f"pylance's compaction failed ({_first_line(exc)})")
+
+    def _optimize_whole(self, table, keep, why: str) -> None:
+        global _WHOLE_SAID
+        if not _WHOLE_SAID:
+            _WHOLE_SAID = True
+            self.notice(f"memvault: {why}; the index's upkeep compacts the whole table instead")
+        with contextlib.suppress(Exception):
+            table.checkout_latest()  # what a failed step committed
+        table.optimize(cleanup_older_than=keep)
 
     def _arrow_rows(self, batch, vectors, contexts=None):
         """One Arrow table for a batch: the vectors go in as one float32 buffer, not as Python floats."""
@@ -1658,6 +1708,22 @@ def _bm25_counts(table) -> tuple[int, int]:
 def _unindexed(table) -> int:
     """Rows the BM25 index does not hold yet (0 when it cannot say)."""
     return _bm25_counts(table)[0]
+
+
+def _settled(fragments: list[tuple[int, int, int]]) -> list[int]:
+    """The ids of the fragments a compaction leaves as they are, of (id, rows, deleted rows) in the table's
+    order: from the newest back, the first that holds SETTLED_RATIO times the rows after it (and at
+    least SETTLED_ROWS) and every one before it, except those with deleted rows; none when more than
+    KEEP_FRAGMENTS would stay. LanceDB's planner then merges the rest, neighbours with neighbours, the
+    rows the BM25 index holds apart from those it does not yet."""
+    after = 0
+    for at in range(len(fragments) - 1, -1, -1):
+        rows = fragments[at][1]
+        if after and rows >= max(SETTLED_RATIO * after, SETTLED_ROWS):
+            kept = [fid for fid, _, deleted in fragments[:at + 1] if not deleted]
+            return kept if len(kept) <= KEEP_FRAGMENTS else []
+        after += rows
+    return []
 
 
 def _fragments(table) -> int:
