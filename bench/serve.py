@@ -27,7 +27,9 @@ measured is memvault's share), in processes of their own (server, upstream, this
   client's). Each next message of a conversation waits for its last exchange to be stored.
 
 The server's CPU time (user + system, all threads, from /proc) is given beside wall times: the
-machine is shared, and load stretches wall time far more than CPU time. So is the load average.
+machine is shared, and load stretches wall time far more than CPU time. So is the load average. The
+ttfb phase gives the whole machine's CPU a chat too: the server's git commands, the bench's clients,
+the upstream and every process's busy time (two cores hold that goal, not one process).
 
     python bench/serve.py               # 10,000 memories: 500 searches, 100 rounds, 20 x 25, RSS 100 / 1,000
     python bench/serve.py --quick       # smoke: 60 memories, small counts (a minute or two)
@@ -83,6 +85,21 @@ print(fake.base_url, flush=True)
 sys.stdin.read()
 fake.close()
 """
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """A process's own CPU (all its threads), user + system, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU-seconds the whole machine spent busy (every process, every core) since boot, from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class Upstream:
@@ -147,6 +164,11 @@ class Server:
     def cpu_seconds(self) -> float:
         fields = self.pid_stat()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def children_cpu_seconds(self) -> float:
+        """CPU of the server's child processes it has waited for (its git commands), user + system."""
+        fields = self.pid_stat()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as f:
@@ -407,17 +429,26 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
         errors: list[str] = []
         health = server.client.get("/health").json()
         before, cpu = load(), server.cpu_seconds()
+        cpus = (server.children_cpu_seconds(), process_cpu_seconds(os.getpid()),
+                process_cpu_seconds(slow.proc.pid), machine_busy_seconds())
         wall = run_together([threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
                              for i in range(count)])
         server.idle()
         after = server.client.get("/health").json()
+        spent = [now - then for now, then in zip((server.children_cpu_seconds(), process_cpu_seconds(os.getpid()),
+                                                  process_cpu_seconds(slow.proc.pid), machine_busy_seconds()), cpus)]
+        done = max(1, count * each)
+        # the whole machine's CPU a chat, by part: the server's git commands, this bench's clients (and its
+        # /health polls), the upstream, and everything (other processes on the machine included)
+        machine = dict(zip(("server_children", "clients", "upstream", "machine_busy"),
+                           (round(v * 1000 / done, 1) for v in spent)))
         return {"clients": count, "chats": count * each, "errors": len(errors), "error_samples": errors[:3],
                 "ttfb": percentiles(firsts) if firsts else None, "whole": percentiles(wholes) if wholes else None,
                 "wall_s": round(wall, 2), "server_cpu_ms_per_chat": round((server.cpu_seconds() - cpu) * 1000
                                                                           / max(1, count * each), 1),
                 "waited_for_stores": after["waited_for_stores"] - health["waited_for_stores"],
                 "store_wait_ms": round(after["store_wait_ms"] - health["store_wait_ms"], 1),
-                "load_before": before, "load_after": load()}
+                "cpu_ms_per_chat": machine, "load_before": before, "load_after": load()}
 
     try:
         phase(1, 3, "ttfb-warm")  # the first chats of a fresh server: not measured
@@ -521,6 +552,11 @@ def table(report: dict) -> str:
                      f"{many['waited_for_stores']} waited for their store, {many['store_wait_ms']:.0f} ms in all; "
                      f"{many['errors']} errors): {ttfb['ratio_p50']}x; load {one['load_before']} -> "
                      f"{many['load_after']}")
+        for label, part in (("one client", one), (f"{many['clients']} clients", many)):
+            cpu = part["cpu_ms_per_chat"]
+            lines.append(f"CPU a chat, {label}: server {part['server_cpu_ms_per_chat']:.0f} ms + its git commands "
+                         f"{cpu['server_children']:.0f} ms, the bench's clients {cpu['clients']:.0f} ms, the upstream "
+                         f"{cpu['upstream']:.0f} ms; the whole machine busy {cpu['machine_busy']:.0f} ms")
     start_s = report.get("start_s", rss and rss["start_s"])
     if start_s is not None:
         lines.append(f"start-up to listening (models, index, litellm loaded): {start_s:.1f} s")

@@ -160,6 +160,23 @@ def test_a_warm_vault_does_not_sync_its_own_writes_again_but_sees_a_hand_edit_of
         vault.close()
 
 
+def test_a_warm_vault_makes_its_queries_vectors_ahead_on_one_kept_thread(vault_dir):
+    """Issue 41: a thread per search paid ONNX Runtime's first inference in a new thread each time; the
+    vectors are made ahead on one thread kept for the process, and the results are the same."""
+    import threading
+
+    vault = memvault.open_vault(vault_dir, watch=True)
+    try:
+        vault.add(["The user keeps bees", "The user rides a blue bike"])
+        found = [[r.text for r in vault.search(question).results] for question in ("bees", "bike", "honey", "bees")]
+        assert found[0][0] == "The user keeps bees" and found[1][0] == "The user rides a blue bike"
+        assert found[3] == found[0]
+        ahead = [t for t in threading.enumerate() if t.name.startswith("memvault-embed-ahead")]
+        assert len(ahead) == 1 and ahead[0].is_alive()
+    finally:
+        vault.close()
+
+
 def test_a_warm_vault_sees_whole_folders_change_and_edits_made_while_another_process_wrote(vault_dir):
     """A warm reader syncs the files the folder's events name, and walks every file when a folder
     was moved or removed (its files have no events of their own); a hand edit it could not sync

@@ -106,6 +106,11 @@ def test_serve_quick(tmp_path):
     ttfb = report["ttfb"]
     assert (ttfb["single"]["chats"], ttfb["many"]["chats"], ttfb["many"]["errors"]) == (4, 9, 0)
     assert 0 < ttfb["single"]["ttfb"]["p50"] and ttfb["ratio_p50"] > 0 and ttfb["exit_code"] == 0
+    for part in (ttfb["single"], ttfb["many"]):  # the whole machine's CPU a chat, beside the server's
+        cpu = part["cpu_ms_per_chat"]
+        assert set(cpu) == {"server_children", "clients", "upstream", "machine_busy"}
+        assert min(cpu.values()) >= 0 and cpu["machine_busy"] > 0  # /proc's 10 ms ticks: a small part may read 0
+    assert "CPU a chat, one client: server" in stdout
     assert set(report["verdicts"]) >= {"search p50 <= 30 ms", "overhead p50 <= 50 ms", "overhead p99 <= 150 ms",
                                        "0 errors", "RSS growth <= 10%", "ttfb p50, 20 conversations <= 2x one"}
 

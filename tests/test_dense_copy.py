@@ -273,6 +273,26 @@ def test_what_this_process_writes_is_taken_in_without_reading_it_back(chats):
     assert "The locker is in the basement." in found and copy.looks == 2 and copy.reads == 1
 
 
+def test_a_conversations_turn_vectors_come_from_the_copy_as_lancedb_holds_them(chats, monkeypatch):
+    """Issue 41: the episodes' look after every chat of a server (episodes.turn_vectors) reads a conversation's
+    turn vectors from the copy, not by a LanceDB query; the same ids and the same floats, a write of this
+    process taken in included."""
+    index = chats._vault.index
+    copy = index.dense_copy = DenseCopy()
+    copy.at(index.table())
+    chats.add_jsonl(json.dumps({"text": "Maria: I sold the kayak.", "conversation_id": "club", "role": "user"}))
+    index.dense_copy = None
+    cold = index.vectors(("user", "assistant"), "club")  # LanceDB's rows
+    index.dense_copy = copy
+    asked = []
+    monkeypatch.setattr(type(index), "rows", lambda self, *a, **k: asked.append(a) or [])
+    warm = index.vectors(("user", "assistant"), "club")
+    assert not asked and (copy.reads, copy.looks) == (1, 1)  # the add taken in, nothing read back
+    assert sorted(warm) == sorted(cold) and len(cold) == 7
+    for memory_id, vector in cold.items():
+        assert np.array_equal(np.asarray(vector, dtype=np.float32), warm[memory_id])
+
+
 def _held_rows(snapshot) -> dict:
     """id -> (row id, vector, the columns a result carries) of the snapshot's live rows."""
     places = np.flatnonzero(snapshot.alive)

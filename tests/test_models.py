@@ -266,6 +266,37 @@ def test_embed_keeps_the_callers_order_while_batching_by_length(embedder):
     assert np.allclose(together, one_by_one, atol=1e-4)
 
 
+def test_a_text_has_the_same_floats_alone_in_any_batch_and_as_a_query(embedder):
+    # What embed_as_queried relies on: the padding of a batch is masked, bit for bit.
+    texts = ["x", "What is my wife's name?", "a middling sentence about tennis on Sunday",
+             " ".join(["a long reply about the lake house, the budget and the kitchen"] * 12)]
+    together = embedder.embed(texts)
+    for text, row in zip(texts, together):
+        assert np.array_equal(row, embedder.embed_query(text))
+        assert np.array_equal(row, embedder.embed([text])[0])
+    assert embedder.queries_as_texts()
+
+
+def test_a_message_searched_then_stored_is_not_embedded_again(embedder, monkeypatch):
+    message, reply = "Remember that the boat trip moved to May", "Noted: the boat trip is in May now, not April."
+    expected = embedder.embed([reply, message])  # as a store embedded its two turns before
+    embedder.queries_as_texts()  # asked once, before the model is watched
+    embedder.embed_query(message)  # the chat's search
+    seen: list[str] = []
+    model = embedder._model
+
+    class Watched:  # the real model, each text it is asked to embed noted
+        def embed(self, texts, **kwargs):
+            texts = list(texts)
+            seen.extend(texts)
+            return model.embed(texts, **kwargs)
+
+    monkeypatch.setattr(embedder, "_model", Watched())
+    stored = embedder.embed_as_queried([reply, message])
+    assert seen == [reply]
+    assert np.array_equal(stored, expected) and stored.dtype == np.float32
+
+
 def test_embedder_identity_is_known_without_loading(embedder):
     identity = models.embedder_identity(None)
     assert identity == {"name": embedder.name, "dim": embedder.dim, "fingerprint": embedder.fingerprint}

@@ -158,11 +158,9 @@ def turn_vectors(index, conversation: str, turns: list[Memory]) -> list:
     """One embedding per turn: the index's own where it has the turn, else embedded now."""
     if not turns:
         return []
-    stored = {}
-    if index.table() is not None:
-        stored = {row["id"]: row["vector"] for row in index.rows(["id", "vector"], ("user", "assistant"), conversation)}
+    stored = index.vectors(("user", "assistant"), conversation)
     missing = [t.text for t in turns if t.id not in stored]
-    fresh = iter(index.embedder.embed(missing)) if missing else iter(())
+    fresh = iter(index.embedder.embed_as_queried(missing)) if missing else iter(())  # a message searched just now
     return [stored[t.id] if t.id in stored else next(fresh) for t in turns]
 
 

@@ -176,6 +176,11 @@ class Snapshot:
             self._by_filter[row_filter] = found
         return found
 
+    def vectors_where(self, row_filter) -> dict:
+        """{id: its vector as stored} of the live rows the filter keeps (a conversation's turns, which the
+        episodes' topic cuts compare), without making the rows dicts."""
+        return {part.columns["id"][at]: part.vectors[at] for part, at in self._at(self.kept(row_filter))}
+
     def rows_by_id(self, ids) -> list[dict] | None:
         """The live rows of these ids, in that order, as LanceDB's rows; None when one is not in the copy (or
         two live rows share an id, which a table in step never has: the caller asks LanceDB)."""

@@ -888,6 +888,20 @@ class Index:
             return []
         return table.search().where(where_clause(roles, conversation)).select(columns).limit(None).to_list()
 
+    def vectors(self, roles: Iterable[str], conversation: str) -> dict[str, Any]:
+        """{id: vector} of the rows of these roles in the conversation: from a long-lived process's copy of
+        the table at the handle's version (dense_copy.py; no LanceDB query: the episodes' look after every
+        chat of a server), else LanceDB's rows. The same floats either way."""
+        table = self.table()
+        if table is None:
+            return {}
+        copy = self.dense_copy.current(table) if self.dense_copy is not None else None
+        if copy is not None:
+            from memvault.store.row_filter import RowFilter
+
+            return copy.vectors_where(RowFilter(roles=tuple(roles), conversations=(conversation,)))
+        return {row["id"]: row["vector"] for row in self.rows(["id", "vector"], roles, conversation)}
+
     def unreviewed_rows(self, conversation: str | None = None) -> list[dict[str, Any]]:
         """The rows of learned facts (waiting ones too) that `memvault review` has not seen, newest
         first: origin learned and no `reviewed` key in the front matter kept as JSON (see `_row`)."""
@@ -1044,7 +1058,7 @@ class Index:
         # Similar lengths in one batch: the embedder pads a batch to its longest text.
         to_index = sorted(to_index, key=lambda item: len(item[1].text))
         for batch in _chunks(to_index, EMBED_BATCH):
-            vectors = self.embedder.embed([item[1].text for item in batch])
+            vectors = self.embedder.embed_as_queried([item[1].text for item in batch])  # a chat's message: its query's
             waiting.append(self._arrow_rows(batch, vectors, contexts))
             done += len(batch)
             if done % ADD_ROWS == 0 or done == len(to_index):  # one fragment (and table version) per ADD_ROWS

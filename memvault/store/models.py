@@ -66,6 +66,7 @@ class Embedder:
         self._queries: dict[str, np.ndarray] = {}  # the latest queries' vectors (embed_query)
         self._queries_lock = threading.Lock()
         self._making: dict[str, threading.Event] = {}  # queries being embedded now, by another thread
+        self._same_vectors: bool | None = None  # queries_as_texts, once asked
 
     def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Rows in the order of ``texts``.
@@ -82,6 +83,38 @@ class Embedder:
         result = np.empty_like(rows)
         result[order] = rows
         return _normalise(result)
+
+    def embed_as_queried(self, texts: list[str]) -> np.ndarray:
+        """embed(), where the vector of a text this embedder made lately as a query is taken as it is instead
+        of running the model again: a chat's message is searched (embed_query), then stored as its user turn
+        (Index._apply) and looked at by the episodes' topic cuts while its store is under way, the same text.
+        Only for a model that embeds a query exactly as it embeds a text (queries_as_texts; a model with a
+        query prefix never does)."""
+        import numpy as np
+
+        with self._queries_lock:
+            known = {i: self._queries[text] for i, text in enumerate(texts) if text in self._queries}
+        if not known or not self.queries_as_texts():
+            return self.embed(texts)
+        rest = [i for i in range(len(texts)) if i not in known]
+        result = np.empty((len(texts), self.dim), dtype=np.float32)
+        if rest:
+            result[rest] = self.embed([texts[i] for i in rest])
+        for i, vector in known.items():
+            result[i] = vector
+        return result
+
+    def queries_as_texts(self) -> bool:
+        """Whether this model's query vector of a text is its vector of the text, bit for bit (asked once).
+        A batch of texts is padded to its longest, and the model masks the padding: a text's floats are the
+        same alone or in any batch (tests/test_models.py checks it of the bundled model)."""
+        if self._same_vectors is None:
+            import numpy as np
+
+            probe = "what did we decide about the trip"
+            self._same_vectors = bool(np.array_equal(
+                _normalise(np.asarray(list(self._model.query_embed(probe))))[0], self.embed([probe])[0]))
+        return self._same_vectors
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's vector; the last QUERY_CACHE queries' are kept (a long-lived process asked again, or

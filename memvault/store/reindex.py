@@ -298,6 +298,19 @@ class Changes:
     indexed: bool = False  # state.db changed: a process (this one or another) indexed
 
 
+def _HEARD() -> list:  # noqa: N802 (a constant, built where watchdog is loaded)
+    """The events the handlers act on: not opens and closes, nor a folder's "modified" (each file that
+    changed in it has its own event). watchdog asks the kernel for these only (the inotify mask), so the
+    others are never made: every read of a memory file, of state.db and of the lock file, and every
+    write's open and close, was an event the watcher's thread decoded and dropped (issue 41, under twenty
+    clients: bench/README.md)."""
+    from watchdog import events
+
+    return [events.FileCreatedEvent, events.DirCreatedEvent, events.FileDeletedEvent, events.DirDeletedEvent,
+            events.FileMovedEvent, events.DirMovedEvent, events.FileModifiedEvent, events.FileAttribEvent,
+            events.DirAttribEvent]
+
+
 class FolderWatch:
     """File-system events under the vault (watchdog), the package's one folder watcher: they tell
     a warm process its index may lag (a hand edit, a `git pull`, another process's write: its files,
@@ -334,9 +347,10 @@ class FolderWatch:
         for folder in (vault.entries, vault.sidecar):
             folder.mkdir(exist_ok=True)
         self._observer = Observer()
-        self._observer.schedule(Entries(), str(vault.entries), recursive=True)
+        heard = _HEARD()
+        self._observer.schedule(Entries(), str(vault.entries), recursive=True, event_filter=heard)
         if sidecar:
-            self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False)
+            self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False, event_filter=heard)
         self._observer.daemon = True
         self._observer.start()
 
