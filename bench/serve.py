@@ -87,11 +87,13 @@ fake.close()
 """
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """A process's own CPU (all its threads), user + system, from /proc."""
+def process_cpu_seconds(pid: int, children: bool = False) -> float:
+    """A process's own CPU (all its threads), user + system, from /proc; children=True: that of the child
+    processes it has waited for (a server's git commands)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    at = 13 if children else 11
+    return (int(fields[at]) + int(fields[at + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy_seconds() -> float:
@@ -157,18 +159,12 @@ class Server:
             self.stop()
             raise
 
-    def pid_stat(self) -> list[str]:
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()
-
     def cpu_seconds(self) -> float:
-        fields = self.pid_stat()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     def children_cpu_seconds(self) -> float:
         """CPU of the server's child processes it has waited for (its git commands), user + system."""
-        fields = self.pid_stat()
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid, children=True)
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as f:
@@ -423,20 +419,23 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
                     firsts.append((first - start) * 1000)
                     wholes.append((time.perf_counter() - start) * 1000)
 
+    def machine_cpu() -> tuple[float, float, float, float]:
+        """CPU-seconds so far: the server's git commands, this bench, the upstream, the whole machine."""
+        return (server.children_cpu_seconds(), process_cpu_seconds(os.getpid()), process_cpu_seconds(slow.proc.pid),
+                machine_busy_seconds())
+
     def phase(count: int, each: int, prefix: str) -> dict:
         firsts: list[float] = []
         wholes: list[float] = []
         errors: list[str] = []
         health = server.client.get("/health").json()
         before, cpu = load(), server.cpu_seconds()
-        cpus = (server.children_cpu_seconds(), process_cpu_seconds(os.getpid()),
-                process_cpu_seconds(slow.proc.pid), machine_busy_seconds())
+        cpus = machine_cpu()
         wall = run_together([threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
                              for i in range(count)])
         server.idle()
         after = server.client.get("/health").json()
-        spent = [now - then for now, then in zip((server.children_cpu_seconds(), process_cpu_seconds(os.getpid()),
-                                                  process_cpu_seconds(slow.proc.pid), machine_busy_seconds()), cpus)]
+        spent = [now - then for now, then in zip(machine_cpu(), cpus)]
         done = max(1, count * each)
         # the whole machine's CPU a chat, by part: the server's git commands, this bench's clients (and its
         # /health polls), the upstream, and everything (other processes on the machine included)
