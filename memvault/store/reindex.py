@@ -298,7 +298,7 @@ class Changes:
     indexed: bool = False  # state.db changed: a process (this one or another) indexed
 
 
-def _HEARD() -> list:  # noqa: N802 (a constant, built where watchdog is loaded)
+def _events_heard() -> list:
     """The events the handlers act on: not opens and closes, nor a folder's "modified" (each file that
     changed in it has its own event). watchdog asks the kernel for these only (the inotify mask), so the
     others are never made: every read of a memory file, of state.db and of the lock file, and every
@@ -347,7 +347,7 @@ class FolderWatch:
         for folder in (vault.entries, vault.sidecar):
             folder.mkdir(exist_ok=True)
         self._observer = Observer()
-        heard = _HEARD()
+        heard = _events_heard()
         self._observer.schedule(Entries(), str(vault.entries), recursive=True, event_filter=heard)
         if sidecar:
             self._observer.schedule(Sidecar(), str(vault.sidecar), recursive=False, event_filter=heard)
