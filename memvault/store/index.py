@@ -111,6 +111,11 @@ _REST_CLIENT = "lance_namespace_urllib3_client"
 _WHOLE_SAID = False  # Index._optimize_whole said why, once per process
 
 
+def table_folder(index_dir: Path) -> Path:
+    """The LanceDB table's own folder in the index folder (its data, manifests, indexes)."""
+    return index_dir / f"{TABLE}.lance"
+
+
 def import_lancedb():
     """`import lancedb`, without the REST client's package __init__ until someone needs it."""
     if "lancedb" not in sys.modules and _REST_CLIENT not in sys.modules:
@@ -264,7 +269,7 @@ def keep_handles() -> None:
 
 
 def _keep(index: "Index") -> None:
-    folder = index.dir / f"{TABLE}.lance"
+    folder = table_folder(index.dir)
     _forget(index.dir)
     try:
         kept = _Kept(index._db, index._table, folder)
@@ -565,7 +570,7 @@ class Index:
         kept = _kept.get(str(self.dir))
         if kept is None:
             return False
-        if not kept.current(self.dir / f"{TABLE}.lance"):
+        if not kept.current(table_folder(self.dir)):
             _forget(self.dir)
             return False
         try:
@@ -650,7 +655,7 @@ class Index:
         carry no checksum of their own: bytes changed in them lowered scores and raised nothing."""
         found: dict[str, list] = {}
         for uuid in _fts_uuids(table):
-            folder = self.dir / f"{TABLE}.lance" / "_indices" / uuid
+            folder = table_folder(self.dir) / "_indices" / uuid
             for path in sorted(folder.iterdir()) if folder.is_dir() else []:
                 stat = path.stat()
                 found[f"{uuid}/{path.name}"] = [stat.st_size, stat.st_mtime_ns, _sha256_file(path)]
@@ -664,7 +669,7 @@ class Index:
         recorded = self._fts_record()
         if recorded is None:
             return None
-        base = self.dir / f"{TABLE}.lance" / "_indices"
+        base = table_folder(self.dir) / "_indices"
         for rel, (size, mtime_ns, digest) in sorted(recorded.items()):
             path = base / rel
             if not path.parent.is_dir():
@@ -1124,7 +1129,7 @@ class Index:
         except ImportError as exc:
             return self._optimize_whole(table, keep, f"pylance is not installed ({exc})")
         try:
-            dataset = lance.dataset(str(self.dir / f"{TABLE}.lance"),  # the newest version (the lock is held)
+            dataset = lance.dataset(str(table_folder(self.dir)),  # the newest version (the lock is held)
                                     index_cache_size_bytes=INDEX_CACHE_BYTES,
                                     metadata_cache_size_bytes=METADATA_CACHE_BYTES)
             fragments = [(f.metadata.id, f.metadata.num_rows, f.metadata.num_deletions)
@@ -1677,7 +1682,7 @@ def _versions_stamp(index_dir: Path) -> tuple[int, int] | None:
     tell: a later write could show the same time, within the file system's clock's step (a few ms
     where times have nanoseconds; a time of whole seconds says the step may be 2 s: FAT, HFS+)."""
     try:
-        stat = os.stat(index_dir / f"{TABLE}.lance" / "_versions")
+        stat = os.stat(table_folder(index_dir) / "_versions")
     except OSError:
         return None
     step = 2 * RACY_NS if stat.st_mtime_ns % 1_000_000_000 == 0 else RACY_NS // 20
