@@ -14,6 +14,11 @@ neither a leak of memvault's own:
   a bulk embedding costs ~10% more CPU, so a short-lived command (`add --jsonl`, `reindex --full`)
   keeps the arena.
 
+- pyarrow allocates from the mimalloc it bundles, which keeps the pages its threads freed: the copy of
+  the table (dense_copy.py) is Arrow rows rebuilt at each write, on whichever thread wrote, and at 10,000
+  memories mimalloc held ~210 MB after 1,000 requests for ~38 MB of live Arrow buffers (bench/README.md,
+  "Session 9"). On malloc (its arenas bounded above) the same requests hold what they use.
+
 A short-lived command ends before either matters, so only long-lived processes ask for this.
 
 CPU too (issue 41): ONNX Runtime's thread pool spins after each inference, waiting for the next (10-30
@@ -38,11 +43,13 @@ _arenas_bounded = False
 
 
 def settle_for_long_life() -> None:
-    """Mark this process long-lived: malloc arenas bounded from now on, and the models loaded from
-    now on without ONNX Runtime's CPU arena (models.py). Best called before anything loads."""
+    """Mark this process long-lived: malloc arenas bounded from now on, Arrow's buffers on malloc, and
+    the models loaded from now on without ONNX Runtime's CPU arena (models.py). Best called before
+    anything loads."""
     global _long_lived
     _long_lived = True
     bound_malloc_arenas()
+    arrow_on_malloc()
 
 
 def long_lived() -> bool:
@@ -68,6 +75,19 @@ def bound_malloc_arenas(arenas: int = ARENAS) -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     _arenas_bounded = mallopt(M_ARENA_MAX, arenas) == 1
     return _arenas_bounded
+
+
+def arrow_on_malloc() -> bool:
+    """pyarrow's default memory pool (every buffer memvault's Arrow calls make) the C library's malloc
+    instead of the mimalloc pyarrow bundles; whether in effect. Left alone where ARROW_DEFAULT_MEMORY_POOL
+    is set (the user chose). Buffers made before stay where they are; pyarrow is imported here, by a
+    process that is about to use it anyway (LanceDB's rows are Arrow)."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return False
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True
 
 
 def onnx_session_options() -> dict:
