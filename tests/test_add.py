@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli, run_memvault, seed
+from conftest import git, memvault_command, run_cli, run_memvault, seed
 from memvault.store import files
 from memvault.store.vault import Vault
 
@@ -289,12 +289,12 @@ def run_on_read_only_vault(vault: Path, *args: str, timeout: float = 120) -> sub
     As root, permission bits do not bind, so a private mount namespace (unshare -rm)
     bind-mounts the vault read-only; as another user, chmod is enough (and is undone after).
     """
-    exe = shutil.which("memvault")
+    command = memvault_command()
     if os.geteuid() != 0:
-        argv = [exe, *args]
+        argv = [*command, *args]
     elif shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
         script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-        argv = ["unshare", "-rm", "sh", "-c", script, "sh", str(vault), exe, *args]
+        argv = ["unshare", "-rm", "sh", "-c", script, "sh", str(vault), *command, *args]
     else:
         pytest.skip("no way to make a read-only vault here (root without unshare)")
     if os.geteuid() != 0:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_memvault, seed, start_memvault, stop_process, wait_for_line
+import memvault
+from conftest import REPO, run_cli, run_memvault, seed, start_memvault, stop_process, wait_for_line
 from memvault.faces import agent_socket, warm
 
 WARM = {"MEMVAULT_AGENT": "use"}
@@ -39,8 +40,17 @@ def start_agent(env: dict | None = None, *args: str) -> subprocess.Popen:
 
 
 def settle(vault: Path | None = None) -> None:
-    """A first search says once per vault what it lacks (the reranker here); said, it is not news."""
-    run_memvault(*(["--vault", str(vault)] if vault else []), "search", "anything", env=COLD)
+    """A first search says once per vault what it lacks (the reranker here); said, it is not news. The
+    vault remembers it, so this search runs in the test's process (the model loaded once), not cold."""
+    run_cli(*(["--vault", str(vault)] if vault else []), "search", "anything")
+
+
+def cli_json(*args: str):
+    """`memvault ARGS --json` in the test's process: what a test reads to set up or check the vault, where
+    the command's own process is not what is compared (a cold one pays the imports and the model)."""
+    done = run_cli(*args, "--json")
+    assert done.exit_code == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def served(vault: Path) -> int:
@@ -148,7 +158,7 @@ def test_every_read_gives_the_same_bytes_and_exit_codes_warm_as_cold(agent_vault
 
 
 def test_show_of_an_id_and_stdin_piped_in(agent_vault):
-    memory_id = json.loads(run_memvault("ls", "--json").stdout)[0]["id"]
+    memory_id = cli_json("ls")[0]["id"]
     for args in (("show", memory_id[:8]), ("show", "--raw", memory_id), ("show", "--json", memory_id)):
         same(*both_ways(agent_vault, *args))
     # stdin reaches the command: a bad byte is refused the same way
@@ -173,7 +183,7 @@ def two_vaults(tmp_path, monkeypatch):
     second = tmp_path / "warm"
     shutil.copytree(first, second, symlinks=True)
     shutil.rmtree(second / ".memvault" / "index")  # rebuilt: LanceDB's files name their own folder
-    run_memvault("--vault", str(second), "reindex", env=COLD)
+    memvault.open_vault(second).reindex()
     monkeypatch.setenv("MEMVAULT_DIR", str(second))
     proc = start_agent()
     try:
@@ -201,7 +211,7 @@ def test_writes_do_the_same_warm_as_cold(two_vaults, llm_env, monkeypatch):
     monkeypatch.setenv("MEMVAULT_ENABLE_SUMMARIZATION", "false")
     llm_env.default = '{"answer": "no"}'  # each nearby fact asked about: not the same, the new one is added
     cold_vault, warm_vault = two_vaults
-    memory_id = json.loads(run_memvault("--vault", str(cold_vault), "ls", "--json", env=COLD).stdout)[0]["id"]
+    memory_id = cli_json("--vault", str(cold_vault), "ls")[0]["id"]
     steps = [*WRITES, (("add", "--extract", "My son is Tim"), None), (("rm", memory_id), None),
              (("rm", memory_id), None), (("restore", memory_id), None), (("undo",), None)]
     for args, stdin in steps:
@@ -213,10 +223,11 @@ def test_writes_do_the_same_warm_as_cold(two_vaults, llm_env, monkeypatch):
             runs.append(run_memvault("--vault", str(vault), *args, input=stdin, env=env))
             assert served(warm_vault) == before + (vault == warm_vault), args
         same(*runs, mask)
-    listed = [run_memvault("--vault", str(v), "ls", "-n", "50", env=COLD).stdout.decode() for v in two_vaults]
+    # what each vault holds afterwards, read in this process (the commands above are what is compared)
+    listed = [run_cli("--vault", str(v), "ls", "-n", "50").stdout for v in two_vaults]
     assert mask(listed[0]) == mask(listed[1])
     assert "The user's son is named Tim" in listed[1] and "Piped in: the boiler" in listed[1]
-    logs = [run_memvault("--vault", str(v), "log", env=COLD).stdout.decode() for v in two_vaults]
+    logs = [run_cli("--vault", str(v), "log").stdout for v in two_vaults]
     assert mask(logs[0]) == mask(logs[1])
 
 
@@ -341,11 +352,10 @@ def test_an_agent_killed_mid_command_is_reported_and_nothing_is_half_written(vau
     # command's kill: the memory whose file was in place is kept once, and committed with the next write.
     again = run_memvault("add", "The next command recovers", env=WARM)
     assert again.returncode == 0, again.stderr
-    listed = run_memvault("ls", "--json", env=COLD)
-    texts = [m["text"] for m in json.loads(listed.stdout)]
+    texts = [m["text"] for m in cli_json("ls")]
     assert texts.count("The boiler is serviced in May") == 1 and "My wife is Anne" in texts
-    history = run_memvault("log", env=COLD)  # what the error message points to
-    assert history.returncode == 0 and b"The next command recovers" in history.stdout
+    history = run_cli("log")  # what the error message points to
+    assert history.exit_code == 0 and "The next command recovers" in history.stdout
     # No partial file or git lock left behind (a kill at this point of a cold add leaves the same:
     # the whole memory file, kept, found and listed).
     assert not [p for p in vault_dir.rglob("*") if p.name.endswith((".tmp", ".lock")) and ".memvault" not in p.parts]
@@ -373,11 +383,10 @@ def test_an_agent_killed_mid_add_jsonl_leaves_nothing_for_reindex_to_commit(vaul
                               text=True).stdout
     assert "hand edit" not in subjects, subjects
     assert b"took back the change memvault add" in reindex.stderr, reindex.stderr
-    listed = json.loads(run_memvault("ls", "--json", env=COLD).stdout)
-    assert [m["text"] for m in listed] == ["My wife is Anne"]
-    again = run_memvault("add", "--jsonl", str(lines), env=COLD)
-    assert again.returncode == 0, again.stderr
-    stored = [m["text"] for m in json.loads(run_memvault("ls", "--json", "-n", "200", env=COLD).stdout)]
+    assert [m["text"] for m in cli_json("ls")] == ["My wife is Anne"]
+    again = run_cli("add", "--jsonl", str(lines))  # in this process: the agent and its client are gone
+    assert again.exit_code == 0, again.stderr
+    stored = [m["text"] for m in cli_json("ls", "-n", "200")]
     assert sorted(stored) == sorted([*texts, "My wife is Anne"])
     status = subprocess.run(["git", "-C", str(vault_dir), "status", "--porcelain"], capture_output=True, text=True)
     assert status.stdout == ""
@@ -463,15 +472,16 @@ def test_the_agent_sees_other_writers_hand_edits_and_an_index_rebuilt_meanwhile(
             assert served(vault_dir) == before + 1
             return [row["text"] for row in json.loads(result.stdout)]
 
+        # The other writers are this test's process (the model loaded once), not cold commands.
         assert "The car is a blue Volvo" in warm_texts("car")  # the table is kept from here on
-        assert run_memvault("add", "The boat is a red canoe", env=COLD).returncode == 0
+        seed("The boat is a red canoe")
         assert warm_texts("boat")[0] == "The boat is a red canoe"
         car = next(p for p in (vault_dir / "entries").rglob("*.md") if "blue Volvo" in p.read_text())
         car.write_text(car.read_text().replace("blue Volvo", "green Saab"))  # in place: no folder changes
         texts = warm_texts("car")
         assert "The car is a green Saab" in texts and "The car is a blue Volvo" not in texts
-        assert run_memvault("reindex", "--full", env=COLD).returncode == 0
-        assert run_memvault("add", "The bike is a yellow tandem", env=COLD).returncode == 0
+        assert run_cli("reindex", "--full").exit_code == 0
+        seed("The bike is a yellow tandem")
         assert warm_texts("bike")[0] == "The bike is a yellow tandem"
         assert warm_texts("canoe")[0] == "The boat is a red canoe"
     finally:

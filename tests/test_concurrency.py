@@ -4,18 +4,17 @@ import subprocess
 
 import pytest
 
-from conftest import git, stop_process
+from conftest import git, memvault_command, stop_process
 from memvault.store import files
 
 
 @pytest.mark.slow  # twenty processes at once: 40 s of CPU
 def test_twenty_parallel_adds_all_land(vault_dir):
-    import shutil
-    exe = shutil.which("memvault")
+    command = memvault_command()
     procs = []
     try:
         for i in range(20):
-            procs.append(subprocess.Popen([exe, "add", "-c", f"c{i % 3}", f"parallel memory {i}"],
+            procs.append(subprocess.Popen([*command, "add", "-c", f"c{i % 3}", f"parallel memory {i}"],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         results = [(p.wait(timeout=600), p.stderr.read().decode()) for p in procs]
     finally:
@@ -33,9 +32,8 @@ def test_twenty_parallel_adds_all_land(vault_dir):
 
 def _memvault_in_background(*args: str, env: dict | None = None) -> subprocess.Popen:
     import os
-    import shutil
 
-    return subprocess.Popen([shutil.which("memvault"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen([*memvault_command(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, **(env or {})})
 
 

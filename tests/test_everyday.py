@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import memvault
-from conftest import REPO, git, run_cli, seed, stop_process
+from conftest import REPO, git, memvault_command, run_cli, seed, stop_process
 from test_terminal import run_in_pty
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -78,7 +77,7 @@ def test_a_failed_download_exits_1(vault_dir, monkeypatch):
 
 def test_watch_reports_a_skipped_file_once_until_it_changes(vault_dir):
     seed("The user keeps bees")
-    proc = subprocess.Popen([shutil.which("memvault"), "reindex", "--watch"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*memvault_command(), "reindex", "--watch"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     folder = vault_dir / "entries" / "global" / "facts"
     said: list[str] = []  # stderr, read as it comes: a sync reports after it has adopted the files
@@ -169,7 +168,7 @@ def test_a_long_add_shows_progress_on_a_terminal_only(vault_dir, tmp_path):
     lines.write_text("\n".join(f"line number {i} of a long list" for i in range(400)))
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
-    shown = run_in_pty([shutil.which("memvault"), "add", "--each-line", "--file", str(lines)], env)
+    shown = run_in_pty([*memvault_command(), "add", "--each-line", "--file", str(lines)], env)
     assert "adding" in shown and "%" in shown
     lines.write_text("\n".join(f"another line {i}" for i in range(400)))
     off = run_cli("add", "--each-line", "--file", str(lines))
@@ -210,7 +209,7 @@ def _chat_on_a_terminal(env: dict, script: str) -> str:
     import select
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([shutil.which("memvault"), "chat", "--no-learn"], stdin=slave, stdout=slave,
+    proc = subprocess.Popen([*memvault_command(), "chat", "--no-learn"], stdin=slave, stdout=slave,
                             stderr=slave, env=env, close_fds=True)
     os.close(slave)
     chunks, lines = [], script.splitlines(keepends=True)

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import memvault
-from conftest import REPO, git, run_cli, run_memvault, stop_process
+from conftest import REPO, git, memvault_command, run_cli, run_memvault, stop_process
 from fake_llm import refused_url
 from memvault.store import files
 
@@ -443,11 +443,6 @@ def test_the_next_call_sees_hand_edits_and_other_processes(vault_dir):
 
 
 # -- over stdio, as an agent starts it -----------------------------------------------------------
-
-def memvault_command() -> list[str]:
-    exe = shutil.which("memvault")
-    return [exe] if exe else [sys.executable, "-m", "memvault"]
-
 
 def test_memvault_mcp_over_stdio_as_an_agent_starts_it(vault_dir, tmp_path):
     """`claude mcp add memvault -- memvault mcp` (legacy initialize handshake, as clients speak it

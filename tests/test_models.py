@@ -323,11 +323,11 @@ def search_with_stderr_on_a_terminal(env: dict[str, str]) -> tuple[int, str, str
     import struct
     import termios
 
-    from conftest import stop_process
+    from conftest import memvault_command, stop_process
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([shutil.which("memvault"), "search", "--json", "What is my wife's name?"],
+    proc = subprocess.Popen([*memvault_command(), "search", "--json", "What is my wife's name?"],
                             env=env, stdout=subprocess.PIPE, stderr=follower)
     os.close(follower)
     err = b""

@@ -337,7 +337,7 @@ def test_memvault_ui_opens_the_running_serve(site, tmp_path):
     fake_browser = tmp_path / "browser.sh"
     fake_browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
     fake_browser.chmod(0o755)
-    from test_serve import memvault_command
+    from conftest import memvault_command
 
     env = {**server_env(tmp_path / "ui", "http://127.0.0.1:9"), "MEMVAULT_DIR": str(site.vault),
            "BROWSER": str(fake_browser)}

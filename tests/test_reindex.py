@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import git, run_cli, run_memvault, seed, start_memvault, stop_process, wait_for_line
+from conftest import git, memvault_command, run_cli, run_memvault, seed, start_memvault, stop_process, wait_for_line
 
 
 def add(*texts):
@@ -280,7 +280,7 @@ def test_full_rebuild(vault_dir):
 
 def test_watch_keeps_the_index_in_sync(vault_dir):
     rel = add("The user drives a Fiat")[0]
-    proc = subprocess.Popen([shutil.which("memvault"), "reindex", "--watch"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*memvault_command(), "reindex", "--watch"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120

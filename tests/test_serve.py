@@ -15,7 +15,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import REPO, git, stop_process
+from conftest import REPO, git, memvault_command, stop_process
 from fake_llm import FakeLLM
 from memvault.store import files, relative_times
 
@@ -46,11 +45,6 @@ OPENAI_CLI = Path(os.environ.get("MEMVAULT_TEST_OPENAI_CLI") or REPO / ".pytest_
 
 def facts(*texts: str) -> str:
     return json.dumps({"facts": list(texts)})
-
-
-def memvault_command() -> list[str]:
-    exe = shutil.which("memvault")
-    return [exe] if exe else [sys.executable, "-m", "memvault"]
 
 
 def server_env(root: Path, llm_url: str, **settings: str) -> dict[str, str]:
