@@ -25,6 +25,10 @@ import memvault
 from conftest import REPO, run_cli, run_memvault, seed, start_memvault, stop_process, wait_for_line
 from memvault.faces import agent_socket, warm
 
+# Every test here runs the warm agent beside cold commands, each a process paying the imports and the model:
+# end to end, in .ci/run's second step.
+pytestmark = pytest.mark.slow
+
 WARM = {"MEMVAULT_AGENT": "use"}
 COLD = {"MEMVAULT_AGENT": "off"}
 

@@ -163,6 +163,7 @@ def test_flags_show_without_a_type_placeholder():
 
 # -- progress and duplicates -------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
 def test_a_long_add_shows_progress_on_a_terminal_only(vault_dir, tmp_path):
     lines = tmp_path / "many.txt"
     lines.write_text("\n".join(f"line number {i} of a long list" for i in range(400)))
@@ -193,6 +194,7 @@ def test_an_exact_duplicate_is_not_stored_again(vault_dir):
 
 # -- interactive chat --------------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
 def test_interactive_chat_commands_never_reach_the_model(vault_dir, llm_env):
     seed("The user keeps bees")
     llm_env.push("Hello!")
