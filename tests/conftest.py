@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pytest_sessionstart(session) -> None:
     """memvault's .pyc files written once, before any test starts a `memvault` process. A normal install has
-    them; an editable one under PYTHONDONTWRITEBYTECODE (set on this machine, and so in CI) has none, and each
+    them; an editable one under PYTHONDONTWRITEBYTECODE (this machine's environment sets it) has none, and each
     process the tests start would compile the package again: ~0.5 s of CPU a cold command, hundreds of them."""
     import compileall
 

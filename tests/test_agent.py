@@ -156,7 +156,6 @@ def test_reads_give_the_same_bytes_and_exit_codes_warm_as_cold(agent_vault):
     reads_compared(agent_vault, [READS[i] for i in (0, 1, 4, 6, 10, 11)])
 
 
-@pytest.mark.slow
 def test_every_read_gives_the_same_bytes_and_exit_codes_warm_as_cold(agent_vault):
     reads_compared(agent_vault, READS)
 
