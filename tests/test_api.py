@@ -30,7 +30,7 @@ def readme_python_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: README's example run as written, with cold commands
 def test_the_readme_example_runs_as_written(vault_dir, llm_env):
     llm_env.push("Noted: Anne's birthday is on 12 May.", json.dumps({"facts": ["Anne's birthday is on 12 May"]}))
     llm_env.default = '{"answer": "yes"}'  # the reconciliation questions, then the rolling summary

@@ -82,7 +82,7 @@ def test_a_writer_gives_up_after_lock_timeout_naming_the_holder(vault_dir):
     assert list(files.walk_entries(vault_dir)) == []
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a cold `add` while a chat's reply streams from a slow model
 def test_an_add_lands_while_a_chat_reply_streams(vault_dir, llm_env):
     """The vault lock is never held while the model answers: a cron `add` started while a reply is
     still streaming finishes before the reply ends, and both end up committed."""

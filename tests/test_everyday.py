@@ -75,6 +75,7 @@ def test_a_failed_download_exits_1(vault_dir, monkeypatch):
     assert result.exit_code == 1 and "could not download example/not-a-real-cross-encoder" in result.stderr
 
 
+@pytest.mark.slow  # end to end: a watcher process fed broken files (~9 s here)
 def test_watch_reports_a_skipped_file_once_until_it_changes(vault_dir):
     seed("The user keeps bees")
     proc = subprocess.Popen([*memvault_command(), "reindex", "--watch"], stdout=subprocess.PIPE,
@@ -163,7 +164,7 @@ def test_flags_show_without_a_type_placeholder():
 
 # -- progress and duplicates -------------------------------------------------------------------------
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a long add in a pseudo-terminal and in a pipe
 def test_a_long_add_shows_progress_on_a_terminal_only(vault_dir, tmp_path):
     lines = tmp_path / "many.txt"
     lines.write_text("\n".join(f"line number {i} of a long list" for i in range(400)))
@@ -194,7 +195,7 @@ def test_an_exact_duplicate_is_not_stored_again(vault_dir):
 
 # -- interactive chat --------------------------------------------------------------------------------
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: an interactive chat driven through a pseudo-terminal
 def test_interactive_chat_commands_never_reach_the_model(vault_dir, llm_env):
     seed("The user keeps bees")
     llm_env.push("Hello!")

@@ -249,6 +249,7 @@ def test_bad_input_and_a_time_limit_exit_0_with_nothing_said_and_one_log_line(va
     assert "memvault.toml" in log.read_text().splitlines()[-1]
 
 
+@pytest.mark.slow  # end to end: cold hook processes, their modules listed (~10 s here)
 def test_a_cold_prompt_is_answered_without_loading_the_cli(vault_dir, project):
     """Without an agent, `memvault hook AGENT` runs the face itself, not the CLI's typer app (typer builds
     pydantic adapters for every option: ~0.2 s of a cold hook's time limit), with the answer the CLI's `hook`
@@ -274,6 +275,7 @@ def test_a_cold_prompt_is_answered_without_loading_the_cli(vault_dir, project):
     assert run_cli.stdout == face.stdout  # the CLI's own `hook` command: the same answer
 
 
+@pytest.mark.slow  # end to end: the warm agent started, hooks run through it, its upkeep waited for (~18 s here)
 def test_through_the_vaults_agent_a_prompt_is_answered_and_a_stop_stored(vault_dir, project, tmp_path, monkeypatch):
     """The warm path: the event handed to the running agent (a memfd for stdin, pipes for stdout and
     stderr), the answer printed by the hook process itself."""

@@ -338,7 +338,7 @@ def test_learn_stops_when_the_llm_is_down_and_says_so(vault_dir, llm_env, monkey
     assert json.loads(run_cli("learn", "--dry-run", "--json").stdout)["waiting"] == 1
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a server started on learning owed, its upkeep waited for
 def test_serve_catches_up_at_its_start(tmp_path):
     from fake_llm import FakeLLM
     from test_serve import server_env, serving
@@ -364,7 +364,7 @@ def test_serve_catches_up_at_its_start(tmp_path):
 
 # -- the faces ----------------------------------------------------------------------------------------
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: the server and the MCP server, each reviewed over its protocol
 def test_review_over_rest_and_mcp(vault_dir, tmp_path):
     import httpx
     from mcp import Client

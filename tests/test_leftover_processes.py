@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import REPO, _proc_table
 
 LEAVING = '''
@@ -43,6 +45,7 @@ def _running(pid: int) -> bool:
     return entry is not None and entry[1] not in "ZX"
 
 
+@pytest.mark.slow  # end to end: a whole pytest session in a child process, whose leftovers are stopped after their timeout (~43 s here)
 def test_a_session_that_leaves_processes_running_fails_naming_the_test_and_stops_them(tmp_path):
     (tmp_path / "test_leaving.py").write_text(LEAVING)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}

@@ -444,7 +444,7 @@ def test_the_next_call_sees_hand_edits_and_other_processes(vault_dir):
 
 # -- over stdio, as an agent starts it -----------------------------------------------------------
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: the MCP server over stdio through the official SDK
 def test_memvault_mcp_over_stdio_as_an_agent_starts_it(vault_dir, tmp_path):
     """`claude mcp add memvault -- memvault mcp` (legacy initialize handshake, as clients speak it
     today), the vault in MEMVAULT_DIR; then the same through --vault and the newer protocol."""
@@ -574,7 +574,7 @@ def search_then_start_an_add(proc) -> None:
     proc.stdin.flush()
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: an MCP server left by its client mid-write
 def test_a_client_that_leaves_mid_write_leaves_the_vault_whole(vault_dir):
     """The client closes stdin while add_memory may be running: the server finishes the write and
     commits it (or never starts it), then leaves by itself."""
@@ -621,7 +621,7 @@ def _sigint_ignored() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: an MCP server stopped mid-write, per signal
 @pytest.mark.parametrize("sig, started_with", [(signal.SIGTERM, None), (signal.SIGINT, _sigint_ignored)],
                          ids=["SIGTERM", "SIGINT-started-ignored"])
 def test_a_stop_signal_mid_write_leaves_the_vault_whole_and_exits_0(vault_dir, sig, started_with):

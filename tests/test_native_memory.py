@@ -71,7 +71,7 @@ def settled(how: str, path, env_extra: dict | None = None) -> tuple[int, bool, b
             "onnx threads: 1" in done.stdout, pool.group(1) if pool else "")
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: child processes whose allocator settings are read
 def test_a_long_lived_vault_settles_its_memory_where_a_short_lived_one_does_not(vault_dir):
     seed("I drink green tea every morning.")
     arenas, onnx_arena, one_thread, arrow_pool = settled("cli", vault_dir)
@@ -83,7 +83,7 @@ def test_a_long_lived_vault_settles_its_memory_where_a_short_lived_one_does_not(
     assert arenas <= 2 and not onnx_arena and one_thread and arrow_pool == "system"
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: child processes whose allocator settings are read
 def test_a_users_own_malloc_arena_max_and_arrow_pool_are_left_alone(vault_dir):
     seed("I drink green tea every morning.")
     arenas, _, _, arrow_pool = settled("watch", vault_dir, {"MALLOC_ARENA_MAX": "6",

@@ -351,6 +351,7 @@ def test_a_watcher_waiting_for_the_vault_lock_stops_at_once_on_a_signal(vault_di
     assert "Traceback" not in err and "watching" not in err, err
 
 
+@pytest.mark.slow  # end to end: a watcher paused mid-sync and stopped by SIGTERM (~10 s here)
 def test_a_stop_while_the_watcher_syncs_lets_the_sync_finish(vault_dir, tmp_path):
     """SIGTERM while the watcher's first sync holds the vault lock (paused in the index sync): it does
     not stop half way; it finishes the sync, commits the hand edit, and then exits with status 0."""
@@ -433,6 +434,7 @@ def test_many_single_adds_are_compacted(vault_dir):
     assert top("memory number 17") == "The user wrote memory number 17"
 
 
+@pytest.mark.slow  # end to end: cold `add`s in child processes beside a warm handle, one after a wait (~12 s here)
 def test_a_warm_handle_sees_another_process_s_write_whenever_it_comes(vault_dir):
     """A long-lived process (serve, the agent) reads the table's newest version only when its version
     folder changed (issue 41: LanceDB's checkout_latest cost ~8 ms before every search); another
@@ -452,6 +454,7 @@ def test_a_warm_handle_sees_another_process_s_write_whenever_it_comes(vault_dir)
         assert table.count_rows() == 3 and warm.vault.index.state.count() == 3  # read, not repaired
 
 
+@pytest.mark.slow  # end to end: a `reindex --full` in a child process beside a warm handle (~14 s here)
 def test_a_warm_handle_searches_on_after_another_process_rebuilt_the_index(vault_dir):
     """`memvault reindex --full` in another process removes the record (state.db) and makes a new one; a
     server's handle still held the old file, so its next search failed ("attempt to write a readonly

@@ -185,6 +185,7 @@ def test_kill_add_at_each_step_loses_nothing(vault_dir):
     assert "memory 1 written while being killed at memvault/store/state.py:write" in texts
 
 
+@pytest.mark.slow  # end to end: a `reindex --full` paused and killed while a search waits (~10 s here)
 def test_kill_during_full_reindex_while_a_search_waits(vault_dir):
     texts = {"memory: the user keeps bees", "memory: the user rows on Sundays", "memory: the user reads Tolstoy"}
     add(*texts)
@@ -209,7 +210,7 @@ def test_kill_during_full_reindex_while_a_search_waits(vault_dir):
     assert_converges(vault_dir, texts)
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a chat killed in its upkeep, then the next command
 def test_kill_during_chat_upkeep_keeps_both_turns(vault_dir, llm_env):
     add("memory: the user has a dog named Rex")
     llm_env.push("Nice to meet you, Tom.", {"delay": 120})  # the reply, then an extraction that hangs
@@ -244,7 +245,7 @@ def _untracked_memories(vault_dir: Path) -> list[str]:
             if line.endswith(".md")]
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: an `add --jsonl` killed half way, then run again
 def test_a_killed_add_jsonl_leaves_nothing_and_its_rerun_stores_each_text_once(vault_dir, tmp_path):
     """SIGKILL half way through the writes of a 150-line `add --jsonl` (issue 44): the next command takes the
     change back (docs/design.md, "Commits": a killed change), so the same command run again stores each text once,
@@ -270,7 +271,7 @@ def test_a_killed_add_jsonl_leaves_nothing_and_its_rerun_stores_each_text_once(v
     assert "hand edit" not in git(vault_dir, "log", "--format=%s")
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: an `add --jsonl` killed before its commit, then the next command
 def test_a_killed_add_jsonl_that_had_written_everything_is_committed_by_the_next_command(vault_dir, tmp_path):
     """Killed once every line is written, inside its commit: the next command, whatever it is (a search),
     finishes the change as the add's own commit; its rerun then finds every text stored."""
@@ -403,7 +404,7 @@ def test_every_broken_file_is_named_on_its_own_line(vault_dir, tmp_path):
     assert found.exit_code == 0 and json.loads(found.stdout)[0]["text"] == "memory: the user collects stamps"
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a 10 MiB body sent to a server
 def test_ten_megabyte_body_is_refused_with_the_limit(vault_dir, tmp_path):
     big = tmp_path / "big.txt"
     big.write_text("x" * (10 * 1024 * 1024))
@@ -492,7 +493,7 @@ def test_vault_path_that_is_a_file_in_every_command(tmp_path, command):
     assert target.read_text() == "precious"
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a cold search in a read-only vault (a child process, the vault mounted read-only)
 def test_read_only_vault_can_still_be_searched(vault_dir):
     from test_add import run_on_read_only_vault
 
@@ -628,7 +629,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: cold commands under a network guard
 def test_no_network_unless_an_llm_is_configured(vault_dir, llm_env, tmp_path):
     """Every socket a real process opens, recorded by an audit hook: only chat reaches the LLM."""
     steps = [

@@ -379,7 +379,7 @@ def test_a_hand_edit_is_committed_by_reindex_with_the_placeholder(vault_dir):
     assert_only_withheld(vault_dir, key_of("password", 4))
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: adds, searches, `reindex --check` and a reindex around a hand edit, with and without git
 @pytest.mark.parametrize("versioned", [True, False], ids=["git", "no-git"])
 def test_a_secret_typed_into_a_file_a_search_read_keeps_the_index_out_of_step_until_reindex(vault_dir, versioned):
     """Issue 44: a token typed into a memory file and read by a search (which shows files as they are and does
@@ -454,7 +454,7 @@ def remote_vault(vault_dir, tmp_path):
     return vault_dir, bare
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a remote, a refused push, a scrub and a push
 def test_a_hand_commit_with_a_key_is_not_pushed_until_scrubbed_and_the_override_pushes_it(remote_vault, tmp_path):
     vault_dir, bare = remote_vault
     [path] = (vault_dir / "entries").rglob("*.md")
@@ -564,7 +564,7 @@ def test_a_secret_as_a_conversation_id_is_refused_and_scrub_takes_an_old_one_out
     assert run_cli("reindex", "--check").exit_code == 0 and git(vault_dir, "status", "--porcelain") == ""
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: a remote, and a scrub of pushed and unpushed history
 def test_scrub_on_a_vault_with_keys_in_pushed_and_unpushed_history(remote_vault):
     vault_dir, bare = remote_vault
     old = memvault.open_vault(vault_dir, secret_scan=False)
@@ -616,7 +616,7 @@ def test_scrub_names_a_secret_in_a_file_that_is_no_memory_and_the_rewrite_cleans
     assert GITHUB_TOKEN.encode() not in git_objects(vault_dir, "HEAD")
 
 
-@pytest.mark.slow  # end to end (processes, kills, a server or a push): .ci/run's second step
+@pytest.mark.slow  # end to end: cold commands in child processes, their modules listed
 def test_a_cold_search_does_not_load_the_scanner_and_an_add_does(vault_dir):
     run_cli("add", "The user keeps bees")
     [path] = (vault_dir / "entries").rglob("*.md")

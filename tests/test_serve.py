@@ -515,6 +515,7 @@ class HeldStream:
         self._reader.join(120)
 
 
+@pytest.mark.slow  # end to end: a cold `add` while the proxy streams (~9 s here)
 def test_a_cli_add_lands_while_a_reply_streams(proxy):
     """The vault lock is not held while the model answers: a cron `add` in another terminal completes
     before the reply ends, and the next request sees what it added."""
@@ -536,6 +537,7 @@ def test_a_cli_add_lands_while_a_reply_streams(proxy):
     assert git(proxy.vault, "status", "--porcelain") == ""
 
 
+@pytest.mark.slow  # end to end: cold `add`s beside the warm server (~14 s here)
 def test_another_process_write_is_taken_in_without_a_repair(proxy):
     """A terminal `add` beside the warm server (the workflow README documents): its next search finds
     the memory, and says nothing of an index that "did not match its files" (the server's table
@@ -1011,6 +1013,7 @@ def test_every_405_names_every_method_its_path_takes_and_no_answer_names_the_ser
     assert missing == "no memory with id 'ffff0000' in the vault" and str(proxy.vault) not in missing
 
 
+@pytest.mark.slow  # end to end: a 1.14 MB message through the proxy, stored and searched (~26 s here)
 def test_a_message_over_a_memorys_limit_is_forwarded_whole_and_stored_as_far_as_it_fits(proxy):
     """A message over 1 MiB was refused (400, with advice for the CLI) though the upstream would take it."""
     fake, vault = proxy.fake, proxy.vault
@@ -1066,6 +1069,7 @@ def test_the_official_client_with_a_timeout_and_retries_keeps_one_turn_and_the_r
 
 # -- servers of their own --------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end: a server waiting out an upstream's timeout, then a stopped upstream (~21 s here)
 def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_its_url(tmp_path):
     fake = FakeLLM()
     env = server_env(tmp_path, fake.base_url, llm_timeout="1", llm_api_key="sk-never-shown-4242")
@@ -1101,6 +1105,7 @@ def test_an_upstream_that_times_out_gives_504_and_one_that_is_down_502_naming_it
         fake.close()
 
 
+@pytest.mark.slow  # end to end: three cold `serve` processes refused (~10 s here)
 def test_a_non_loopback_address_without_a_key_is_refused(tmp_path):
     env = server_env(tmp_path, "http://127.0.0.1:9/v1")
     for host in ("0.0.0.0", "::", "memvault.example"):
@@ -1116,6 +1121,7 @@ def test_a_non_loopback_address_without_a_key_is_refused(tmp_path):
     assert done.returncode == 2 and "'serve_api_key' must not be stored in memvault.toml" in done.stderr
 
 
+@pytest.mark.slow  # end to end: a server asked every route with three wrong keys (~22 s here)
 def test_with_a_key_every_route_but_health_wants_it(tmp_path):
     fake = FakeLLM()
     env = server_env(tmp_path, fake.base_url, serve_api_key="s3cret-key")
@@ -1136,6 +1142,7 @@ def test_with_a_key_every_route_but_health_wants_it(tmp_path):
         fake.close()
 
 
+@pytest.mark.slow  # end to end: a server stopped by SIGTERM while three calls wait for a slow model (~34 s here)
 def test_sigterm_mid_reply_and_mid_upkeep_exits_0_with_a_clean_tree(tmp_path):
     fake = FakeLLM()
     env = server_env(tmp_path, fake.base_url)
@@ -1209,6 +1216,7 @@ def test_sigterm_mid_reply_and_mid_upkeep_exits_0_with_a_clean_tree(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+@pytest.mark.slow  # end to end: a server started from a script per signal, stopped and checked (~45 s here)
 def test_sigint_and_sighup_stop_it_even_when_started_with_sigint_ignored(tmp_path, sig):
     """The rule of every long-running command (docs/design.md, "Stopping a long-running command"): SIGHUP
     stops it cleanly as SIGTERM does, and so does SIGINT, even when the server started with SIGINT
@@ -1255,6 +1263,7 @@ def test_responses_are_not_held_back_by_nagle():
     assert asyncio.run(accepted_nodelay()) != 0
 
 
+@pytest.mark.slow  # end to end: the server beside `reindex --check` in child processes (~15 s here)
 def test_stats_says_what_reindex_check_says(proxy):
     """One answer to "is the index in step" (issue 27): `GET /v1/stats` is `memvault stats --json`, and
     its `in_step` is `reindex --check`'s exit code, also while a warm server has not read a hand edit."""

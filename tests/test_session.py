@@ -15,6 +15,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import memvault
 from conftest import git, run_cli
 
@@ -85,6 +87,7 @@ def assert_truthful(machine: Path) -> None:
         assert touching <= story, (memory["text"], touching - story)
 
 
+@pytest.mark.slow  # end to end: two machines and a remote through the CLI (~13 s here)
 def test_two_machines_a_session_and_the_vault_tells_the_truth(tmp_path, embedder):
     bare, a, b = tmp_path / "remote.git", tmp_path / "a", tmp_path / "b"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)

@@ -121,6 +121,7 @@ def test_adds_on_both_machines_then_sync_on_both_gives_the_union_indexed_on_both
     assert sync(b).integration == "up to date"
 
 
+@pytest.mark.slow  # end to end: two machines and a remote, a cold `sync --json` (~14 s here)
 def test_sync_json_reports_pulled_pushed_reindexed_and_resolved(machines):
     a, b, _ = machines
     memvault.open_vault(b).add("Machine B: the user switched to decaf")
@@ -203,6 +204,7 @@ def test_two_machines_merging_the_same_conflict_make_the_same_tree(machines, mon
 
 
 @pytest.mark.parametrize("deleter", ["first", "second"])
+@pytest.mark.slow  # end to end: two machines and a remote, syncs both ways (~21 s here)
 def test_deleted_on_one_machine_and_edited_on_the_other_the_edit_wins(machines, deleter):
     a, b, _ = machines
     memory_id = next(iter(memories_by_id(a)))
@@ -277,6 +279,7 @@ def test_generated_files_that_conflict_take_the_newer_and_no_marker_reaches_a_fi
         assert files.read_memory(folder / "session.md", machine)[0].text == "Session state of A, the newer one"
 
 
+@pytest.mark.slow  # end to end: two machines and a remote, cold syncs (~12 s here)
 def test_settings_changed_on_both_machines_stop_the_sync_with_one_line_and_change_nothing(machines):
     a, b, _ = machines
     for machine, value in ((a, 7), (b, 9)):
@@ -341,6 +344,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("where", ["closed port", "missing folder"])
+@pytest.mark.slow  # end to end: syncs against a closed port and a missing remote, then a second sync (~34 s here)
 def test_an_unreachable_remote_is_one_line_loses_nothing_and_a_second_sync_finishes(machines, tmp_path, where):
     a, b, bare = machines
     url = f"http://127.0.0.1:{_closed_port()}/vault.git" if where == "closed port" else str(tmp_path / "gone.git")
@@ -414,6 +418,7 @@ def test_clone_of_a_remote_that_refuses_the_credentials_writes_nothing(tmp_path,
     assert not target.exists()
 
 
+@pytest.mark.slow  # end to end: a sync paused in a child process while the other machine pushes (~18 s here)
 def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_finishes(machines, tmp_path):
     a, b, _ = machines
     memvault.open_vault(a).add("Written on A: the user learns Welsh")
@@ -439,6 +444,7 @@ def test_a_push_rejected_because_the_remote_moved_is_one_line_and_a_second_sync_
     assert_in_step(a, b)
 
 
+@pytest.mark.slow  # end to end: two machines and a remote, a stale ref lock (~10 s here)
 def test_a_ref_lock_a_killed_git_left_is_removed_and_the_sync_goes_on(machines):
     """A sync killed with its git fetch (a process group killed, a machine that lost power) leaves
     refs/remotes/origin/<branch>.lock; every later fetch failed on it until the user deleted it."""
@@ -499,6 +505,7 @@ def test_a_sync_killed_anywhere_is_finished_by_the_next_with_no_loss(machines, p
 
 # -- what watches the folder ------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end: a watcher beside a pull and a sync (~9 s here)
 def test_reindex_watch_picks_up_files_pulled_by_hand_and_stays_quiet_through_a_sync(machines):
     a, b, _ = machines
     memvault.open_vault(b).add("Written on B: the user's cat is called Miso")
@@ -542,6 +549,7 @@ def test_a_watching_process_sees_what_another_process_pulled(machines):
 
 # -- clone -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end: a cold `clone` that builds the index, then one refused (~11 s here)
 def test_clone_builds_the_index_and_refuses_a_folder_in_use(machines, tmp_path):
     a, _, bare = machines
     memvault.open_vault(a).add("Written on A: the user runs a bakery", conversation="work")
@@ -571,6 +579,7 @@ def test_undo_after_a_sync_takes_back_a_change_not_the_merge(machines):
         memvault.open_vault(a).undo(result.merge_commit)
 
 
+@pytest.mark.slow  # end to end: two machines and a remote, cold syncs (~12 s here)
 def test_a_broken_hand_edit_is_named_left_out_of_the_push_and_the_exit_code_is_1(machines):
     """Issue 44: `created_at: [oops` in a file made sync say "nothing to pull", exit 0, "skipped": [],
     and the edit stayed on this machine unsaid."""

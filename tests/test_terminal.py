@@ -138,6 +138,7 @@ def test_quiet_leaves_results_and_errors(vault_with_memories, tmp_path, monkeypa
     assert broken.exit_code == 1 and "no-such/embedding-model" in broken.stderr
 
 
+@pytest.mark.slow  # end to end: cold commands (~10 s here)
 def test_results_on_stdout_everything_else_on_stderr(vault_dir):
     result = run_memvault("add", "a fact")
     assert result.returncode == 0
@@ -148,6 +149,7 @@ def test_results_on_stdout_everything_else_on_stderr(vault_dir):
 
 # -- colour and progress --------------------------------------------------------------------------
 
+@pytest.mark.slow  # end to end: five cold commands (~15 s here)
 def test_no_escape_codes_when_not_a_terminal(vault_with_memories):
     for argv in (["--help"], ["search", "--help"], ["search", "--explain", "--no-rerank", "Anne"], ["log"],
                  ["show", first_id(vault_with_memories)]):
@@ -156,6 +158,7 @@ def test_no_escape_codes_when_not_a_terminal(vault_with_memories):
         assert b"\x1b[" not in result.stdout + result.stderr, argv
 
 
+@pytest.mark.slow  # end to end: cold commands in a pseudo-terminal (~14 s here)
 def test_colour_only_on_a_terminal_without_no_color(vault_with_memories):
     memory_id = first_id(vault_with_memories)
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "PY_COLORS")}

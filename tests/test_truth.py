@@ -544,6 +544,7 @@ def test_the_hints_of_a_detached_head_run(vault_dir, which):
     assert run_cli("add", "three").exit_code == 0
 
 
+@pytest.mark.slow  # end to end: three refused edits through $EDITOR, each hint then run as a command (~22 s here)
 def test_the_hints_of_a_rejected_edit_run(vault_dir, tmp_path, monkeypatch):
     """`edit` refuses a copy that lost its text, changed its role or its conversation, naming the
     command that does what was meant: each is run."""

@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import memvault
 from conftest import run_cli
 
@@ -88,6 +90,7 @@ def test_explain_shows_the_time_boost(vault_dir):
     assert "time" in out and "'last week': 2023-10-16 to 2023-10-22" in out
 
 
+@pytest.mark.slow  # end to end: cold searches in child processes, their modules listed (~20 s here)
 def test_a_query_without_a_time_word_does_not_import_dateparser(vault_dir):
     """Nor anything else a plain search did not import before issue 45: the LLM's parts (litellm)
     only with llm_query_parts on."""
