@@ -24,7 +24,9 @@ measured is memvault's share), in processes of their own (server, upstream, this
   clients a CPU-bound queue, whatever the server does), then time to first byte (the first event of
   the stream) of --ttfb-single streamed chats of one client in one conversation, back to back, against
   --clients clients in a conversation each, --per-client chats each (goal: p50 <= 2x the single
-  client's). Each next message of a conversation waits for its last exchange to be stored.
+  client's). Each next message of a conversation waits for its last exchange to be stored. Then the
+  floor no store design can lower: the same conversations' searches alone (`POST /v1/memories/search`
+  of each chat's text), one client and then the clients, each search followed by a reply's streaming time.
 
 The server's CPU time (user + system, all threads, from /proc) is given beside wall times: the
 machine is shared, and load stretches wall time far more than CPU time. So is the load average. The
@@ -53,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -419,19 +422,39 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
                     firsts.append((first - start) * 1000)
                     wholes.append((time.perf_counter() - start) * 1000)
 
+    def searches(number: int, conversation: str, count: int, firsts: list, wholes: list, errors: list) -> None:
+        """The read path alone at the chats' pace: the search a chat of this conversation makes (POST
+        /v1/memories/search of the same text), then as long as a reply takes to stream; no chat, no store."""
+        with httpx.Client(base_url=server.url, timeout=300) as http:
+            for n in range(count):
+                body = {"query": f"Client {number} says: message {n} about {synth.PROJECTS[(number + n) % 15]}.",
+                        "conversation_id": conversation}
+                start = time.perf_counter()
+                try:
+                    http.post("/v1/memories/search", json=body).raise_for_status()
+                except Exception as exc:  # noqa: BLE001 (counted and shown)
+                    with lock:
+                        errors.append(f"{conversation} {n}: {exc!r}"[:300])
+                    continue
+                took = (time.perf_counter() - start) * 1000
+                with lock:
+                    firsts.append(took)
+                    wholes.append(took)
+                time.sleep(stream_s)
+
     def machine_cpu() -> tuple[float, float, float, float]:
         """CPU-seconds so far: the server's git commands, this bench, the upstream, the whole machine."""
         return (server.children_cpu_seconds(), process_cpu_seconds(os.getpid()), process_cpu_seconds(slow.proc.pid),
                 machine_busy_seconds())
 
-    def phase(count: int, each: int, prefix: str) -> dict:
+    def phase(count: int, each: int, prefix: str, work: Callable = chats) -> dict:
         firsts: list[float] = []
         wholes: list[float] = []
         errors: list[str] = []
         health = server.client.get("/health").json()
         before, cpu = load(), server.cpu_seconds()
         cpus = machine_cpu()
-        wall = run_together([threading.Thread(target=chats, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
+        wall = run_together([threading.Thread(target=work, args=(i, f"{prefix}-{i}", each, firsts, wholes, errors))
                              for i in range(count)])
         server.idle()
         after = server.client.get("/health").json()
@@ -453,11 +476,18 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
         phase(1, 3, "ttfb-warm")  # the first chats of a fresh server: not measured
         one = phase(1, single, "ttfb-one")
         many = phase(clients, per_client, "ttfb-many")
+        # The floor no store can lower: the same conversations' searches alone, at the same pace
+        read_one = phase(1, single, "ttfb-one", searches)
+        read_many = phase(clients, per_client, "ttfb-many", searches)
     finally:
         stopped = server.stop()
         slow.close()
-    ratio = round(many["ttfb"]["p50"] / one["ttfb"]["p50"], 2) if one["ttfb"] and many["ttfb"] else None
-    return {"stream_s": stream_s, "single": one, "many": many, "ratio_p50": ratio, **stopped}
+
+    def ratio(one: dict, many: dict) -> float | None:
+        return round(many["ttfb"]["p50"] / one["ttfb"]["p50"], 2) if one["ttfb"] and many["ttfb"] else None
+
+    return {"stream_s": stream_s, "single": one, "many": many, "ratio_p50": ratio(one, many),
+            "read_single": read_one, "read_many": read_many, "read_ratio_p50": ratio(read_one, read_many), **stopped}
 
 
 def rss_growth(mv, env, vault: Path, first: int, total: int) -> dict:
@@ -551,6 +581,14 @@ def table(report: dict) -> str:
                      f"{many['waited_for_stores']} waited for their store, {many['store_wait_ms']:.0f} ms in all; "
                      f"{many['errors']} errors): {ttfb['ratio_p50']}x; load {one['load_before']} -> "
                      f"{many['load_after']}")
+        if ttfb.get("read_single"):
+            r1, rn = ttfb["read_single"], ttfb["read_many"]
+            lines.append(f"the read path alone at the same pace (the same conversations' searches, no chat, no store): "
+                         f"one client p50 {r1['ttfb']['p50']:.1f} ms (server CPU {r1['server_cpu_ms_per_chat']:.0f} ms "
+                         f"a search), {rn['clients']} clients p50 {rn['ttfb']['p50']:.1f} ms (server CPU "
+                         f"{rn['server_cpu_ms_per_chat']:.0f} ms; the whole machine busy "
+                         f"{rn['cpu_ms_per_chat']['machine_busy']:.0f} ms a search; {rn['errors']} errors): "
+                         f"{ttfb['read_ratio_p50']}x")
         for label, part in (("one client", one), (f"{many['clients']} clients", many)):
             cpu = part["cpu_ms_per_chat"]
             lines.append(f"CPU a chat, {label}: server {part['server_cpu_ms_per_chat']:.0f} ms + its git commands "
