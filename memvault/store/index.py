@@ -117,6 +117,7 @@ _REST_CLIENT = "lance_namespace_urllib3_client"
 _REST_MODELS = _REST_CLIENT + ".models"
 _NAMESPACE = "lance_namespace"
 _LENDING = False  # import_lancedb is importing lancedb with lance_namespace's __init__ deferred
+_IMPORTING = threading.Lock()
 _WHOLE_SAID = False  # Index._optimize_whole said why, once per process
 
 
@@ -127,11 +128,16 @@ def table_folder(index_dir: Path) -> Path:
 
 def import_lancedb():
     """`import lancedb`, without lance-namespace's REST client (API modules, models) until someone needs it."""
-    global _LENDING
-    if "lancedb" in sys.modules or _NAMESPACE in sys.modules or _REST_CLIENT in sys.modules:
-        import lancedb  # imported already, or first by someone else: as it is
+    with _IMPORTING:  # a second thread waits for the first one's import, then finds lancedb imported
+        if not {"lancedb", _NAMESPACE, _REST_CLIENT} & sys.modules.keys():  # else as it is
+            return _import_lancedb_deferring()
+    import lancedb
 
-        return lancedb
+    return lancedb
+
+
+def _import_lancedb_deferring():
+    global _LENDING
     deferred = []
     try:
         for name in (_REST_CLIENT, _REST_MODELS, _NAMESPACE):
