@@ -104,8 +104,8 @@ FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
 
-# lancedb imports lance-namespace at start, and with it the generated REST client of lance-namespace,
-# though a local folder never uses either: the client's package __init__ loads nine API modules (0.65 s
+# lancedb imports lance-namespace at start, and with it lance-namespace's generated REST client, though
+# a local folder never uses either: the client's package __init__ loads nine API modules (0.65 s
 # of a 1.2 s `import lancedb`, deferred since issue 20), and lance_namespace's own __init__ ~150 pydantic
 # models of requests and responses (0.55 s of the 1.55 s left; session 10) for the names lancedb takes
 # from it at import but uses only with a namespace or a remote connection. `import_lancedb` loads those
@@ -138,15 +138,13 @@ def import_lancedb():
 
 def _import_lancedb_deferring():
     global _LENDING
-    deferred = []
-    try:
-        for name in (_REST_CLIENT, _REST_MODELS, _NAMESPACE):
-            if _defer_package_init(name, lend=name == _NAMESPACE):
-                deferred.append(name)
-    except Exception:  # an unexpected layout: import them the ordinary way
-        _forget_modules([_REST_CLIENT, _NAMESPACE])
-        deferred = []
-    _LENDING = _NAMESPACE in deferred
+    deferred = {}
+    for name in (_REST_CLIENT, _REST_MODELS, _NAMESPACE):
+        try:
+            deferred[name] = _defer_package_init(name, lend=name == _NAMESPACE)
+        except Exception:  # an unexpected layout (it puts nothing in sys.modules then): imported as usual
+            deferred[name] = False
+    _LENDING = deferred[_NAMESPACE]
     try:
         import lancedb
     except Exception:
@@ -175,8 +173,8 @@ def _defer_package_init(name: str, lend: bool = False) -> bool:
     """Put package `name` in sys.modules without running its __init__ (its submodules import as usual),
     which runs the first time anyone asks the package for a name it lacks (PEP 562). With `lend`, while
     import_lancedb imports lancedb, a name the __init__ defines is answered by a `_Later` instead."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+    spec = importlib.util.find_spec(name)  # imports the parent package of a submodule
+    if name in sys.modules or spec is None or spec.loader is None or not spec.submodule_search_locations:
         return False
     names = _defined_names(spec.origin) if lend else frozenset()
     package = importlib.util.module_from_spec(spec)  # __path__ set: submodules import as usual
