@@ -82,12 +82,15 @@ def _import_heavy_first() -> None:
     is past the imports, which the product makes lazily on the same path: make them first."""
     import importlib
 
-    for name in ("numpy", "pyarrow", "lancedb", "git", "yaml", "onnxruntime", "fastembed", "watchdog.observers",
+    for name in ("numpy", "pyarrow", "git", "yaml", "onnxruntime", "fastembed", "watchdog.observers",
                  "memvault.faces.cli", "memvault.store.index", "memvault.store.models", "memvault.store.gitrepo", "memvault.reading.retrieval"):
         try:
             importlib.import_module(name)
         except ImportError:
             pass
+    from memvault.store import index
+
+    index.import_lancedb()  # as the command would (a plain `import lancedb` loads what it defers)
     if "chat" in sys.argv:
         from memvault.store import llm
 

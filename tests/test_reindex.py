@@ -173,9 +173,9 @@ def test_corrupt_or_deleted_sidecar_is_rebuilt(vault_dir, damage):
 
 def fts_files(vault_dir):
     """The BM25 index's files now (its folder under the table's _indices/)."""
-    import lancedb
+    from memvault.store.index import import_lancedb
 
-    table = lancedb.connect(str(vault_dir / ".memvault/index")).open_table("memories")
+    table = import_lancedb().connect(str(vault_dir / ".memvault/index")).open_table("memories")
     [uuid] = [i.index_uuid for i in table.list_indices() if i.name == "index_text_idx"]
     return sorted((vault_dir / ".memvault/index/memories.lance/_indices" / uuid).iterdir())
 
@@ -737,11 +737,12 @@ def test_a_compaction_merges_the_appends_and_leaves_the_big_fragment_as_it_was(v
     from datetime import datetime, timezone
 
     import lance
-    import lancedb
 
     import memvault
     from memvault.store import index
     from memvault.store.vault import Vault
+
+    lancedb = index.import_lancedb()
 
     add(*[f"The user noted fact number {i} about the garden" for i in range(300)])  # one fragment
     big = _fragments_of(vault_dir)[0]

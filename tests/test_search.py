@@ -1,6 +1,7 @@
 """`memvault search`: the full read path with the bundled model and real LanceDB."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -217,11 +218,14 @@ def test_read_path_makes_no_network_connection(vault_dir):
     assert "tennis" in done.stdout
 
 
-def test_search_defers_lancedbs_rest_client_without_losing_it(vault_dir):
-    """lancedb imports the REST namespace client (0.65 s of its 1.2 s import) that a local vault
-    never uses; memvault loads that package only when something asks it for a name."""
+def test_search_defers_lancedbs_rest_client_without_losing_it(vault_dir, tmp_path):
+    """lancedb imports lance-namespace's REST client: its nine API modules (0.65 s of a 1.2 s import) and,
+    through lance_namespace's __init__, ~150 pydantic models of the REST namespace (0.3-0.5 s of every cold
+    command since), for names lancedb takes at import but uses only with a namespace. A search loads no API
+    module and only the few model modules lancedb imports itself, and all of it still works when asked for:
+    the REST client, the names lancedb took, lance_namespace's own, a namespace connection."""
     add_lines("The user's wife is named Anne", "The user plays chess")
-    script = """
+    script = f"""
 import sys
 from memvault.faces.cli import main
 sys.argv = ["memvault", "search", "--json", "-k", "1", "wife"]
@@ -231,14 +235,53 @@ except SystemExit as exit:
     assert exit.code in (0, None), exit.code
 rest = "lance_namespace_urllib3_client"
 print("api modules:", sorted(m for m in sys.modules if m.startswith(rest + ".api.")), file=sys.stderr)
+models = [m for m in sys.modules if m.startswith(rest + ".models.")]
+print("models loaded:", len(models), f"{{rest}}.models.list_tables_response" in models, file=sys.stderr)
 from lance_namespace_urllib3_client import ApiClient, TableApi  # the REST client still works
-print("after use:", ApiClient.__name__, TableApi.__name__, f"{rest}.api.table_api" in sys.modules, file=sys.stderr)
+print("after use:", ApiClient.__name__, TableApi.__name__, f"{{rest}}.api.table_api" in sys.modules, file=sys.stderr)
+import lancedb, lancedb.db, lance_namespace
+listed = lancedb.connect({str(vault_dir / ".memvault" / "index")!r}).list_tables()
+print("listed:", listed.tables, type(listed) is lance_namespace.ListTablesResponse,
+      isinstance(listed, lancedb.db.ListTablesResponse), file=sys.stderr)
+db = lancedb.connect_namespace("dir", {{"root": {str(tmp_path / "ns")!r}}})
+db.create_table("t", data=[{{"a": 1}}])
+print("namespace:", db.list_tables().tables, isinstance(db.namespace_client(), lance_namespace.LanceNamespace),
+      file=sys.stderr)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["text"] == "The user's wife is named Anne"
     assert "api modules: []" in done.stderr
+    loaded = re.search(r"models loaded: (\d+) (\w+)", done.stderr)
+    assert int(loaded[1]) < 40 and loaded[2] == "False", done.stderr  # all of them: 146 (lance-namespace 0.11)
     assert "after use: ApiClient TableApi True" in done.stderr
+    assert "listed: ['memories'] True True" in done.stderr
+    assert "namespace: ['t'] True" in done.stderr
+
+
+def test_lancedb_that_wants_lance_namespaces_classes_at_import_gets_them(tmp_path, monkeypatch):
+    """Should a lancedb use a name it takes from lance_namespace at import in a way the stand-in does not
+    pass on, import_lancedb imports it again the plain way: it gets the real class and still works."""
+    fake = tmp_path / "newer" / "lancedb"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "from lance_namespace import ListTablesResponse\n"
+        "if not isinstance(ListTablesResponse, type):\n"
+        "    raise TypeError('a class was expected')\n"
+        "from lancedb.later import ANSWER\n")
+    (fake / "later.py").write_text("ANSWER = 42\n")
+    script = """
+import sys
+from memvault.store import index
+lancedb = index.import_lancedb()
+import lance_namespace
+print("real:", lancedb.ListTablesResponse is lance_namespace.ListTablesResponse, lancedb.ANSWER,
+      lancedb.ListTablesResponse(tables=["t"]).tables)
+"""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "real: True 42 ['t']" in done.stdout
 
 
 def test_explain_shows_what_a_line_that_only_asks_lost(vault_dir, tmp_path):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
 import shutil
 import stat as stat_module
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -102,12 +104,20 @@ FTS_OPTIONS = {"base_tokenizer": "simple", "language": "English", "with_position
                "remove_stop_words": True, "lower_case": True, "ascii_folding": True}
 
 
-# lancedb imports the generated REST client of lance-namespace at start (its package __init__
-# loads nine API modules with ~150 pydantic models) though a local folder never uses it: 0.65 s
-# of the 1.2 s `import lancedb`, paid by every search and add. `import_lancedb` loads that
-# package without running its __init__, which runs the first time anything asks the package
-# itself for a name (a REST namespace connection), so nothing is lost, only deferred.
+# lancedb imports lance-namespace at start, and with it lance-namespace's generated REST client, though
+# a local folder never uses either: the client's package __init__ loads nine API modules (0.65 s
+# of a 1.2 s `import lancedb`, deferred since issue 20), and lance_namespace's own __init__ ~150 pydantic
+# models of requests and responses (0.55 s of the 1.55 s left; session 10) for the names lancedb takes
+# from it at import but uses only with a namespace or a remote connection. `import_lancedb` loads those
+# three packages without running their __init__: lancedb's own imports of single model modules load
+# just those, and a name lancedb takes from lance_namespace meanwhile is a `_Later`, the real object on
+# first use. Anything else asking one of the packages for a name runs its __init__ first, so nothing is
+# lost, only deferred; and should a lancedb not import with that, it is imported again the plain way.
 _REST_CLIENT = "lance_namespace_urllib3_client"
+_REST_MODELS = _REST_CLIENT + ".models"
+_NAMESPACE = "lance_namespace"
+_LENDING = False  # import_lancedb is importing lancedb with lance_namespace's __init__ deferred
+_IMPORTING = threading.Lock()
 _WHOLE_SAID = False  # Index._optimize_whole said why, once per process
 
 
@@ -117,14 +127,36 @@ def table_folder(index_dir: Path) -> Path:
 
 
 def import_lancedb():
-    """`import lancedb`, without the REST client's package __init__ until someone needs it."""
-    if "lancedb" not in sys.modules and _REST_CLIENT not in sys.modules:
-        try:
-            _defer_package_init(_REST_CLIENT)
-        except Exception:  # an unexpected layout: import it the ordinary way
-            sys.modules.pop(_REST_CLIENT, None)
+    """`import lancedb`, without lance-namespace's REST client (API modules, models) until someone needs it."""
+    with _IMPORTING:  # a second thread waits for the first one's import, then finds lancedb imported
+        if not {"lancedb", _NAMESPACE, _REST_CLIENT} & sys.modules.keys():  # else as it is
+            return _import_lancedb_deferring()
     import lancedb
 
+    return lancedb
+
+
+def _import_lancedb_deferring():
+    global _LENDING
+    deferred = {}
+    for name in (_REST_CLIENT, _REST_MODELS, _NAMESPACE):
+        try:
+            deferred[name] = _defer_package_init(name, lend=name == _NAMESPACE)
+        except Exception:  # an unexpected layout (it puts nothing in sys.modules then): imported as usual
+            deferred[name] = False
+    _LENDING = deferred[_NAMESPACE]
+    try:
+        import lancedb
+    except Exception:
+        if not _LENDING:
+            raise
+        # a lancedb that uses a lent name at import in a way _Later does not pass on: lance_namespace
+        # imported as it is (the REST client's package stays deferred: it has only ever had to be asked)
+        _LENDING = False
+        _forget_modules(["lancedb", _NAMESPACE])
+        import lancedb
+    finally:
+        _LENDING = False
     return lancedb
 
 
@@ -137,23 +169,108 @@ def _bounded_caches(lancedb) -> dict:
                                        metadata_cache_size_bytes=METADATA_CACHE_BYTES)}
 
 
-def _defer_package_init(name: str) -> None:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or not spec.submodule_search_locations:
-        return
+def _defer_package_init(name: str, lend: bool = False) -> bool:
+    """Put package `name` in sys.modules without running its __init__ (its submodules import as usual),
+    which runs the first time anyone asks the package for a name it lacks (PEP 562). With `lend`, while
+    import_lancedb imports lancedb, a name the __init__ defines is answered by a `_Later` instead."""
+    spec = importlib.util.find_spec(name)  # imports the parent package of a submodule
+    if name in sys.modules or spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return False
+    names = _defined_names(spec.origin) if lend else frozenset()
     package = importlib.util.module_from_spec(spec)  # __path__ set: submodules import as usual
+    lock = threading.RLock()  # one thread runs the __init__; another asking meanwhile waits for it
     initialised = False
+    lent: dict[str, _Later] = {}
+
+    def initialise() -> None:
+        nonlocal initialised
+        with lock:
+            if not initialised:
+                initialised = True
+                spec.loader.exec_module(package)  # the real __init__, into this same module object
 
     def __getattr__(attr: str):  # PEP 562: only called for names the module does not have yet
-        nonlocal initialised
-        if initialised:
-            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-        initialised = True
-        spec.loader.exec_module(package)  # the real __init__, into this same module object
-        return getattr(package, attr)
+        if _LENDING and attr in names and not initialised and not attr.startswith("__"):
+            return lent.setdefault(attr, _Later(package, attr, initialise))
+        initialise()
+        if attr in vars(package):
+            return vars(package)[attr]
+        hook = vars(package).get("__getattr__")
+        if hook is not None and hook is not __getattr__:  # the package's own (a lazy lance_namespace)
+            return hook(attr)
+        # as a package without this __getattr__ says it, also while its own __init__ runs
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
 
     package.__getattr__ = __getattr__
     sys.modules[name] = package
+    return True
+
+
+def _defined_names(path: str | None) -> frozenset[str]:
+    """The names a module's top level binds (defs, classes, assignments, imports), read without running it."""
+    import ast
+
+    if not path:
+        raise ValueError("no source")
+    names = set()
+    for node in ast.parse(Path(path).read_bytes()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    names.discard("*")
+    return frozenset(names)
+
+
+def _forget_modules(packages: list[str]) -> None:
+    """Drop these packages' Python modules (not compiled extensions, which load only once per process)
+    from sys.modules, so that the next import runs them afresh."""
+    compiled = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    for module_name in [m for m in sys.modules if m.split(".")[0] in packages]:
+        origin = getattr(getattr(sys.modules[module_name], "__spec__", None), "origin", None) or ""
+        if not origin.endswith(compiled):
+            sys.modules.pop(module_name, None)
+
+
+class _Later:
+    """A name lancedb took from lance_namespace at import: the real object (a class, a function) on first
+    use, which is passed on to it. lancedb uses these only with a namespace or a remote connection.
+    Dunder names are not passed on: typing and introspection ask for them (Optional[...] asks for
+    __typing_subst__) and would load what this defers; a call, an isinstance, a subclass do load it."""
+
+    __slots__ = ("_package", "_name", "_initialise", "_real")
+
+    def __init__(self, package, name: str, initialise: Callable[[], None]):
+        self._package, self._name, self._initialise, self._real = package, name, initialise, None
+
+    def _get(self):
+        if self._real is None:
+            self._initialise()
+            self._real = getattr(self._package, self._name)
+        return self._real
+
+    def __call__(self, *args, **kwargs):
+        return self._get()(*args, **kwargs)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return getattr(self._get(), attr)
+
+    def __instancecheck__(self, obj) -> bool:
+        return isinstance(obj, self._get())
+
+    def __subclasscheck__(self, cls) -> bool:
+        return issubclass(cls, self._get())
+
+    def __mro_entries__(self, bases):
+        return (self._get(),)
+
+    def __repr__(self) -> str:
+        return f"<{self._package.__name__}.{self._name}, loaded on first use>"
 
 
 @dataclass
