@@ -398,11 +398,14 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
     server = Server(mv, {**env, "MEMVAULT_LLM_BASE_URL": slow.base_url}, vault)
     lock = threading.Lock()
 
+    def message(number: int, n: int) -> str:
+        """Client `number`'s n-th message (its chat, and the floor's search of the same text)."""
+        return f"Client {number} says: message {n} about {synth.PROJECTS[(number + n) % 15]}."
+
     def chats(number: int, conversation: str, count: int, firsts: list, wholes: list, errors: list) -> None:
         with httpx.Client(base_url=server.url, timeout=300) as http:
             for n in range(count):
-                body = chat_body(f"Client {number} says: message {n} about {synth.PROJECTS[(number + n) % 15]}.",
-                                 conversation, True)
+                body = chat_body(message(number, n), conversation, True)
                 start, first = time.perf_counter(), None
                 try:
                     with http.stream("POST", "/v1/chat/completions", json=body) as response:
@@ -427,8 +430,7 @@ def first_bytes(mv, env, vault: Path, single: int, clients: int, per_client: int
         /v1/memories/search of the same text), then as long as a reply takes to stream; no chat, no store."""
         with httpx.Client(base_url=server.url, timeout=300) as http:
             for n in range(count):
-                body = {"query": f"Client {number} says: message {n} about {synth.PROJECTS[(number + n) % 15]}.",
-                        "conversation_id": conversation}
+                body = {"query": message(number, n), "conversation_id": conversation}
                 start = time.perf_counter()
                 try:
                     http.post("/v1/memories/search", json=body).raise_for_status()
